@@ -1,0 +1,153 @@
+"""The Index port: what kbgate asks of a vector engine, always through a Scope.
+
+Two adapters implement it: `ingest.qdrant_edge.EdgeIndex` (embedded, the default)
+and `ingest.qdrant_server.ServerIndex` (qdrant-client: a server, a cluster, or
+local mode for fast tests). Both run the same contract tests.
+
+The port is synchronous; the gateway calls it off the event loop.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ingest.payload import PassagePayload, Scope, is_valid_org_id
+
+DENSE_VECTOR = "dense"
+SPARSE_VECTOR = "bm25"
+SHARED_COLLECTION = "kb_shared"
+ORG_COLLECTION_PREFIX = "kb_org_"
+
+
+class Storage(enum.StrEnum):
+    """Where a knowledge base's passages live."""
+
+    ORG = "org"
+    SHARED = "shared"
+
+
+def org_collection(org_id: str) -> str:
+    """The collection of one organization; the org id is validated, as it names a directory."""
+    if not is_valid_org_id(org_id):
+        raise ValueError(f"invalid org id for a collection name: {org_id!r}")
+    return f"{ORG_COLLECTION_PREFIX}{org_id}"
+
+
+def collection_for(storage: Storage | str, org_id: str) -> str:
+    """The collection a KB of this storage kind lives in."""
+    return SHARED_COLLECTION if Storage(storage) is Storage.SHARED else org_collection(org_id)
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    """A BM25 vector: token ids and weights, same length."""
+
+    indices: tuple[int, ...]
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """One point to write: deterministic id, both vectors, full payload."""
+
+    point_id: str
+    dense: tuple[float, ...]
+    sparse: SparseVector
+    payload: PassagePayload
+
+
+class LegKind(enum.StrEnum):
+    DENSE = "dense"
+    KEYWORD = "keyword"
+
+
+@dataclass(frozen=True, slots=True)
+class Leg:
+    """One ranked search inside a query: a dense (cosine) or a keyword (BM25) leg.
+
+    `floor` is the minimum score a hit must reach on this leg (None: no floor).
+    """
+
+    kind: LegKind
+    dense: tuple[float, ...] | None = None
+    sparse: SparseVector | None = None
+    limit: int = 100
+    floor: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind is LegKind.DENSE and self.dense is None:
+            raise ValueError("a dense leg needs a dense vector")
+        if self.kind is LegKind.KEYWORD and self.sparse is None:
+            raise ValueError("a keyword leg needs a sparse vector")
+        if self.limit < 1:
+            raise ValueError("a leg's limit must be at least 1")
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One scored point of one leg."""
+
+    point_id: str
+    score: float
+    payload: PassagePayload
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPassage:
+    """A point read back by scroll (no score)."""
+
+    point_id: str
+    payload: PassagePayload
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """The hits of each leg, in the order the legs were given."""
+
+    legs: tuple[tuple[Hit, ...], ...] = field(default_factory=tuple)
+
+
+class IndexUnavailableError(RuntimeError):
+    """The engine could not be reached or did not answer in time."""
+
+
+class Index(Protocol):
+    """A vector engine seen through Scopes only. No method takes a raw filter."""
+
+    def ensure_collection(self, collection: str) -> None:
+        """Create the collection (vectors, payload indexes) if it does not exist."""
+
+    def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
+        """Write points; durable when this returns."""
+
+    def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
+        """Run every leg inside the scope, in one engine call where the engine allows."""
+
+    def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
+        """Points inside the scope (optionally of one document)."""
+
+    def scroll_document(
+        self, collection: str, scope: Scope, document_id: str
+    ) -> list[StoredPassage]:
+        """Every point of one document inside the scope, ordered by passage index."""
+
+    def document_ids(self, collection: str, scope: Scope) -> set[str]:
+        """The distinct document ids inside the scope."""
+
+    def delete_points(self, collection: str, scope: Scope, point_ids: Sequence[str]) -> int:
+        """Delete the given points, but only those inside the scope; returns how many."""
+
+    def delete_document(self, collection: str, scope: Scope, document_id: str) -> int:
+        """Delete every point of one document inside the scope; returns how many."""
+
+    def backfill_org(self, collection: str, scope: Scope) -> int:
+        """Set `orgId = scope.org_id` on points inside the (non-strict) scope that lack it."""
+
+    def ping(self) -> None:
+        """Raise `IndexUnavailableError` when the engine cannot answer."""
+
+    def close(self) -> None:
+        """Release files, sockets and threads."""

@@ -1,0 +1,188 @@
+"""The payload contract and the Scope: the only place a payload key is spelled.
+
+Every passage point carries a `PassagePayload`. Writers serialise it with
+`to_payload`; every adapter's filter builder reads the same `PayloadKey` names,
+so the indexer and the filters cannot drift apart (the April 2026 bug).
+
+Importing this module must stay cheap: no fastembed, presidio or Qdrant client.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+
+class PayloadKey(enum.StrEnum):
+    """The payload keys of a passage point (DESIGN.md section 3), camelCase exactly."""
+
+    TENANT_ID = "tenantId"
+    KNOWLEDGE_BASE_ID = "knowledgeBaseId"
+    ORG_ID = "orgId"
+    DOCUMENT_ID = "documentId"
+    DOCUMENT_VERSION = "documentVersion"
+    PASSAGE_INDEX = "passageIndex"
+    CLASSIFICATION = "classification"
+    TEXT = "text"
+    TITLE = "title"
+    SOURCE = "source"
+    CHECKSUM = "checksum"
+    INDEXED_AT = "indexedAt"
+
+
+#: Keys that carry a keyword payload index, with `tenantId` as the tenant key.
+INDEXED_KEYS: tuple[PayloadKey, ...] = (
+    PayloadKey.TENANT_ID,
+    PayloadKey.KNOWLEDGE_BASE_ID,
+    PayloadKey.ORG_ID,
+    PayloadKey.DOCUMENT_ID,
+    PayloadKey.CLASSIFICATION,
+)
+TENANT_KEY = PayloadKey.TENANT_ID
+
+
+class Classification(enum.StrEnum):
+    """Access labels, lowest first. A clearance admits its own label and those below."""
+
+    PUBLIC = "public"
+    INTERNAL = "internal"
+    CONFIDENTIAL = "confidential"
+    RESTRICTED = "restricted"
+
+
+CLASSIFICATION_ORDER: tuple[Classification, ...] = tuple(Classification)
+DEFAULT_CLEARANCE = Classification.INTERNAL
+
+
+def labels_up_to(clearance: Classification | str) -> tuple[str, ...]:
+    """The labels a holder of `clearance` may read, lowest first."""
+    level = CLASSIFICATION_ORDER.index(Classification(clearance))
+    return tuple(label.value for label in CLASSIFICATION_ORDER[: level + 1])
+
+
+_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,255}$")
+_ORG_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+def is_valid_id(value: str) -> bool:
+    """Tenant, KB, agent and document ids: 1-256 printable ASCII characters, no spaces."""
+    return bool(_ID_PATTERN.fullmatch(value))
+
+
+def is_valid_org_id(value: str) -> bool:
+    """Org ids name a collection, so they are held to `[a-z0-9][a-z0-9_-]{0,62}`."""
+    return bool(_ORG_ID_PATTERN.fullmatch(value))
+
+
+class ScopeError(ValueError):
+    """A Scope was asked for without what every search must carry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What one index call may see: one tenant, some of its KBs, up to a clearance.
+
+    The only way to ask the index anything. Each adapter turns it into its
+    engine's filter in exactly one function:
+    tenant equals, KB in set, classification up to clearance, and org equals
+    when strict isolation is in force.
+    """
+
+    org_id: str
+    tenant_id: str
+    kb_ids: frozenset[str]
+    clearance: Classification = DEFAULT_CLEARANCE
+    strict: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tenant_id, str) or not self.tenant_id:
+            raise ScopeError("a Scope needs a tenant")
+        if not isinstance(self.kb_ids, frozenset) or not self.kb_ids:
+            raise ScopeError("a Scope needs at least one knowledge base")
+        if any(not isinstance(kb, str) or not kb for kb in self.kb_ids):
+            raise ScopeError("knowledge base ids in a Scope must be non-empty strings")
+        if self.strict and (not isinstance(self.org_id, str) or not self.org_id):
+            raise ScopeError("a strict Scope needs an organization")
+        object.__setattr__(self, "clearance", Classification(self.clearance))
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        org_id: str,
+        tenant_id: str,
+        kb_ids: Iterable[str],
+        clearance: Classification | str = DEFAULT_CLEARANCE,
+        strict: bool = True,
+    ) -> Scope:
+        """Build a Scope from any iterable of KB ids."""
+        return cls(org_id, tenant_id, frozenset(kb_ids), Classification(clearance), strict)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return labels_up_to(self.clearance)
+
+    def admits(self, payload: Mapping[str, Any]) -> bool:
+        """Whether a stored payload falls inside this scope (the oracle the filters must match)."""
+        if payload.get(PayloadKey.TENANT_ID) != self.tenant_id:
+            return False
+        if payload.get(PayloadKey.KNOWLEDGE_BASE_ID) not in self.kb_ids:
+            return False
+        if payload.get(PayloadKey.CLASSIFICATION) not in self.labels:
+            return False
+        return not self.strict or payload.get(PayloadKey.ORG_ID) == self.org_id
+
+
+_RENAME = {
+    "tenant_id": PayloadKey.TENANT_ID.value,
+    "knowledge_base_id": PayloadKey.KNOWLEDGE_BASE_ID.value,
+    "org_id": PayloadKey.ORG_ID.value,
+    "document_id": PayloadKey.DOCUMENT_ID.value,
+    "document_version": PayloadKey.DOCUMENT_VERSION.value,
+    "passage_index": PayloadKey.PASSAGE_INDEX.value,
+    "classification": PayloadKey.CLASSIFICATION.value,
+    "text": PayloadKey.TEXT.value,
+    "title": PayloadKey.TITLE.value,
+    "source": PayloadKey.SOURCE.value,
+    "checksum": PayloadKey.CHECKSUM.value,
+    "indexed_at": PayloadKey.INDEXED_AT.value,
+}
+
+
+class PassagePayload(msgspec.Struct, frozen=True, kw_only=True, rename=_RENAME, omit_defaults=True):
+    """One passage point's payload. `org_id` is None only on legacy points."""
+
+    tenant_id: str
+    knowledge_base_id: str
+    document_id: str
+    document_version: str
+    passage_index: int
+    classification: str
+    text: str
+    title: str
+    source: str
+    checksum: str
+    indexed_at: str
+    org_id: str | None = None
+
+
+def to_payload(passage: PassagePayload) -> dict[str, Any]:
+    """The dict written to the engine; a legacy passage has no `orgId` key at all."""
+    payload: dict[str, Any] = msgspec.to_builtins(passage)
+    return payload
+
+
+def from_payload(payload: Mapping[str, Any]) -> PassagePayload:
+    """Read a stored payload back; raises `msgspec.ValidationError` if it breaks the contract."""
+    return msgspec.convert(dict(payload), PassagePayload)
+
+
+def text_checksum(text: str) -> str:
+    """sha256 of a passage's text, as stored in `checksum`."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

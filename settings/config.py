@@ -1,0 +1,212 @@
+"""Process configuration, read from `KBGATE_*` environment variables once, at start.
+
+`load_config(environ)` is called by the CLI or a test and the result passed in;
+nothing here runs at import time. A bad value fails start-up with a message that
+names the variable.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+ENV_PREFIX = "KBGATE_"
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration variable is missing, malformed or out of range."""
+
+
+class Bounds(msgspec.Struct, frozen=True):
+    """Platform bounds: stored settings beyond them are clamped when used."""
+
+    top_k_min: int = 1
+    top_k_max: int = 50
+    score_threshold_min: float = 0.0
+    score_threshold_max: float = 1.0
+    max_variations: int = 4
+    kb_cap_min: int = 1
+    kb_cap_max: int = 10
+
+
+class Defaults(msgspec.Struct, frozen=True):
+    """Platform defaults: used when neither the KB nor the agent sets a value."""
+
+    top_k: int = 8
+    score_threshold: float = 0.3
+    keyword_floor: float = 0.0
+    kb_cap: int = 3
+    grounding_floor: float = 0.7
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything the process needs to know about its surroundings."""
+
+    data_dir: Path = Path("./kbgate-data")
+    host: str = "127.0.0.1"
+    port: int = 8080
+    qdrant_url: str | None = None
+    qdrant_api_key: str | None = None
+    qdrant_timeout_s: float = 5.0
+    redis_url: str | None = None
+    redis_timeout_s: float = 2.0
+    platform_key: str | None = None
+    embedding_model: str | None = None
+    embedding_threads: int | None = None
+    embedding_batch_size: int = 16
+    model_cache_dir: Path | None = None
+    bounds: Bounds = msgspec.field(default_factory=Bounds)
+    defaults: Defaults = msgspec.field(default_factory=Defaults)
+    settings_staleness_s: float = 30.0
+    turn_ttl_s: int = 3600
+    max_question_chars: int = 2000
+    max_document_bytes: int = 5 * 1024 * 1024
+    max_body_bytes: int = 8 * 1024 * 1024
+    log_level: str = "INFO"
+
+    @property
+    def model_dir(self) -> Path:
+        """Where assembled embedding models are cached."""
+        return self.model_cache_dir or self.data_dir / "models"
+
+
+def _parse_int(raw: str) -> int:
+    return int(raw.strip())
+
+
+def _parse_float(raw: str) -> float:
+    value = float(raw.strip())
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+def _parse_str(raw: str) -> str:
+    value = raw.strip()
+    if not value:
+        raise ValueError("must not be empty")
+    return value
+
+
+def _parse_path(raw: str) -> Path:
+    return Path(_parse_str(raw)).expanduser()
+
+
+def _parse_url(raw: str) -> str:
+    value = _parse_str(raw)
+    if "://" not in value:
+        raise ValueError("must be a URL with a scheme, e.g. http://localhost:6333")
+    return value
+
+
+def _parse_level(raw: str) -> str:
+    level = raw.strip().upper()
+    if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+        raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR")
+    return level
+
+
+# variable suffix -> (field path, parser)
+_VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "DATA_DIR": ("data_dir", _parse_path),
+    "HOST": ("host", _parse_str),
+    "PORT": ("port", _parse_int),
+    "QDRANT_URL": ("qdrant_url", _parse_url),
+    "QDRANT_API_KEY": ("qdrant_api_key", _parse_str),
+    "QDRANT_TIMEOUT_S": ("qdrant_timeout_s", _parse_float),
+    "REDIS_URL": ("redis_url", _parse_url),
+    "REDIS_TIMEOUT_S": ("redis_timeout_s", _parse_float),
+    "PLATFORM_KEY": ("platform_key", _parse_str),
+    "EMBEDDING_MODEL": ("embedding_model", _parse_str),
+    "EMBEDDING_THREADS": ("embedding_threads", _parse_int),
+    "EMBEDDING_BATCH_SIZE": ("embedding_batch_size", _parse_int),
+    "MODEL_CACHE_DIR": ("model_cache_dir", _parse_path),
+    "SETTINGS_STALENESS_S": ("settings_staleness_s", _parse_float),
+    "TURN_TTL_S": ("turn_ttl_s", _parse_int),
+    "MAX_QUESTION_CHARS": ("max_question_chars", _parse_int),
+    "MAX_DOCUMENT_BYTES": ("max_document_bytes", _parse_int),
+    "MAX_BODY_BYTES": ("max_body_bytes", _parse_int),
+    "LOG_LEVEL": ("log_level", _parse_level),
+    "TOP_K_MIN": ("bounds.top_k_min", _parse_int),
+    "TOP_K_MAX": ("bounds.top_k_max", _parse_int),
+    "SCORE_THRESHOLD_MIN": ("bounds.score_threshold_min", _parse_float),
+    "SCORE_THRESHOLD_MAX": ("bounds.score_threshold_max", _parse_float),
+    "MAX_VARIATIONS": ("bounds.max_variations", _parse_int),
+    "KB_CAP_MIN": ("bounds.kb_cap_min", _parse_int),
+    "KB_CAP_MAX": ("bounds.kb_cap_max", _parse_int),
+    "DEFAULT_TOP_K": ("defaults.top_k", _parse_int),
+    "DEFAULT_SCORE_THRESHOLD": ("defaults.score_threshold", _parse_float),
+    "DEFAULT_KEYWORD_FLOOR": ("defaults.keyword_floor", _parse_float),
+    "DEFAULT_KB_CAP": ("defaults.kb_cap", _parse_int),
+    "GROUNDING_FLOOR": ("defaults.grounding_floor", _parse_float),
+}
+
+# (check, variable suffix to blame, message)
+_RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
+    (lambda c: 0 < c.port < 65536, "PORT", "must be a TCP port, 1..65535"),
+    (lambda c: c.qdrant_timeout_s > 0, "QDRANT_TIMEOUT_S", "must be positive"),
+    (lambda c: c.redis_timeout_s > 0, "REDIS_TIMEOUT_S", "must be positive"),
+    (lambda c: c.embedding_threads is None or c.embedding_threads >= 1,
+     "EMBEDDING_THREADS", "must be at least 1"),
+    (lambda c: 1 <= c.embedding_batch_size <= 256, "EMBEDDING_BATCH_SIZE", "must be 1..256"),
+    (lambda c: c.settings_staleness_s > 0, "SETTINGS_STALENESS_S", "must be positive"),
+    (lambda c: c.turn_ttl_s > 0, "TURN_TTL_S", "must be positive"),
+    (lambda c: c.max_question_chars > 0, "MAX_QUESTION_CHARS", "must be positive"),
+    (lambda c: c.max_document_bytes > 0, "MAX_DOCUMENT_BYTES", "must be positive"),
+    (lambda c: c.max_body_bytes >= 1024, "MAX_BODY_BYTES", "must be at least 1024"),
+    (lambda c: c.platform_key is None or len(c.platform_key) >= 16,
+     "PLATFORM_KEY", "must be at least 16 characters"),
+    (lambda c: 1 <= c.bounds.top_k_min <= c.bounds.top_k_max, "TOP_K_MAX",
+     "must be >= KBGATE_TOP_K_MIN >= 1"),
+    (lambda c: 0.0 <= c.bounds.score_threshold_min <= c.bounds.score_threshold_max <= 1.0,
+     "SCORE_THRESHOLD_MAX", "bounds must satisfy 0 <= min <= max <= 1"),
+    (lambda c: 0 <= c.bounds.max_variations <= 16, "MAX_VARIATIONS", "must be 0..16"),
+    (lambda c: 1 <= c.bounds.kb_cap_min <= c.bounds.kb_cap_max, "KB_CAP_MAX",
+     "must be >= KBGATE_KB_CAP_MIN >= 1"),
+    (lambda c: c.bounds.top_k_min <= c.defaults.top_k <= c.bounds.top_k_max,
+     "DEFAULT_TOP_K", "must lie within the top_k bounds"),
+    (lambda c: c.bounds.score_threshold_min <= c.defaults.score_threshold
+     <= c.bounds.score_threshold_max, "DEFAULT_SCORE_THRESHOLD",
+     "must lie within the score threshold bounds"),
+    (lambda c: c.defaults.keyword_floor >= 0, "DEFAULT_KEYWORD_FLOOR", "must be >= 0"),
+    (lambda c: c.bounds.kb_cap_min <= c.defaults.kb_cap <= c.bounds.kb_cap_max,
+     "DEFAULT_KB_CAP", "must lie within the KB cap bounds"),
+    (lambda c: 0.0 <= c.defaults.grounding_floor <= 1.0, "GROUNDING_FLOOR", "must be 0..1"),
+)
+
+
+def load_config(environ: Mapping[str, str], **overrides: Any) -> Config:
+    """Build the Config from `KBGATE_*` variables; keyword overrides (CLI flags) win."""
+    values: dict[str, Any] = {}
+    for suffix, (path, parse) in _VARIABLES.items():
+        name = ENV_PREFIX + suffix
+        raw = environ.get(name)
+        if raw is None or raw == "":
+            continue
+        try:
+            values[path] = parse(raw)
+        except ValueError as error:
+            raise ConfigError(f"{name}: {error}") from None
+    values.update({key: value for key, value in overrides.items() if value is not None})
+    config = _assemble(values)
+    for check, suffix, message in _RULES:
+        if not check(config):
+            raise ConfigError(f"{ENV_PREFIX}{suffix}: {message}")
+    return config
+
+
+def _assemble(values: Mapping[str, Any]) -> Config:
+    top: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {"bounds": {}, "defaults": {}}
+    for path, value in values.items():
+        group, _, name = path.rpartition(".")
+        if group:
+            nested[group][name] = value
+        else:
+            top[path] = value
+    return Config(bounds=Bounds(**nested["bounds"]), defaults=Defaults(**nested["defaults"]), **top)

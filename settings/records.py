@@ -1,0 +1,100 @@
+"""The records kbgate keeps beside the index: orgs, workspaces, KBs, agents, keys, turns.
+
+Settings values are kept as the JSON values that were stored (`Any`): the
+resolution rules in `settings.resolve` validate them when read, so a malformed
+value stored by an older release is ignored level by level instead of crashing
+a turn.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import msgspec
+
+
+class Role(enum.StrEnum):
+    PLATFORM = "platform"
+    ADMIN = "admin"
+    INGEST = "ingest"
+    RETRIEVE = "retrieve"
+
+
+WORKSPACE_ROLES: frozenset[Role] = frozenset({Role.ADMIN, Role.INGEST, Role.RETRIEVE})
+
+
+class Org(msgspec.Struct, frozen=True, kw_only=True):
+    org_id: str
+    created_at: str
+
+
+class Workspace(msgspec.Struct, frozen=True, kw_only=True):
+    """A tenant: its id is unique across the platform and written on every passage."""
+
+    tenant_id: str
+    org_id: str
+    created_at: str
+    settings: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class KnowledgeBase(msgspec.Struct, frozen=True, kw_only=True):
+    """A set of documents of one workspace. `settings` holds top_k, thresholds, fusion."""
+
+    kb_id: str
+    tenant_id: str
+    org_id: str
+    storage: str
+    name: str = ""
+    created_at: str = ""
+    settings: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Agent(msgspec.Struct, frozen=True, kw_only=True):
+    """A workspace's assistant: ordered KBs and its own retrieval settings."""
+
+    agent_id: str
+    tenant_id: str
+    knowledge_base_ids: list[str]
+    created_at: str = ""
+    settings: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class ApiKey(msgspec.Struct, frozen=True, kw_only=True):
+    """A credential, stored by the sha256 of its secret; the secret itself is never kept."""
+
+    key_id: str
+    key_hash: str
+    org_id: str
+    tenant_id: str
+    roles: list[str]
+    clearance: str
+    created_at: str
+
+
+class SettingChange(msgspec.Struct, frozen=True, kw_only=True):
+    """One audited change: who (key id, never the key), when, what, from and to."""
+
+    at: str
+    key_id: str
+    setting: str
+    old: Any
+    new: Any
+
+
+class TurnPassage(msgspec.Struct, frozen=True, kw_only=True):
+    """What one turn returned for one passage: enough to verify a citation later."""
+
+    passage_id: str
+    document_id: str
+    knowledge_base_id: str
+    checksum: str
+    text: str
+
+
+class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
+    turn_id: str
+    tenant_id: str
+    agent_id: str
+    created_at: str
+    passages: list[TurnPassage]

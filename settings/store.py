@@ -1,0 +1,106 @@
+"""The SettingsStore port: records and settings, embedded (SQLite) or deployed (Redis).
+
+Both adapters (`settings.sqlite_store.SqliteStore`, `settings.redis_store.RedisStore`)
+pass the same contract tests. All methods are coroutines; the SQLite adapter runs
+its statements off the event loop.
+
+Ids chosen by tenants (KB, agent, document) are always looked up together with
+the tenant id, so two workspaces may both own a KB called `kb`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from settings.records import (
+    Agent,
+    ApiKey,
+    KnowledgeBase,
+    Org,
+    SettingChange,
+    TurnRecord,
+    Workspace,
+)
+
+
+class StoreError(RuntimeError):
+    """Base class of store failures."""
+
+
+class AlreadyExistsError(StoreError):
+    """A record with that id exists (org, workspace or key)."""
+
+
+class NotFoundError(StoreError):
+    """The record to change does not exist (for the caller's tenant)."""
+
+
+class StoreUnavailableError(StoreError):
+    """The backing service did not answer in time, or refused."""
+
+
+class SettingsStore(Protocol):
+    """Where orgs, workspaces, KBs, agents, keys, audit history and turns are kept."""
+
+    # organizations and workspaces
+    async def create_org(self, org: Org) -> None:
+        """Raises AlreadyExistsError if the org id is taken."""
+
+    async def get_org(self, org_id: str) -> Org | None: ...
+
+    async def create_workspace(self, workspace: Workspace) -> None:
+        """Raises AlreadyExistsError if the tenant id is taken in any org."""
+
+    async def get_workspace(self, tenant_id: str) -> Workspace | None: ...
+
+    async def update_workspace_settings(
+        self, tenant_id: str, changes: Mapping[str, Any], *, key_id: str, at: str
+    ) -> Workspace:
+        """Apply changes and record one SettingChange per changed key, atomically.
+
+        A value of None removes the stored setting (back to its default).
+        Raises NotFoundError if the workspace does not exist.
+        """
+
+    async def settings_history(self, tenant_id: str) -> list[SettingChange]:
+        """Changes of one workspace, oldest first."""
+
+    # knowledge bases and agents
+    async def put_knowledge_base(self, kb: KnowledgeBase) -> bool:
+        """Create or replace; True when it was created."""
+
+    async def get_knowledge_base(self, tenant_id: str, kb_id: str) -> KnowledgeBase | None: ...
+
+    async def list_knowledge_bases(self, tenant_id: str) -> list[KnowledgeBase]: ...
+
+    async def put_agent(self, agent: Agent) -> bool:
+        """Create or replace; True when it was created."""
+
+    async def get_agent(self, tenant_id: str, agent_id: str) -> Agent | None: ...
+
+    async def list_agents(self, tenant_id: str) -> list[Agent]: ...
+
+    # held-back counters (documents screened out at ingest)
+    async def add_held_back(self, tenant_id: str, kb_id: str, count: int = 1) -> int:
+        """Increment and return the KB's held-back count."""
+
+    async def held_back(self, tenant_id: str, kb_id: str) -> int: ...
+
+    # credentials
+    async def create_api_key(self, key: ApiKey) -> None:
+        """Raises AlreadyExistsError on a duplicate key id or hash."""
+
+    async def get_api_key_by_hash(self, key_hash: str) -> ApiKey | None: ...
+
+    # turn records, kept for `ttl_s` seconds
+    async def put_turn(self, turn: TurnRecord, ttl_s: int) -> None: ...
+
+    async def get_turn(self, turn_id: str) -> TurnRecord | None:
+        """The turn if it exists and has not expired."""
+
+    # operations
+    async def ping(self) -> None:
+        """Raise StoreUnavailableError when the store cannot answer."""
+
+    async def close(self) -> None: ...

@@ -1,0 +1,1 @@
+"""Shared pytest configuration. Fixtures live beside the tests that use them."""
