@@ -80,6 +80,10 @@ def is_valid_org_id(value: str) -> bool:
     return bool(_ORG_ID_PATTERN.fullmatch(value))
 
 
+def _non_empty_str(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
 class ScopeError(ValueError):
     """A Scope was asked for without what every search must carry."""
 
@@ -101,13 +105,16 @@ class Scope:
     strict: bool = True
 
     def __post_init__(self) -> None:
-        if not isinstance(self.tenant_id, str) or not self.tenant_id:
+        # Checked at run time too: a Scope is the isolation boundary, and callers
+        # outside the type checker's sight (JSON, tests, plugins) must not slip by.
+        if not _non_empty_str(self.tenant_id):
             raise ScopeError("a Scope needs a tenant")
-        if not isinstance(self.kb_ids, frozenset) or not self.kb_ids:
+        kb_ids: object = self.kb_ids
+        if not isinstance(kb_ids, frozenset) or not kb_ids:
             raise ScopeError("a Scope needs at least one knowledge base")
-        if any(not isinstance(kb, str) or not kb for kb in self.kb_ids):
+        if not all(_non_empty_str(kb) for kb in kb_ids):
             raise ScopeError("knowledge base ids in a Scope must be non-empty strings")
-        if self.strict and (not isinstance(self.org_id, str) or not self.org_id):
+        if self.strict and not _non_empty_str(self.org_id):
             raise ScopeError("a strict Scope needs an organization")
         object.__setattr__(self, "clearance", Classification(self.clearance))
 

@@ -151,31 +151,58 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
     (lambda c: 0 < c.port < 65536, "PORT", "must be a TCP port, 1..65535"),
     (lambda c: c.qdrant_timeout_s > 0, "QDRANT_TIMEOUT_S", "must be positive"),
     (lambda c: c.redis_timeout_s > 0, "REDIS_TIMEOUT_S", "must be positive"),
-    (lambda c: c.embedding_threads is None or c.embedding_threads >= 1,
-     "EMBEDDING_THREADS", "must be at least 1"),
+    (
+        lambda c: c.embedding_threads is None or c.embedding_threads >= 1,
+        "EMBEDDING_THREADS",
+        "must be at least 1",
+    ),
     (lambda c: 1 <= c.embedding_batch_size <= 256, "EMBEDDING_BATCH_SIZE", "must be 1..256"),
     (lambda c: c.settings_staleness_s > 0, "SETTINGS_STALENESS_S", "must be positive"),
     (lambda c: c.turn_ttl_s > 0, "TURN_TTL_S", "must be positive"),
     (lambda c: c.max_question_chars > 0, "MAX_QUESTION_CHARS", "must be positive"),
     (lambda c: c.max_document_bytes > 0, "MAX_DOCUMENT_BYTES", "must be positive"),
     (lambda c: c.max_body_bytes >= 1024, "MAX_BODY_BYTES", "must be at least 1024"),
-    (lambda c: c.platform_key is None or len(c.platform_key) >= 16,
-     "PLATFORM_KEY", "must be at least 16 characters"),
-    (lambda c: 1 <= c.bounds.top_k_min <= c.bounds.top_k_max, "TOP_K_MAX",
-     "must be >= KBGATE_TOP_K_MIN >= 1"),
-    (lambda c: 0.0 <= c.bounds.score_threshold_min <= c.bounds.score_threshold_max <= 1.0,
-     "SCORE_THRESHOLD_MAX", "bounds must satisfy 0 <= min <= max <= 1"),
+    (
+        lambda c: c.platform_key is None or len(c.platform_key) >= 16,
+        "PLATFORM_KEY",
+        "must be at least 16 characters",
+    ),
+    (
+        lambda c: 1 <= c.bounds.top_k_min <= c.bounds.top_k_max,
+        "TOP_K_MAX",
+        "must be >= KBGATE_TOP_K_MIN >= 1",
+    ),
+    (
+        lambda c: 0.0 <= c.bounds.score_threshold_min <= c.bounds.score_threshold_max <= 1.0,
+        "SCORE_THRESHOLD_MAX",
+        "bounds must satisfy 0 <= min <= max <= 1",
+    ),
     (lambda c: 0 <= c.bounds.max_variations <= 16, "MAX_VARIATIONS", "must be 0..16"),
-    (lambda c: 1 <= c.bounds.kb_cap_min <= c.bounds.kb_cap_max, "KB_CAP_MAX",
-     "must be >= KBGATE_KB_CAP_MIN >= 1"),
-    (lambda c: c.bounds.top_k_min <= c.defaults.top_k <= c.bounds.top_k_max,
-     "DEFAULT_TOP_K", "must lie within the top_k bounds"),
-    (lambda c: c.bounds.score_threshold_min <= c.defaults.score_threshold
-     <= c.bounds.score_threshold_max, "DEFAULT_SCORE_THRESHOLD",
-     "must lie within the score threshold bounds"),
+    (
+        lambda c: 1 <= c.bounds.kb_cap_min <= c.bounds.kb_cap_max,
+        "KB_CAP_MAX",
+        "must be >= KBGATE_KB_CAP_MIN >= 1",
+    ),
+    (
+        lambda c: c.bounds.top_k_min <= c.defaults.top_k <= c.bounds.top_k_max,
+        "DEFAULT_TOP_K",
+        "must lie within the top_k bounds",
+    ),
+    (
+        lambda c: (
+            c.bounds.score_threshold_min
+            <= c.defaults.score_threshold
+            <= c.bounds.score_threshold_max
+        ),
+        "DEFAULT_SCORE_THRESHOLD",
+        "must lie within the score threshold bounds",
+    ),
     (lambda c: c.defaults.keyword_floor >= 0, "DEFAULT_KEYWORD_FLOOR", "must be >= 0"),
-    (lambda c: c.bounds.kb_cap_min <= c.defaults.kb_cap <= c.bounds.kb_cap_max,
-     "DEFAULT_KB_CAP", "must lie within the KB cap bounds"),
+    (
+        lambda c: c.bounds.kb_cap_min <= c.defaults.kb_cap <= c.bounds.kb_cap_max,
+        "DEFAULT_KB_CAP",
+        "must lie within the KB cap bounds",
+    ),
     (lambda c: 0.0 <= c.defaults.grounding_floor <= 1.0, "GROUNDING_FLOOR", "must be 0..1"),
 )
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+import msgspec
+
 from settings.records import (
     Agent,
     ApiKey,
@@ -22,6 +24,34 @@ from settings.records import (
     TurnRecord,
     Workspace,
 )
+
+
+def _same_json(left: Any, right: Any) -> bool:
+    # Compare as stored JSON, not with ==: in Python 1 == 1.0 == True.
+    return msgspec.json.encode(left, order="sorted") == msgspec.json.encode(right, order="sorted")
+
+
+def apply_setting_changes(
+    current: Mapping[str, Any], changes: Mapping[str, Any], *, key_id: str, at: str
+) -> tuple[dict[str, Any], list[SettingChange]]:
+    """New settings and one SettingChange per key whose stored value actually changes.
+
+    None removes a key; `old`/`new` are None for an absent value. Shared by both stores.
+    """
+    settings = dict(current)
+    history: list[SettingChange] = []
+    for name, new in changes.items():
+        old = settings.get(name)
+        if new is None:
+            if name not in settings:
+                continue
+            del settings[name]
+        elif name in settings and _same_json(old, new):
+            continue
+        else:
+            settings[name] = new
+        history.append(SettingChange(at=at, key_id=key_id, setting=name, old=old, new=new))
+    return settings, history
 
 
 class StoreError(RuntimeError):
@@ -96,8 +126,8 @@ class SettingsStore(Protocol):
     # turn records, kept for `ttl_s` seconds
     async def put_turn(self, turn: TurnRecord, ttl_s: int) -> None: ...
 
-    async def get_turn(self, turn_id: str) -> TurnRecord | None:
-        """The turn if it exists and has not expired."""
+    async def get_turn(self, tenant_id: str, turn_id: str) -> TurnRecord | None:
+        """The tenant's turn if it exists and has not expired (another tenant's: None)."""
 
     # operations
     async def ping(self) -> None:

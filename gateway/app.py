@@ -1,0 +1,136 @@
+"""The app factory: `create_app(config, services=None) -> Litestar`.
+
+The lifespan builds the services (index, store, embedder) unless a test hands
+its own in. Everything a handler uses comes from `app.state.services`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from litestar import Litestar
+from litestar.datastructures import State
+from litestar.enums import ScopeType
+from litestar.exceptions import HTTPException
+from litestar.middleware import DefineMiddleware
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import ScalarRenderPlugin
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.errors import GatewayError
+from gateway.routes.errors import problem_details_plugin
+from gateway.routes.health import HealthController
+from gateway.routes.knowledge import AgentController, KnowledgeBaseController
+from gateway.routes.provisioning import ProvisioningController
+from gateway.routes.security import PUBLIC_PATHS, BearerKeyMiddleware
+from gateway.services import Services, build_services
+from gateway.telemetry import Telemetry, build_logger
+from ingest.index import IndexUnavailableError
+from settings.config import Config
+from settings.store import StoreUnavailableError
+
+API_VERSION = "1.0.0"
+
+
+def create_app(config: Config, services: Services | None = None) -> Litestar:
+    """Build the gateway. With `services` given, the caller owns (and closes) them."""
+    telemetry = services.telemetry if services else Telemetry(build_logger(config.log_level))
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        started = time.perf_counter()
+        owned = services is None
+        built = services or await build_services(config, telemetry)
+        app.state.services = built
+        telemetry.log.info(
+            "started",
+            index=built.index_engine,
+            store=built.store_engine,
+            startup_ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+        try:
+            yield
+        finally:
+            if owned:
+                await built.close()
+
+    def log_exception(exception: Exception, scope: Scope) -> None:
+        # The type only: messages of unexpected errors may quote user input.
+        telemetry.log.error(
+            "unhandled_error",
+            error_type=type(exception).__name__,
+            route=scope.get("path_template", "unmatched"),
+        )
+
+    return Litestar(
+        route_handlers=[
+            HealthController,
+            ProvisioningController,
+            KnowledgeBaseController,
+            AgentController,
+        ],
+        lifespan=[lifespan],
+        state=State({"telemetry": telemetry}),
+        middleware=[
+            DefineMiddleware(_RequestTelemetry, telemetry=telemetry),
+            DefineMiddleware(BearerKeyMiddleware, exclude=list(PUBLIC_PATHS)),
+        ],
+        plugins=[problem_details_plugin()],
+        after_exception=[_only_unexpected(log_exception)],
+        openapi_config=OpenAPIConfig(
+            title="kbgate",
+            version=API_VERSION,
+            description="Multi-tenant retrieval gateway over Qdrant.",
+            path="/schema",
+            render_plugins=[ScalarRenderPlugin()],
+        ),
+        request_max_body_size=config.max_body_bytes,
+        logging_config=None,
+        debug=False,
+    )
+
+
+_EXPECTED = (HTTPException, GatewayError, IndexUnavailableError, StoreUnavailableError)
+
+
+def _only_unexpected(
+    log: Callable[[Exception, Scope], None],
+) -> Callable[[Exception, Scope], Awaitable[None]]:
+    async def hook(exception: Exception, scope: Scope) -> None:
+        if not isinstance(exception, _EXPECTED):
+            log(exception, scope)
+
+    return hook
+
+
+class _RequestTelemetry:
+    """Counts and times every routed request by its route template, never its path."""
+
+    def __init__(self, app: ASGIApp, telemetry: Telemetry) -> None:
+        self.app = app
+        self.telemetry = telemetry
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != ScopeType.HTTP:
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            self.telemetry.observe_request(
+                route=str(scope.get("path_template", "unmatched")),
+                method=str(scope.get("method", "")),
+                status=status,
+                seconds=time.perf_counter() - started,
+            )

@@ -1,0 +1,71 @@
+"""Platform provisioning: organizations, workspaces and workspace keys."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from gateway.auth import issue_key
+from gateway.errors import ConflictError, InvalidInputError, NotFoundError
+from gateway.services import Services
+from ingest.index import org_collection
+from ingest.payload import is_valid_id, is_valid_org_id
+from settings.records import ApiKey, Org, Workspace
+from settings.store import AlreadyExistsError
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _timestamp(raw: str | None) -> str:
+    """An ISO 8601 instant, normalised to UTC; now when absent."""
+    if raw is None:
+        return _now()
+    try:
+        parsed = datetime.fromisoformat(raw)
+    except ValueError:
+        raise InvalidInputError("must be an ISO 8601 date-time", field="created_at") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC).isoformat()
+
+
+async def create_org(services: Services, org_id: str) -> Org:
+    if not is_valid_org_id(org_id):
+        raise InvalidInputError("must match [a-z0-9][a-z0-9_-]{0,62}", field="org_id")
+    org = Org(org_id=org_id, created_at=_now())
+    try:
+        await services.store.create_org(org)
+    except AlreadyExistsError:
+        raise ConflictError("an organization with this id exists", field="org_id") from None
+    await asyncio.to_thread(services.index.ensure_collection, org_collection(org_id))
+    return org
+
+
+async def create_workspace(
+    services: Services, org_id: str, tenant_id: str, created_at: str | None
+) -> Workspace:
+    if await services.store.get_org(org_id) is None:
+        raise NotFoundError("no such organization")
+    if not is_valid_id(tenant_id):
+        raise InvalidInputError(
+            "must be 1-256 characters of letters, digits and ._:@/-", field="tenant_id"
+        )
+    workspace = Workspace(tenant_id=tenant_id, org_id=org_id, created_at=_timestamp(created_at))
+    try:
+        await services.store.create_workspace(workspace)
+    except AlreadyExistsError:
+        raise ConflictError("a workspace with this id exists", field="tenant_id") from None
+    return workspace
+
+
+async def create_key(
+    services: Services, *, org_id: str, tenant_id: str, roles: list[str], clearance: str | None
+) -> tuple[str, ApiKey]:
+    workspace = await services.store.get_workspace(tenant_id)
+    if workspace is None or workspace.org_id != org_id:
+        raise NotFoundError("no such workspace in this organization")
+    secret, record = issue_key(org_id=org_id, tenant_id=tenant_id, roles=roles, clearance=clearance)
+    await services.store.create_api_key(record)
+    return secret, record

@@ -1,0 +1,93 @@
+"""The one place domain errors become HTTP problem details (RFC 9457)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
+
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.plugins.problem_details import (
+    ProblemDetailsConfig,
+    ProblemDetailsException,
+    ProblemDetailsPlugin,
+)
+
+from gateway.errors import (
+    ConflictError,
+    DependencyUnavailableError,
+    ForbiddenError,
+    GatewayError,
+    InvalidInputError,
+    NotFoundError,
+    PayloadTooLargeError,
+    UnauthenticatedError,
+)
+from ingest.index import IndexUnavailableError
+from settings.store import StoreUnavailableError
+
+_STATUS: dict[type[GatewayError], tuple[int, str]] = {
+    UnauthenticatedError: (401, "Unauthorized"),
+    ForbiddenError: (403, "Forbidden"),
+    NotFoundError: (404, "Not Found"),
+    ConflictError: (409, "Conflict"),
+    PayloadTooLargeError: (413, "Payload Too Large"),
+    InvalidInputError: (422, "Unprocessable Content"),
+}
+_RETRY_AFTER_S = 5
+
+
+def _problem(status: int, title: str, detail: str, **extra: Any) -> ProblemDetailsException:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return ProblemDetailsException(
+        status_code=status,
+        title=title,
+        detail=detail,
+        headers=headers,
+        extra={key: value for key, value in extra.items() if value is not None} or None,
+    )
+
+
+def gateway_problem(error: GatewayError) -> ProblemDetailsException:
+    if isinstance(error, DependencyUnavailableError):
+        return _unavailable(error.dependency, error.retry_after_s)
+    status, title = next(
+        (found for kind, found in _STATUS.items() if isinstance(error, kind)),
+        (400, "Bad Request"),
+    )
+    return _problem(status, title, error.message, field=error.field)
+
+
+def _unavailable(dependency: str, retry_after_s: int) -> ProblemDetailsException:
+    return ProblemDetailsException(
+        status_code=503,
+        title="Service Unavailable",
+        detail=f"{dependency} is unavailable; retry later",
+        headers={"Retry-After": str(retry_after_s)},
+        extra={"dependency": dependency},
+    )
+
+
+def validation_problem(error: ValidationException) -> ProblemDetailsException:
+    """Malformed JSON is 400; JSON that breaks the schema is 422, naming the field."""
+    details = error.extra if isinstance(error.extra, list) else []
+    first = details[0] if details and isinstance(details[0], dict) else {}
+    message = str(first.get("message", error.detail))
+    if "malformed" in message.lower() or "decode" in message.lower():
+        return _problem(400, "Bad Request", "the body is not valid JSON")
+    return _problem(422, "Unprocessable Content", message, field=first.get("key"))
+
+
+def http_problem(error: HTTPException) -> ProblemDetailsException:
+    return _problem(error.status_code, HTTPStatus(error.status_code).phrase, error.detail)
+
+
+def problem_details_plugin() -> ProblemDetailsPlugin:
+    mapping: dict[type[Exception], Callable[[Any], ProblemDetailsException]] = {
+        GatewayError: gateway_problem,
+        ValidationException: validation_problem,
+        HTTPException: http_problem,
+        IndexUnavailableError: lambda _: _unavailable("index", _RETRY_AFTER_S),
+        StoreUnavailableError: lambda _: _unavailable("store", _RETRY_AFTER_S),
+    }
+    return ProblemDetailsPlugin(ProblemDetailsConfig(exception_to_problem_detail_map=mapping))

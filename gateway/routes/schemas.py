@@ -1,0 +1,146 @@
+"""Request and response bodies: msgspec Structs, strict (unknown fields are refused)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+
+class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Base of every request body: unknown fields are an error, not silently dropped."""
+
+
+class CreateOrg(Strict):
+    org_id: str
+
+
+class OrgOut(msgspec.Struct, kw_only=True):
+    org_id: str
+    created_at: str
+    collection: str
+
+
+class CreateWorkspace(Strict):
+    tenant_id: str
+    created_at: str | None = None
+
+
+class WorkspaceOut(msgspec.Struct, kw_only=True):
+    tenant_id: str
+    org_id: str
+    created_at: str
+
+
+class CreateKey(Strict):
+    org_id: str
+    tenant_id: str
+    roles: list[str]
+    clearance: str | None = None
+
+
+class KeyOut(msgspec.Struct, kw_only=True):
+    """The only response that ever carries a secret: shown once, stored hashed."""
+
+    key: str
+    key_id: str
+    org_id: str
+    tenant_id: str
+    roles: list[str]
+    clearance: str
+
+
+class Live(msgspec.Struct, kw_only=True):
+    status: str
+
+
+class Ready(msgspec.Struct, kw_only=True):
+    status: str
+    dependencies: dict[str, dict[str, Any]]
+
+
+# ---- knowledge bases, agents, documents -------------------------------------------
+
+PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=1_000_000)]
+UnitFloat = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+Floor = Annotated[float, msgspec.Meta(ge=0.0, le=1_000_000.0)]
+Identifier = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+
+
+class FusionIn(Strict):
+    dense: Floor = 1.0
+    keyword: Floor = 1.0
+
+
+class PutKnowledgeBase(Strict):
+    """Create or replace a KB's settings; an absent setting falls back to the agent/platform."""
+
+    name: Annotated[str, msgspec.Meta(max_length=200)] = ""
+    storage: Literal["org", "shared"] = "org"
+    top_k: PositiveInt | None = None
+    score_threshold: UnitFloat | None = None
+    keyword_floor: Floor | None = None
+    grounding_floor: UnitFloat | None = None
+    fusion: FusionIn | None = None
+
+
+class EffectiveValue(msgspec.Struct, kw_only=True):
+    value: Any
+    source: str
+    clamped: bool = False
+
+
+class KnowledgeBaseOut(msgspec.Struct, kw_only=True):
+    kb_id: str
+    name: str
+    storage: str
+    collection: str
+    settings: dict[str, Any]
+    effective: dict[str, EffectiveValue]
+
+
+class PutAgent(Strict):
+    knowledge_base_ids: Annotated[list[Identifier], msgspec.Meta(max_length=100)]
+    top_k: PositiveInt | None = None
+    score_threshold: UnitFloat | None = None
+    pii_redaction: bool | None = None
+
+
+class AgentOut(msgspec.Struct, kw_only=True):
+    agent_id: str
+    knowledge_base_ids: list[str]
+    settings: dict[str, Any]
+    knowledge_bases_queried: list[str]
+    knowledge_bases_skipped: list[str]
+    effective: dict[str, EffectiveValue]
+
+
+class PutDocument(Strict):
+    text: str
+    classification: str | None = None
+    title: Annotated[str, msgspec.Meta(max_length=1000)] = ""
+    source: Annotated[str, msgspec.Meta(max_length=2000)] = ""
+
+
+class DocumentOut(msgspec.Struct, kw_only=True, omit_defaults=True):
+    status: Literal["indexed", "unchanged", "held_back"]
+    passages: int
+    reason: str | None = None
+
+
+class DeletedOut(msgspec.Struct, kw_only=True):
+    deleted_passages: int
+
+
+class DocumentSummary(msgspec.Struct, kw_only=True):
+    document_id: str
+
+
+class DocumentList(msgspec.Struct, kw_only=True):
+    documents: list[DocumentSummary]
+
+
+class StatsOut(msgspec.Struct, kw_only=True):
+    documents: int
+    passages: int
+    held_back: int

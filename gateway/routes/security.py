@@ -1,0 +1,37 @@
+"""Authentication at the edge: a middleware that sets `request.user`, and role guards."""
+
+from __future__ import annotations
+
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
+from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
+from litestar.types import Guard
+
+from gateway.auth import Principal, authenticate
+from gateway.services import Services
+from settings.records import Role
+
+PUBLIC_PATHS = ("^/health", "^/metrics", "^/schema")
+
+
+class BearerKeyMiddleware(AbstractAuthenticationMiddleware):
+    """Turns `Authorization: Bearer <key>` into a Principal, or answers 401."""
+
+    async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:  # type: ignore[type-arg]  # Litestar's connection generics are not needed here
+        services: Services = connection.app.state.services
+        principal = await authenticate(
+            services.store,
+            services.config.platform_key,
+            connection.headers.get("authorization"),
+        )
+        return AuthenticationResult(user=principal, auth=principal.key_id)
+
+
+def requires(*roles: Role) -> Guard:
+    """A guard admitting only principals with one of `roles` (403 otherwise)."""
+
+    def guard(connection: ASGIConnection, _: BaseRouteHandler) -> None:  # type: ignore[type-arg]  # as above
+        principal: Principal = connection.user
+        principal.require(*roles)
+
+    return guard

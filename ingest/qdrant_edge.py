@@ -1,0 +1,359 @@
+"""The embedded Index adapter: Qdrant Edge, one shard directory per collection.
+
+Durability: `EdgeShard.update` appends each operation to the shard's write-ahead
+log (a memory-mapped file) before applying it, and `EdgeShard.load` replays the
+log, so a write survives the process being killed (`kill -9`) once `update`
+returns. Edge does not fsync on `update`; only `flush()` syncs the WAL and the
+segments to disk. Every write here ends with `flush()` (a few milliseconds), so
+it also survives an OS crash or power loss once the method returns.
+
+Keyword legs compute IDF over the scope's points only (`SearchParams.idf`), so other
+tenants' documents never move a tenant's BM25 scores. Edge runs no background
+optimizer: points stay in plain (exact-search) segments.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qdrant_edge import (
+    CountRequest,
+    Distance,
+    EdgeConfig,
+    EdgeShard,
+    EdgeSparseVectorParams,
+    EdgeVectorParams,
+    FacetRequest,
+    FieldCondition,
+    Filter,
+    HasIdCondition,
+    IdfParams,
+    IsEmptyCondition,
+    KeywordIndexParams,
+    MatchAny,
+    MatchValue,
+    Modifier,
+    Point,
+    Query,
+    QueryBatchRequest,
+    QueryRequest,
+    ScoredPoint,
+    ScrollRequest,
+    SearchParams,
+    SparseVector,
+    UpdateOperation,
+)
+
+from ingest.index import (
+    DENSE_VECTOR,
+    ORG_COLLECTION_PREFIX,
+    SHARED_COLLECTION,
+    SPARSE_VECTOR,
+    Hit,
+    IndexUnavailableError,
+    Leg,
+    LegKind,
+    Passage,
+    QueryResult,
+    StoredPassage,
+)
+from ingest.index import SparseVector as PassageSparse
+from ingest.payload import (
+    INDEXED_KEYS,
+    TENANT_KEY,
+    PayloadKey,
+    Scope,
+    from_payload,
+    is_valid_org_id,
+    to_payload,
+)
+
+if TYPE_CHECKING:
+    from qdrant_edge import ConditionType, PointId
+
+EDGE_DIR = "qdrant-edge"
+_SCROLL_PAGE = 256
+
+
+def _scope_filter(scope: Scope, *extra: ConditionType) -> Filter:
+    """The only place a Scope becomes an Edge filter; `extra` narrows it further."""
+    must: list[ConditionType] = [
+        FieldCondition(key=PayloadKey.TENANT_ID, match=MatchValue(scope.tenant_id)),
+        FieldCondition(key=PayloadKey.KNOWLEDGE_BASE_ID, match=MatchAny(sorted(scope.kb_ids))),
+        FieldCondition(key=PayloadKey.CLASSIFICATION, match=MatchAny(list(scope.labels))),
+    ]
+    if scope.strict:
+        must.append(FieldCondition(key=PayloadKey.ORG_ID, match=MatchValue(scope.org_id)))
+    return Filter(must=[*must, *extra])
+
+
+@dataclass(slots=True)
+class _Shard:
+    shard: EdgeShard
+    writes: threading.Lock = field(default_factory=threading.Lock)
+
+
+class EdgeIndex:
+    """Qdrant Edge shards under `data_dir / "qdrant-edge"`, opened on demand and kept open.
+
+    Thread-safe; one process per data dir (a shard's WAL is locked while open).
+    """
+
+    def __init__(self, data_dir: Path, dense_dim: int = 384) -> None:
+        self._root = Path(data_dir) / EDGE_DIR
+        self._dense_dim = dense_dim
+        self._lock = threading.Lock()
+        self._shards: dict[str, _Shard] = {}
+        self._closed = False
+
+    def ensure_collection(self, collection: str) -> None:
+        self._open(collection)
+
+    def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
+        if not passages:
+            return
+        points = [self._point(passage) for passage in passages]
+        held = self._open(collection)
+        with held.writes, _engine_errors(collection):
+            held.shard.update(UpdateOperation.upsert_points(points))
+            held.shard.flush()
+
+    def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
+        where = _scope_filter(scope)
+        requests = [self._leg_request(leg, where) for leg in legs]
+        held = self._existing(collection)
+        if held is None or not requests:
+            return QueryResult(legs=tuple(() for _ in legs))
+        with _engine_errors(collection):
+            batches = held.shard.query_batch(QueryBatchRequest(requests))
+        return QueryResult(legs=tuple(tuple(map(_hit, points)) for points in batches))
+
+    def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
+        extra = () if document_id is None else (_document(document_id),)
+        held = self._existing(collection)
+        if held is None:
+            return 0
+        with _engine_errors(collection):
+            return held.shard.count(CountRequest(exact=True, filter=_scope_filter(scope, *extra)))
+
+    def scroll_document(
+        self, collection: str, scope: Scope, document_id: str
+    ) -> list[StoredPassage]:
+        where = _scope_filter(scope, _document(document_id))
+        held = self._existing(collection)
+        if held is None:
+            return []
+        records = []
+        offset: PointId | None = None
+        with _engine_errors(collection):
+            while True:
+                page, offset = held.shard.scroll(
+                    ScrollRequest(
+                        offset=offset, limit=_SCROLL_PAGE, filter=where, with_payload=True
+                    )
+                )
+                records.extend(page)
+                if offset is None:
+                    break
+        passages = [StoredPassage(str(r.id), from_payload(r.payload or {})) for r in records]
+        return sorted(passages, key=lambda p: (p.payload.passage_index, p.point_id))
+
+    def document_ids(self, collection: str, scope: Scope) -> set[str]:
+        where = _scope_filter(scope)
+        held = self._existing(collection)
+        if held is None:
+            return set()
+        with _engine_errors(collection):
+            # A facet returns its top `limit` values: the point count bounds the distinct ones.
+            points = held.shard.count(CountRequest(exact=True, filter=where))
+            if points == 0:
+                return set()
+            facet = held.shard.facet(
+                FacetRequest(key=PayloadKey.DOCUMENT_ID, limit=points, exact=True, filter=where)
+            )
+        return {str(hit.value) for hit in facet.hits}
+
+    def delete_points(self, collection: str, scope: Scope, point_ids: Sequence[str]) -> int:
+        ids: set[PointId] = {_point_id(pid) for pid in point_ids}
+        if not ids:
+            return 0
+        return self._delete(collection, _scope_filter(scope, HasIdCondition(ids)))
+
+    def delete_document(self, collection: str, scope: Scope, document_id: str) -> int:
+        return self._delete(collection, _scope_filter(scope, _document(document_id)))
+
+    def backfill_org(self, collection: str, scope: Scope) -> int:
+        if scope.strict:
+            raise ValueError("backfill_org needs a non-strict scope: strict ones never see legacy")
+        if not is_valid_org_id(scope.org_id):
+            raise ValueError(f"cannot backfill an invalid org id: {scope.org_id!r}")
+        where = _scope_filter(scope, IsEmptyCondition(key=PayloadKey.ORG_ID))
+        held = self._existing(collection)
+        if held is None:
+            return 0
+        with held.writes, _engine_errors(collection):
+            updated = held.shard.count(CountRequest(exact=True, filter=where))
+            if updated:
+                held.shard.update(
+                    UpdateOperation.set_payload_by_filter(where, {PayloadKey.ORG_ID: scope.org_id})
+                )
+                held.shard.flush()
+        return updated
+
+    def ping(self) -> None:
+        if self._closed:
+            raise IndexUnavailableError("the Qdrant Edge index is closed")
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            shards, self._shards = self._shards, {}
+        failures = []
+        for collection, held in shards.items():
+            with held.writes:
+                try:
+                    held.shard.flush()
+                    held.shard.close()
+                except Exception as exc:  # one failure must not keep the others open
+                    failures.append(f"{collection}: {exc}")
+        if failures:
+            raise IndexUnavailableError(f"closing Qdrant Edge shards failed: {'; '.join(failures)}")
+
+    def _delete(self, collection: str, where: Filter) -> int:
+        held = self._existing(collection)
+        if held is None:
+            return 0
+        with held.writes, _engine_errors(collection):
+            deleted = held.shard.count(CountRequest(exact=True, filter=where))
+            if deleted:
+                held.shard.update(UpdateOperation.delete_points_by_filter(where))
+                held.shard.flush()
+        return deleted
+
+    def _existing(self, collection: str) -> _Shard | None:
+        return self._get(collection, create=False)
+
+    def _open(self, collection: str) -> _Shard:
+        held = self._get(collection, create=True)
+        if held is None:  # pragma: no cover - _get creates when asked to
+            raise IndexUnavailableError(f"could not open collection {collection!r}")
+        return held
+
+    def _get(self, collection: str, *, create: bool) -> _Shard | None:
+        path = self._root / _checked_collection(collection)
+        held = self._shards.get(collection)  # open shards need no lock: loads hold it
+        if held is not None and not self._closed:
+            return held
+        with self._lock:
+            if self._closed:
+                raise IndexUnavailableError("the Qdrant Edge index is closed")
+            held = self._shards.get(collection)
+            if held is None and (create or path.exists()):
+                with _engine_errors(collection):
+                    held = _Shard(self._load_or_create(path))
+                self._shards[collection] = held
+            return held
+
+    def _load_or_create(self, path: Path) -> EdgeShard:
+        config = EdgeConfig(
+            vectors={
+                DENSE_VECTOR: EdgeVectorParams(size=self._dense_dim, distance=Distance.Cosine)
+            },
+            sparse_vectors={SPARSE_VECTOR: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+        )
+        # Loading with the config checks it against the stored segments, and also
+        # recovers a directory left half-created by a crash.
+        if path.exists():
+            shard = EdgeShard.load(str(path), config)
+        else:
+            shard = EdgeShard.create(str(path), config)
+        try:
+            indexed = shard.info().payload_schema
+            missing = [key for key in INDEXED_KEYS if key not in indexed]
+            for key in missing:
+                params = KeywordIndexParams(is_tenant=key == TENANT_KEY)
+                shard.update(UpdateOperation.create_field_index(key, params))
+            if missing:
+                shard.flush()
+        except BaseException:
+            shard.close()  # release the directory lock
+            raise
+        return shard
+
+    def _point(self, passage: Passage) -> Point:
+        vectors: dict[str, Any] = {
+            DENSE_VECTOR: self._dense(passage.dense),
+            SPARSE_VECTOR: _sparse(passage.sparse),
+        }
+        return Point(_point_id(passage.point_id), vectors, to_payload(passage.payload))
+
+    def _leg_request(self, leg: Leg, where: Filter) -> QueryRequest:
+        if leg.kind is LegKind.DENSE and leg.dense is not None:
+            query = Query.Nearest(self._dense(leg.dense), using=DENSE_VECTOR)
+            params = None
+        elif leg.kind is LegKind.KEYWORD and leg.sparse is not None:
+            query = Query.Nearest(_sparse(leg.sparse), using=SPARSE_VECTOR)
+            # IDF over the scope only: other tenants' documents must not move our scores.
+            params = SearchParams(idf=IdfParams(corpus=where))
+        else:
+            raise ValueError(f"a {leg.kind} leg without its vector")
+        return QueryRequest(
+            limit=leg.limit,
+            query=query,
+            filter=where,
+            score_threshold=leg.floor,
+            with_payload=True,
+            params=params,
+        )
+
+    def _dense(self, vector: Sequence[float]) -> list[float]:
+        if len(vector) != self._dense_dim:
+            raise ValueError(f"dense vector has {len(vector)} dimensions, not {self._dense_dim}")
+        return list(vector)
+
+
+@contextmanager
+def _engine_errors(collection: str) -> Iterator[None]:
+    """Edge reports engine failures (I/O, a closed shard) as bare `Exception`s."""
+    try:
+        yield
+    except (TypeError, ValueError):
+        raise
+    except Exception as exc:
+        raise IndexUnavailableError(f"Qdrant Edge failed on {collection!r}: {exc}") from exc
+
+
+def _checked_collection(collection: str) -> str:
+    """Collection names become directory names: only `kb_shared` and `kb_org_<org id>`."""
+    org_id = collection.removeprefix(ORG_COLLECTION_PREFIX)
+    if collection != SHARED_COLLECTION and (org_id == collection or not is_valid_org_id(org_id)):
+        raise ValueError(f"not a kbgate collection name: {collection!r}")
+    return collection
+
+
+def _point_id(point_id: str) -> str:
+    """Point ids are UUIDs; anything else is a caller bug."""
+    try:
+        return str(uuid.UUID(point_id))
+    except ValueError:
+        raise ValueError(f"point ids must be UUIDs, got {point_id!r}") from None
+
+
+def _document(document_id: str) -> FieldCondition:
+    return FieldCondition(key=PayloadKey.DOCUMENT_ID, match=MatchValue(document_id))
+
+
+def _sparse(vector: PassageSparse) -> SparseVector:
+    if len(vector.indices) != len(vector.values):
+        raise ValueError("a sparse vector needs as many values as indices")
+    return SparseVector(indices=list(vector.indices), values=list(vector.values))
+
+
+def _hit(point: ScoredPoint) -> Hit:
+    return Hit(str(point.id), point.score, from_payload(point.payload or {}))

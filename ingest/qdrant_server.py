@@ -1,0 +1,347 @@
+"""The scale-out Index adapter: qdrant-client against a Qdrant server or cluster.
+
+`ServerIndex.local` runs qdrant-client's local mode (a pure-Python emulation,
+for fast tests; it ignores payload indexes). Writes use `wait=True`: they are
+applied and in the server's WAL when the call returns; fsync policy is the
+server's. Keyword legs compute IDF over the scope's points only (needs Qdrant 1.19+).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import grpc  # type: ignore[import-untyped]  # grpcio ships no type hints
+import httpx
+from qdrant_client import QdrantClient, models
+from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from ingest.index import (
+    DENSE_VECTOR,
+    ORG_COLLECTION_PREFIX,
+    SHARED_COLLECTION,
+    SPARSE_VECTOR,
+    Hit,
+    IndexUnavailableError,
+    Leg,
+    LegKind,
+    Passage,
+    QueryResult,
+    SparseVector,
+    StoredPassage,
+)
+from ingest.payload import (
+    INDEXED_KEYS,
+    TENANT_KEY,
+    PayloadKey,
+    Scope,
+    from_payload,
+    is_valid_org_id,
+    to_payload,
+)
+
+_SCROLL_PAGE = 256
+_UPSERT_BATCH = 256
+_SERVER_ERROR = 500
+_GRPC_UNAVAILABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+
+def _scope_filter(scope: Scope, *extra: models.Condition) -> models.Filter:
+    """The only place a Scope becomes a qdrant-client filter; `extra` narrows it further."""
+    must: list[models.Condition] = [
+        _match(PayloadKey.TENANT_ID, scope.tenant_id),
+        models.FieldCondition(
+            key=PayloadKey.KNOWLEDGE_BASE_ID, match=models.MatchAny(any=sorted(scope.kb_ids))
+        ),
+        models.FieldCondition(
+            key=PayloadKey.CLASSIFICATION, match=models.MatchAny(any=list(scope.labels))
+        ),
+    ]
+    if scope.strict:
+        must.append(_match(PayloadKey.ORG_ID, scope.org_id))
+    return models.Filter(must=[*must, *extra])
+
+
+class ServerIndex:
+    """Collections on a Qdrant server (or in qdrant-client local mode)."""
+
+    def __init__(self, client: QdrantClient, dense_dim: int = 384) -> None:
+        self._client = client
+        self._dense_dim = dense_dim
+        self._lock = threading.Lock()
+        self._known: set[str] = set()  # collections seen to exist (kbgate never drops one)
+        self._ensured: set[str] = set()  # ... and whose payload indexes were checked
+        self._payload_indexes = True
+        self._closed = False
+
+    @classmethod
+    def connect(
+        cls, url: str, api_key: str | None, timeout_s: float, dense_dim: int = 384
+    ) -> ServerIndex:
+        """A client for a server; nothing is sent until the first call (see `ping`)."""
+        client = QdrantClient(
+            url=url,
+            api_key=api_key,
+            timeout=max(1, math.ceil(timeout_s)),
+            check_compatibility=False,
+        )
+        return cls(client, dense_dim)
+
+    @classmethod
+    def local(cls, path: Path | None, dense_dim: int = 384) -> ServerIndex:
+        """qdrant-client local mode: in memory when `path` is None."""
+        client = QdrantClient(location=":memory:") if path is None else QdrantClient(path=str(path))
+        index = cls(client, dense_dim)
+        index._payload_indexes = False  # local mode ignores them and warns
+        return index
+
+    def ensure_collection(self, collection: str) -> None:
+        self._check(collection)
+        if collection in self._ensured:
+            return
+        with self._lock, _engine_errors(collection):
+            if not self._client.collection_exists(collection):
+                self._create(collection)
+            if self._payload_indexes:
+                indexed = self._client.get_collection(collection).payload_schema
+                for key in INDEXED_KEYS:
+                    if key not in indexed:
+                        schema = models.KeywordIndexParams(
+                            type=models.KeywordIndexType.KEYWORD, is_tenant=key == TENANT_KEY
+                        )
+                        self._client.create_payload_index(collection, key, schema, wait=True)
+            self._known.add(collection)
+            self._ensured.add(collection)
+
+    def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
+        points = [self._point(passage) for passage in passages]
+        if not points:
+            return
+        self.ensure_collection(collection)
+        with _engine_errors(collection):
+            for start in range(0, len(points), _UPSERT_BATCH):
+                batch = points[start : start + _UPSERT_BATCH]
+                self._client.upsert(collection, batch, wait=True)
+
+    def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
+        where = _scope_filter(scope)
+        requests = [self._leg_request(leg, where) for leg in legs]
+        if not requests or not self._exists(collection):
+            return QueryResult(legs=tuple(() for _ in legs))
+        with _engine_errors(collection):
+            responses = self._client.query_batch_points(collection, requests)
+        return QueryResult(
+            legs=tuple(
+                tuple(
+                    Hit(str(point.id), point.score, from_payload(point.payload or {}))
+                    for point in response.points
+                )
+                for response in responses
+            )
+        )
+
+    def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
+        extra = () if document_id is None else (_match(PayloadKey.DOCUMENT_ID, document_id),)
+        where = _scope_filter(scope, *extra)
+        if not self._exists(collection):
+            return 0
+        with _engine_errors(collection):
+            return self._client.count(collection, where, exact=True).count
+
+    def scroll_document(
+        self, collection: str, scope: Scope, document_id: str
+    ) -> list[StoredPassage]:
+        where = _scope_filter(scope, _match(PayloadKey.DOCUMENT_ID, document_id))
+        if not self._exists(collection):
+            return []
+        records: list[models.Record] = []
+        offset: models.ExtendedPointId | None = None
+        with _engine_errors(collection):
+            while True:
+                page, offset = self._client.scroll(
+                    collection, where, limit=_SCROLL_PAGE, offset=offset, with_payload=True
+                )
+                records.extend(page)
+                if offset is None:
+                    break
+        passages = [StoredPassage(str(r.id), from_payload(r.payload or {})) for r in records]
+        return sorted(passages, key=lambda p: (p.payload.passage_index, p.point_id))
+
+    def document_ids(self, collection: str, scope: Scope) -> set[str]:
+        where = _scope_filter(scope)
+        if not self._exists(collection):
+            return set()
+        with _engine_errors(collection):
+            # A facet returns its top `limit` values: the point count bounds the distinct ones.
+            points = self._client.count(collection, where, exact=True).count
+            if points == 0:
+                return set()
+            facet = self._client.facet(
+                collection, PayloadKey.DOCUMENT_ID, where, limit=points, exact=True
+            )
+        return {str(hit.value) for hit in facet.hits}
+
+    def delete_points(self, collection: str, scope: Scope, point_ids: Sequence[str]) -> int:
+        ids: list[models.ExtendedPointId] = [_point_id(pid) for pid in point_ids]
+        if not ids:
+            return 0
+        return self._delete(collection, _scope_filter(scope, models.HasIdCondition(has_id=ids)))
+
+    def delete_document(self, collection: str, scope: Scope, document_id: str) -> int:
+        where = _scope_filter(scope, _match(PayloadKey.DOCUMENT_ID, document_id))
+        return self._delete(collection, where)
+
+    def backfill_org(self, collection: str, scope: Scope) -> int:
+        if scope.strict:
+            raise ValueError("backfill_org needs a non-strict scope: strict ones never see legacy")
+        if not is_valid_org_id(scope.org_id):
+            raise ValueError(f"cannot backfill an invalid org id: {scope.org_id!r}")
+        legacy = models.IsEmptyCondition(is_empty=models.PayloadField(key=PayloadKey.ORG_ID))
+        where = _scope_filter(scope, legacy)
+        if not self._exists(collection):
+            return 0
+        with _engine_errors(collection):
+            updated = self._client.count(collection, where, exact=True).count
+            if updated:
+                payload = {PayloadKey.ORG_ID.value: scope.org_id}
+                self._client.set_payload(collection, payload, models.FilterSelector(filter=where))
+        return updated
+
+    def ping(self) -> None:
+        if self._closed:
+            raise IndexUnavailableError("the Qdrant index is closed")
+        with _engine_errors("(ping)"):
+            self._client.get_collections()
+
+    def close(self) -> None:
+        self._closed = True
+        self._client.close()
+
+    def _delete(self, collection: str, where: models.Filter) -> int:
+        if not self._exists(collection):
+            return 0
+        with _engine_errors(collection):
+            deleted = self._client.count(collection, where, exact=True).count
+            if deleted:
+                self._client.delete(collection, models.FilterSelector(filter=where), wait=True)
+        return deleted
+
+    def _check(self, collection: str) -> None:
+        if self._closed:
+            raise IndexUnavailableError("the Qdrant index is closed")
+        _check_collection(collection)
+
+    def _exists(self, collection: str) -> bool:
+        self._check(collection)
+        if collection in self._known:
+            return True
+        with _engine_errors(collection):
+            exists = self._client.collection_exists(collection)
+        if exists:
+            self._known.add(collection)
+        return exists
+
+    def _create(self, collection: str) -> None:
+        try:
+            self._client.create_collection(
+                collection,
+                vectors_config={
+                    DENSE_VECTOR: models.VectorParams(
+                        size=self._dense_dim, distance=models.Distance.COSINE
+                    )
+                },
+                sparse_vectors_config={
+                    SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)
+                },
+            )
+        except UnexpectedResponse:
+            # Another gateway replica may have created it in between.
+            if not self._client.collection_exists(collection):
+                raise
+
+    def _point(self, passage: Passage) -> models.PointStruct:
+        vectors: dict[str, models.Vector] = {
+            DENSE_VECTOR: self._dense(passage.dense),
+            SPARSE_VECTOR: _sparse(passage.sparse),
+        }
+        payload = to_payload(passage.payload)
+        return models.PointStruct(id=_point_id(passage.point_id), vector=vectors, payload=payload)
+
+    def _leg_request(self, leg: Leg, where: models.Filter) -> models.QueryRequest:
+        if leg.kind is LegKind.DENSE and leg.dense is not None:
+            query = models.NearestQuery(nearest=self._dense(leg.dense))
+            using, params = DENSE_VECTOR, None
+        elif leg.kind is LegKind.KEYWORD and leg.sparse is not None:
+            query = models.NearestQuery(nearest=_sparse(leg.sparse))
+            # IDF over the scope only: other tenants' documents must not move our scores.
+            idf = models.IdfCorpusParams(corpus=where)
+            using, params = SPARSE_VECTOR, models.SearchParams(idf=idf)
+        else:
+            raise ValueError(f"a {leg.kind} leg without its vector")
+        return models.QueryRequest(
+            query=query,
+            using=using,
+            filter=where,
+            params=params,
+            limit=leg.limit,
+            score_threshold=leg.floor,
+            with_payload=True,
+        )
+
+    def _dense(self, vector: Sequence[float]) -> list[float]:
+        if len(vector) != self._dense_dim:
+            raise ValueError(f"dense vector has {len(vector)} dimensions, not {self._dense_dim}")
+        return list(vector)
+
+
+@contextmanager
+def _engine_errors(collection: str) -> Iterator[None]:
+    """Connection failures, timeouts and server-side trouble become `IndexUnavailableError`."""
+    try:
+        yield
+    except UnexpectedResponse as exc:
+        if exc.status_code is None or exc.status_code < _SERVER_ERROR:
+            raise
+        raise IndexUnavailableError(f"Qdrant failed on {collection!r}: {exc}") from exc
+    except grpc.RpcError as exc:
+        code = exc.code() if callable(getattr(exc, "code", None)) else None
+        if code not in _GRPC_UNAVAILABLE:
+            raise
+        raise IndexUnavailableError(f"Qdrant unreachable on {collection!r}: {exc}") from exc
+    except (
+        ResponseHandlingException,
+        ResourceExhaustedResponse,
+        httpx.TransportError,
+        ConnectionError,
+        TimeoutError,
+    ) as exc:
+        raise IndexUnavailableError(f"Qdrant unreachable on {collection!r}: {exc}") from exc
+
+
+def _check_collection(collection: str) -> None:
+    org_id = collection.removeprefix(ORG_COLLECTION_PREFIX)
+    if collection != SHARED_COLLECTION and (org_id == collection or not is_valid_org_id(org_id)):
+        raise ValueError(f"not a kbgate collection name: {collection!r}")
+
+
+def _point_id(point_id: str) -> str:
+    """Point ids are UUIDs; anything else is a caller bug."""
+    try:
+        return str(uuid.UUID(point_id))
+    except ValueError:
+        raise ValueError(f"point ids must be UUIDs, got {point_id!r}") from None
+
+
+def _match(key: PayloadKey, value: str) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+def _sparse(vector: SparseVector) -> models.SparseVector:
+    if len(vector.indices) != len(vector.values):
+        raise ValueError("a sparse vector needs as many values as indices")
+    return models.SparseVector(indices=list(vector.indices), values=list(vector.values))

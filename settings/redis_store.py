@@ -1,0 +1,355 @@
+"""The deployed SettingsStore: Redis, shared by every gateway replica.
+
+Key layout (every id percent-encoded as one segment, so an id containing `:`
+can never split into two segments or collide with another key):
+
+    kbgate:org:{org_id}                    Org (JSON)
+    kbgate:ws:{tenant_id}                  Workspace (JSON), settings included
+    kbgate:history:{tenant_id}             list of SettingChange (JSON), oldest first
+    kbgate:kb:{tenant_id}:{kb_id}          KnowledgeBase (JSON)
+    kbgate:kbs:{tenant_id}                 set of the tenant's KB ids (raw)
+    kbgate:agent:{tenant_id}:{agent_id}    Agent (JSON)
+    kbgate:agents:{tenant_id}              set of the tenant's agent ids (raw)
+    kbgate:heldback:{tenant_id}:{kb_id}    integer (INCRBY)
+    kbgate:keyhash:{key_hash}              ApiKey (JSON), the hot lookup
+    kbgate:keyid:{key_id}                  the key's hash (keeps key ids unique)
+    kbgate:turn:{turn_id}                  TurnRecord (JSON), with EX ttl
+
+Writes that change a workspace, KB or agent record publish the tenant id on the
+channel `kbgate:invalidate` (best effort: a failed publish does not fail the write);
+`invalidations()` yields them to a cache layer.
+
+Beyond the protocol: creating a workspace of an unknown org, or putting a KB or
+agent for an unknown workspace, raises NotFoundError (the SQLite store agrees).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from typing import Any
+from urllib.parse import quote
+
+import msgspec
+import redis.asyncio
+import redis.exceptions
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from settings.records import (
+    Agent,
+    ApiKey,
+    KnowledgeBase,
+    Org,
+    SettingChange,
+    TurnRecord,
+    Workspace,
+)
+from settings.store import (
+    AlreadyExistsError,
+    NotFoundError,
+    StoreUnavailableError,
+    apply_setting_changes,
+)
+
+INVALIDATION_CHANNEL = "kbgate:invalidate"
+
+# Optimistic (WATCH) retries of a settings update before giving up; only other
+# replicas compete, as updates within one store wait for each other.
+_UPDATE_ATTEMPTS = 32
+
+# KEYS: org, workspace. ARGV: record. -1 no org, 0 taken, 1 created.
+_CREATE_WORKSPACE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX') then return 1 end
+return 0
+"""
+
+# KEYS: workspace, record, id set. ARGV: record, id. -1 no workspace, 0 replaced, 1 created.
+_PUT_SCOPED = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local created = redis.call('EXISTS', KEYS[2]) == 0
+redis.call('SET', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[2])
+if created then return 1 end
+return 0
+"""
+
+# KEYS: by id, by hash. ARGV: hash, record. 0 taken, 1 created.
+_CREATE_KEY = """
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+"""
+
+
+def _key(kind: str, *ids: str) -> str:
+    """`kbgate:{kind}:{id}[:{id}]`, each id percent-encoded (injective, `:` never raw)."""
+    return ":".join(("kbgate", kind, *(quote(part, safe="") for part in ids)))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@contextmanager
+def _unavailable() -> Iterator[None]:
+    """Turn connection-level failures into StoreUnavailableError."""
+    try:
+        yield
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as error:
+        raise StoreUnavailableError(f"redis: {error}") from error
+
+
+class RedisStore:
+    """SettingsStore on Redis; see the module docstring. It owns (and closes) its client."""
+
+    def __init__(self, client: redis.asyncio.Redis) -> None:
+        self._client = client
+        self._create_workspace = client.register_script(_CREATE_WORKSPACE)
+        self._put_scoped = client.register_script(_PUT_SCOPED)
+        self._create_key = client.register_script(_CREATE_KEY)
+        # Serialises this store's settings updates: WATCH then only races other replicas.
+        self._settings_update = asyncio.Lock()
+        self._org = msgspec.json.Decoder(Org)
+        self._workspace = msgspec.json.Decoder(Workspace)
+        self._kb = msgspec.json.Decoder(KnowledgeBase)
+        self._agent = msgspec.json.Decoder(Agent)
+        self._key = msgspec.json.Decoder(ApiKey)
+        self._change = msgspec.json.Decoder(SettingChange)
+        self._turn = msgspec.json.Decoder(TurnRecord)
+
+    @classmethod
+    def connect(cls, url: str, timeout_s: float) -> RedisStore:
+        """A store on a new client: connect and socket timeouts of timeout_s.
+
+        One immediate retry on a connection error (a pooled connection that died
+        with a server restart); none on timeouts, so a call fails within about
+        timeout_s instead of hanging.
+        """
+        client = redis.asyncio.Redis.from_url(
+            url,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry=Retry(NoBackoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)),
+        )
+        return cls(client)
+
+    # organizations and workspaces
+
+    async def create_org(self, org: Org) -> None:
+        """Raises AlreadyExistsError if the org id is taken."""
+        with _unavailable():
+            created = await self._client.set(
+                _key("org", org.org_id), msgspec.json.encode(org), nx=True
+            )
+        if not created:
+            raise AlreadyExistsError(f"org {org.org_id!r} exists")
+
+    async def get_org(self, org_id: str) -> Org | None:
+        with _unavailable():
+            raw = await self._client.get(_key("org", org_id))
+        return None if raw is None else self._org.decode(raw)
+
+    async def create_workspace(self, workspace: Workspace) -> None:
+        """AlreadyExistsError if the tenant id is taken in any org; NotFoundError if no org."""
+        with _unavailable():
+            outcome = await self._create_workspace(
+                keys=[_key("org", workspace.org_id), _key("ws", workspace.tenant_id)],
+                args=[msgspec.json.encode(workspace)],
+            )
+        if outcome == -1:
+            raise NotFoundError(f"org {workspace.org_id!r} does not exist")
+        if outcome == 0:
+            raise AlreadyExistsError(f"workspace {workspace.tenant_id!r} exists")
+        await self._announce(workspace.tenant_id)
+
+    async def get_workspace(self, tenant_id: str) -> Workspace | None:
+        with _unavailable():
+            raw = await self._client.get(_key("ws", tenant_id))
+        return None if raw is None else self._workspace.decode(raw)
+
+    async def update_workspace_settings(
+        self, tenant_id: str, changes: Mapping[str, Any], *, key_id: str, at: str
+    ) -> Workspace:
+        """Apply changes and append their history in one MULTI/EXEC, under WATCH."""
+        ws_key, history_key = _key("ws", tenant_id), _key("history", tenant_id)
+        with _unavailable():
+            async with self._settings_update, self._client.pipeline(transaction=True) as pipe:
+                for _ in range(_UPDATE_ATTEMPTS):
+                    try:
+                        await pipe.watch(ws_key)
+                        raw = await pipe.get(ws_key)
+                        if raw is None:
+                            raise NotFoundError(f"workspace {tenant_id!r} does not exist")
+                        current = self._workspace.decode(raw)
+                        settings, history = apply_setting_changes(
+                            current.settings, changes, key_id=key_id, at=at
+                        )
+                        if not history:
+                            return current  # leaving the pipeline block unwatches
+                        updated = msgspec.structs.replace(current, settings=settings)
+                        pipe.multi()  # type: ignore[no-untyped-call]  # unannotated in redis-py
+                        pipe.set(ws_key, msgspec.json.encode(updated))
+                        pipe.rpush(history_key, *(msgspec.json.encode(c) for c in history))
+                        await pipe.execute()
+                    except redis.exceptions.WatchError:
+                        continue
+                    break
+                else:
+                    raise StoreUnavailableError(
+                        f"workspace {tenant_id!r}: settings update kept conflicting"
+                    )
+        await self._announce(tenant_id)
+        return updated
+
+    async def settings_history(self, tenant_id: str) -> list[SettingChange]:
+        """Changes of one workspace, oldest first."""
+        with _unavailable():
+            raws = await self._client.lrange(_key("history", tenant_id), 0, -1)
+        return [self._change.decode(raw) for raw in raws]
+
+    # knowledge bases and agents
+
+    async def put_knowledge_base(self, kb: KnowledgeBase) -> bool:
+        """Create or replace; True when created. NotFoundError if the workspace is unknown."""
+        return await self._put("kb", kb.tenant_id, kb.kb_id, msgspec.json.encode(kb))
+
+    async def get_knowledge_base(self, tenant_id: str, kb_id: str) -> KnowledgeBase | None:
+        with _unavailable():
+            raw = await self._client.get(_key("kb", tenant_id, kb_id))
+        return None if raw is None else self._kb.decode(raw)
+
+    async def list_knowledge_bases(self, tenant_id: str) -> list[KnowledgeBase]:
+        """The tenant's KBs, ordered by id."""
+        return [self._kb.decode(raw) for raw in await self._list("kb", tenant_id)]
+
+    async def put_agent(self, agent: Agent) -> bool:
+        """Create or replace; True when created. NotFoundError if the workspace is unknown."""
+        return await self._put("agent", agent.tenant_id, agent.agent_id, msgspec.json.encode(agent))
+
+    async def get_agent(self, tenant_id: str, agent_id: str) -> Agent | None:
+        with _unavailable():
+            raw = await self._client.get(_key("agent", tenant_id, agent_id))
+        return None if raw is None else self._agent.decode(raw)
+
+    async def list_agents(self, tenant_id: str) -> list[Agent]:
+        """The tenant's agents, ordered by id."""
+        return [self._agent.decode(raw) for raw in await self._list("agent", tenant_id)]
+
+    async def _put(self, kind: str, tenant_id: str, record_id: str, record: bytes) -> bool:
+        with _unavailable():
+            outcome = await self._put_scoped(
+                keys=[
+                    _key("ws", tenant_id),
+                    _key(kind, tenant_id, record_id),
+                    _key(kind + "s", tenant_id),
+                ],
+                args=[record, record_id],
+            )
+        if outcome == -1:
+            raise NotFoundError(f"workspace {tenant_id!r} does not exist")
+        await self._announce(tenant_id)
+        return bool(outcome == 1)
+
+    async def _list(self, kind: str, tenant_id: str) -> list[bytes | str]:
+        with _unavailable():
+            members = await self._client.smembers(_key(kind + "s", tenant_id))
+            ids = sorted(_text(member) for member in members)
+            if not ids:
+                return []
+            raws: list[bytes | str | None] = await self._client.mget(
+                [_key(kind, tenant_id, record_id) for record_id in ids]
+            )
+        return [raw for raw in raws if raw is not None]
+
+    # held-back counters
+
+    async def add_held_back(self, tenant_id: str, kb_id: str, count: int = 1) -> int:
+        """Increment and return the KB's held-back count."""
+        with _unavailable():
+            return int(await self._client.incrby(_key("heldback", tenant_id, kb_id), count))
+
+    async def held_back(self, tenant_id: str, kb_id: str) -> int:
+        with _unavailable():
+            raw = await self._client.get(_key("heldback", tenant_id, kb_id))
+        return 0 if raw is None else int(raw)
+
+    # credentials
+
+    async def create_api_key(self, key: ApiKey) -> None:
+        """Raises AlreadyExistsError on a duplicate key id or hash."""
+        with _unavailable():
+            created = await self._create_key(
+                keys=[_key("keyid", key.key_id), _key("keyhash", key.key_hash)],
+                args=[key.key_hash, msgspec.json.encode(key)],
+            )
+        if created != 1:
+            raise AlreadyExistsError(f"api key {key.key_id!r} or its hash exists")
+
+    async def get_api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        with _unavailable():
+            raw = await self._client.get(_key("keyhash", key_hash))
+        return None if raw is None else self._key.decode(raw)
+
+    # turn records
+
+    async def put_turn(self, turn: TurnRecord, ttl_s: int) -> None:
+        """Keep the turn for ttl_s seconds (Redis expires it)."""
+        if ttl_s < 1:
+            raise ValueError("ttl_s must be at least 1")
+        with _unavailable():
+            await self._client.set(_key("turn", turn.turn_id), msgspec.json.encode(turn), ex=ttl_s)
+
+    async def get_turn(self, tenant_id: str, turn_id: str) -> TurnRecord | None:
+        """The tenant's turn if it exists and has not expired (another tenant's: None)."""
+        with _unavailable():
+            raw = await self._client.get(_key("turn", turn_id))
+        turn = None if raw is None else self._turn.decode(raw)
+        return turn if turn is not None and turn.tenant_id == tenant_id else None
+
+    # invalidation
+
+    async def publish_invalidation(self, tenant_id: str) -> None:
+        """Tell every replica's cache that this tenant's records changed."""
+        with _unavailable():
+            await self._client.publish(INVALIDATION_CHANNEL, tenant_id)
+
+    async def _announce(self, tenant_id: str) -> None:
+        # Best effort after a write that already succeeded: failing it would report
+        # a stored change as failed; caches expire within their staleness bound anyway.
+        with suppress(StoreUnavailableError):
+            await self.publish_invalidation(tenant_id)
+
+    async def invalidations(self) -> AsyncGenerator[str, None]:
+        """Tenant ids published on `kbgate:invalidate`, from the moment of subscribing.
+
+        Messages published before the subscription is in place are not seen;
+        a broken connection ends the iteration with StoreUnavailableError.
+        """
+        pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        try:
+            with _unavailable():
+                await pubsub.subscribe(INVALIDATION_CHANNEL)
+            while True:
+                with _unavailable():
+                    message = await pubsub.get_message(timeout=None)
+                if message is not None and message.get("type") == "message":
+                    yield _text(message["data"])
+        finally:
+            await pubsub.aclose()  # type: ignore[no-untyped-call]  # unannotated in redis-py
+
+    # operations
+
+    async def ping(self) -> None:
+        """Raise StoreUnavailableError when Redis does not answer."""
+        with _unavailable():
+            answered = await self._client.ping()
+        if not answered:
+            raise StoreUnavailableError("redis: no answer to PING")
+
+    async def close(self) -> None:
+        """Close the client and its connection pool."""
+        await self._client.aclose()

@@ -1,0 +1,477 @@
+"""The embedded SettingsStore: one SQLite file in the data dir.
+
+Open it with `await SqliteStore.open(path)`; the constructor takes a connection
+that `open` has already configured. One connection (WAL, foreign keys on) is
+shared by every call and guarded by a lock; statements run in worker threads
+(`asyncio.to_thread`), never on the event loop. Records are kept as msgspec JSON
+in a `record` column beside the key columns used for lookups and uniqueness.
+
+Beyond the protocol: creating a workspace of an unknown org, or putting a KB or
+agent for an unknown workspace, raises NotFoundError (the Redis store agrees).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from settings.records import (
+    Agent,
+    ApiKey,
+    KnowledgeBase,
+    Org,
+    SettingChange,
+    TurnRecord,
+    Workspace,
+)
+from settings.store import (
+    AlreadyExistsError,
+    NotFoundError,
+    StoreUnavailableError,
+    apply_setting_changes,
+)
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS orgs (
+    org_id TEXT PRIMARY KEY,
+    record TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS workspaces (
+    tenant_id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL REFERENCES orgs (org_id),
+    record TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS settings_history (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant_id TEXT NOT NULL REFERENCES workspaces (tenant_id),
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS settings_history_by_tenant ON settings_history (tenant_id, seq);
+CREATE TABLE IF NOT EXISTS knowledge_bases (
+    tenant_id TEXT NOT NULL REFERENCES workspaces (tenant_id),
+    kb_id TEXT NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, kb_id)
+);
+CREATE TABLE IF NOT EXISTS agents (
+    tenant_id TEXT NOT NULL REFERENCES workspaces (tenant_id),
+    agent_id TEXT NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, agent_id)
+);
+CREATE TABLE IF NOT EXISTS held_back (
+    tenant_id TEXT NOT NULL,
+    kb_id TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, kb_id)
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_id TEXT PRIMARY KEY,
+    key_hash TEXT NOT NULL UNIQUE,
+    record TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS turns (
+    turn_id TEXT PRIMARY KEY,
+    expires_at REAL NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS turns_by_expiry ON turns (expires_at);
+"""
+
+
+def _encode(record: msgspec.Struct) -> str:
+    return msgspec.json.encode(record).decode()
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.rollback()
+        raise
+
+
+class SqliteStore:
+    """SettingsStore on one SQLite file; see the module docstring."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        """Wrap a connection prepared by `open` (use `await SqliteStore.open(path)`)."""
+        self._conn: sqlite3.Connection | None = connection
+        self._lock = threading.Lock()
+        self._org = msgspec.json.Decoder(Org)
+        self._workspace = msgspec.json.Decoder(Workspace)
+        self._kb = msgspec.json.Decoder(KnowledgeBase)
+        self._agent = msgspec.json.Decoder(Agent)
+        self._key = msgspec.json.Decoder(ApiKey)
+        self._change = msgspec.json.Decoder(SettingChange)
+        self._turn = msgspec.json.Decoder(TurnRecord)
+
+    @classmethod
+    async def open(cls, path: Path) -> SqliteStore:
+        """Open (creating if needed) the database file and its schema."""
+        return cls(await asyncio.to_thread(cls._connect, path))
+
+    @staticmethod
+    def _connect(path: Path) -> sqlite3.Connection:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error) as error:
+            raise StoreUnavailableError(f"cannot open {path}: {error}") from error
+        try:
+            _prepare(conn, path)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.to_thread(self._locked, work)
+
+    def _locked(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        # A thread lock, not an asyncio one: a cancelled caller must not let the
+        # next statement start while its thread is still using the connection.
+        with self._lock:
+            if self._conn is None:
+                raise StoreUnavailableError("the settings store is closed")
+            try:
+                return work(self._conn)
+            except sqlite3.Error as error:
+                raise StoreUnavailableError(f"sqlite: {error}") from error
+
+    # organizations and workspaces
+
+    async def create_org(self, org: Org) -> None:
+        """Raises AlreadyExistsError if the org id is taken."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(
+                    "INSERT INTO orgs (org_id, record) VALUES (?, ?)", (org.org_id, _encode(org))
+                )
+            except sqlite3.IntegrityError:
+                raise AlreadyExistsError(f"org {org.org_id!r} exists") from None
+
+        await self._run(work)
+
+    async def get_org(self, org_id: str) -> Org | None:
+        def work(conn: sqlite3.Connection) -> Org | None:
+            row = conn.execute("SELECT record FROM orgs WHERE org_id = ?", (org_id,)).fetchone()
+            return None if row is None else self._org.decode(row[0])
+
+        return await self._run(work)
+
+    async def create_workspace(self, workspace: Workspace) -> None:
+        """AlreadyExistsError if the tenant id is taken in any org; NotFoundError if no org."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            with _transaction(conn):
+                if not _exists(conn, "SELECT 1 FROM orgs WHERE org_id = ?", workspace.org_id):
+                    raise NotFoundError(f"org {workspace.org_id!r} does not exist")
+                try:
+                    conn.execute(
+                        "INSERT INTO workspaces (tenant_id, org_id, record) VALUES (?, ?, ?)",
+                        (workspace.tenant_id, workspace.org_id, _encode(workspace)),
+                    )
+                except sqlite3.IntegrityError:
+                    raise AlreadyExistsError(f"workspace {workspace.tenant_id!r} exists") from None
+
+        await self._run(work)
+
+    async def get_workspace(self, tenant_id: str) -> Workspace | None:
+        def work(conn: sqlite3.Connection) -> Workspace | None:
+            return self._read_workspace(conn, tenant_id)
+
+        return await self._run(work)
+
+    def _read_workspace(self, conn: sqlite3.Connection, tenant_id: str) -> Workspace | None:
+        row = conn.execute(
+            "SELECT record FROM workspaces WHERE tenant_id = ?", (tenant_id,)
+        ).fetchone()
+        return None if row is None else self._workspace.decode(row[0])
+
+    async def update_workspace_settings(
+        self, tenant_id: str, changes: Mapping[str, Any], *, key_id: str, at: str
+    ) -> Workspace:
+        """Apply changes and record one SettingChange per changed key, in one transaction."""
+
+        def work(conn: sqlite3.Connection) -> Workspace:
+            with _transaction(conn):
+                current = self._read_workspace(conn, tenant_id)
+                if current is None:
+                    raise NotFoundError(f"workspace {tenant_id!r} does not exist")
+                settings, history = apply_setting_changes(
+                    current.settings, changes, key_id=key_id, at=at
+                )
+                if not history:
+                    return current
+                updated = msgspec.structs.replace(current, settings=settings)
+                conn.execute(
+                    "UPDATE workspaces SET record = ? WHERE tenant_id = ?",
+                    (_encode(updated), tenant_id),
+                )
+                conn.executemany(
+                    "INSERT INTO settings_history (tenant_id, record) VALUES (?, ?)",
+                    [(tenant_id, _encode(change)) for change in history],
+                )
+                return updated
+
+        return await self._run(work)
+
+    async def settings_history(self, tenant_id: str) -> list[SettingChange]:
+        """Changes of one workspace, oldest first."""
+
+        def work(conn: sqlite3.Connection) -> list[SettingChange]:
+            rows = conn.execute(
+                "SELECT record FROM settings_history WHERE tenant_id = ? ORDER BY seq",
+                (tenant_id,),
+            ).fetchall()
+            return [self._change.decode(row[0]) for row in rows]
+
+        return await self._run(work)
+
+    # knowledge bases and agents
+
+    async def put_knowledge_base(self, kb: KnowledgeBase) -> bool:
+        """Create or replace; True when created. NotFoundError if the workspace is unknown."""
+        return await self._run(
+            lambda conn: _put_scoped(
+                conn,
+                "knowledge_bases",
+                "kb_id",
+                tenant_id=kb.tenant_id,
+                record_id=kb.kb_id,
+                record=kb,
+            )
+        )
+
+    async def get_knowledge_base(self, tenant_id: str, kb_id: str) -> KnowledgeBase | None:
+        raw = await self._run(
+            lambda conn: _get_scoped(conn, "knowledge_bases", "kb_id", tenant_id, kb_id)
+        )
+        return None if raw is None else self._kb.decode(raw)
+
+    async def list_knowledge_bases(self, tenant_id: str) -> list[KnowledgeBase]:
+        """The tenant's KBs, ordered by id."""
+        rows = await self._run(
+            lambda conn: _list_scoped(conn, "knowledge_bases", "kb_id", tenant_id)
+        )
+        return [self._kb.decode(raw) for raw in rows]
+
+    async def put_agent(self, agent: Agent) -> bool:
+        """Create or replace; True when created. NotFoundError if the workspace is unknown."""
+        return await self._run(
+            lambda conn: _put_scoped(
+                conn,
+                "agents",
+                "agent_id",
+                tenant_id=agent.tenant_id,
+                record_id=agent.agent_id,
+                record=agent,
+            )
+        )
+
+    async def get_agent(self, tenant_id: str, agent_id: str) -> Agent | None:
+        raw = await self._run(
+            lambda conn: _get_scoped(conn, "agents", "agent_id", tenant_id, agent_id)
+        )
+        return None if raw is None else self._agent.decode(raw)
+
+    async def list_agents(self, tenant_id: str) -> list[Agent]:
+        """The tenant's agents, ordered by id."""
+        rows = await self._run(lambda conn: _list_scoped(conn, "agents", "agent_id", tenant_id))
+        return [self._agent.decode(raw) for raw in rows]
+
+    # held-back counters
+
+    async def add_held_back(self, tenant_id: str, kb_id: str, count: int = 1) -> int:
+        """Increment and return the KB's held-back count."""
+
+        def work(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                "INSERT INTO held_back (tenant_id, kb_id, count) VALUES (?, ?, ?) "
+                "ON CONFLICT (tenant_id, kb_id) DO UPDATE SET count = count + excluded.count "
+                "RETURNING count",
+                (tenant_id, kb_id, count),
+            ).fetchone()
+            return int(row[0])
+
+        return await self._run(work)
+
+    async def held_back(self, tenant_id: str, kb_id: str) -> int:
+        def work(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                "SELECT count FROM held_back WHERE tenant_id = ? AND kb_id = ?",
+                (tenant_id, kb_id),
+            ).fetchone()
+            return 0 if row is None else int(row[0])
+
+        return await self._run(work)
+
+    # credentials
+
+    async def create_api_key(self, key: ApiKey) -> None:
+        """Raises AlreadyExistsError on a duplicate key id or hash."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(
+                    "INSERT INTO api_keys (key_id, key_hash, record) VALUES (?, ?, ?)",
+                    (key.key_id, key.key_hash, _encode(key)),
+                )
+            except sqlite3.IntegrityError:
+                raise AlreadyExistsError(f"api key {key.key_id!r} or its hash exists") from None
+
+        await self._run(work)
+
+    async def get_api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        def work(conn: sqlite3.Connection) -> ApiKey | None:
+            row = conn.execute(
+                "SELECT record FROM api_keys WHERE key_hash = ?", (key_hash,)
+            ).fetchone()
+            return None if row is None else self._key.decode(row[0])
+
+        return await self._run(work)
+
+    # turn records
+
+    async def put_turn(self, turn: TurnRecord, ttl_s: int) -> None:
+        """Keep the turn for ttl_s seconds; expired turns are purged on the way."""
+        if ttl_s < 1:
+            raise ValueError("ttl_s must be at least 1")
+
+        def work(conn: sqlite3.Connection) -> None:
+            now = time.time()
+            with _transaction(conn):
+                conn.execute("DELETE FROM turns WHERE expires_at <= ?", (now,))
+                conn.execute(
+                    "INSERT OR REPLACE INTO turns (turn_id, expires_at, record) VALUES (?, ?, ?)",
+                    (turn.turn_id, now + ttl_s, _encode(turn)),
+                )
+
+        await self._run(work)
+
+    async def get_turn(self, tenant_id: str, turn_id: str) -> TurnRecord | None:
+        """The tenant's turn if it exists and has not expired."""
+
+        def work(conn: sqlite3.Connection) -> TurnRecord | None:
+            row = conn.execute(
+                "SELECT record FROM turns WHERE turn_id = ? AND expires_at > ?",
+                (turn_id, time.time()),
+            ).fetchone()
+            turn = None if row is None else self._turn.decode(row[0])
+            return turn if turn is not None and turn.tenant_id == tenant_id else None
+
+        return await self._run(work)
+
+    async def purge_expired_turns(self) -> int:
+        """Delete expired turn records now; returns how many went."""
+
+        def work(conn: sqlite3.Connection) -> int:
+            return conn.execute("DELETE FROM turns WHERE expires_at <= ?", (time.time(),)).rowcount
+
+        return await self._run(work)
+
+    # operations
+
+    async def ping(self) -> None:
+        """Raise StoreUnavailableError when the file cannot be read."""
+        await self._run(lambda conn: conn.execute("SELECT 1 FROM orgs LIMIT 1").fetchall())
+
+    async def close(self) -> None:
+        """Close the connection; later calls raise StoreUnavailableError."""
+
+        def work() -> None:
+            with self._lock:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+
+        await asyncio.to_thread(work)
+
+
+def _prepare(conn: sqlite3.Connection, path: Path) -> None:
+    """WAL, foreign keys, schema; refuses a file written by a newer schema."""
+    try:
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        conn.execute("PRAGMA foreign_keys=ON")
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version <= SCHEMA_VERSION:
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+    except sqlite3.Error as error:
+        raise StoreUnavailableError(f"cannot prepare {path}: {error}") from error
+    if str(mode).lower() != "wal":
+        raise StoreUnavailableError(f"{path}: WAL journal mode refused ({mode})")
+    if version > SCHEMA_VERSION:
+        raise StoreUnavailableError(
+            f"{path}: schema version {version} is newer than this release's ({SCHEMA_VERSION})"
+        )
+
+
+def _exists(conn: sqlite3.Connection, query: str, *params: str) -> bool:
+    return conn.execute(query, params).fetchone() is not None
+
+
+# Table and column names below come from this module only, never from callers.
+
+
+def _put_scoped(
+    conn: sqlite3.Connection,
+    table: str,
+    id_column: str,
+    *,
+    tenant_id: str,
+    record_id: str,
+    record: msgspec.Struct,
+) -> bool:
+    with _transaction(conn):
+        if not _exists(conn, "SELECT 1 FROM workspaces WHERE tenant_id = ?", tenant_id):
+            raise NotFoundError(f"workspace {tenant_id!r} does not exist")
+        created = not _exists(
+            conn,
+            f"SELECT 1 FROM {table} WHERE tenant_id = ? AND {id_column} = ?",  # noqa: S608 — fixed names
+            tenant_id,
+            record_id,
+        )
+        conn.execute(
+            f"INSERT INTO {table} (tenant_id, {id_column}, record) VALUES (?, ?, ?) "  # noqa: S608 — fixed names
+            f"ON CONFLICT (tenant_id, {id_column}) DO UPDATE SET record = excluded.record",
+            (tenant_id, record_id, _encode(record)),
+        )
+    return created
+
+
+def _get_scoped(
+    conn: sqlite3.Connection, table: str, id_column: str, tenant_id: str, record_id: str
+) -> str | None:
+    row = conn.execute(
+        f"SELECT record FROM {table} WHERE tenant_id = ? AND {id_column} = ?",  # noqa: S608 — fixed names
+        (tenant_id, record_id),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _list_scoped(conn: sqlite3.Connection, table: str, id_column: str, tenant_id: str) -> list[str]:
+    rows = conn.execute(
+        f"SELECT record FROM {table} WHERE tenant_id = ? ORDER BY {id_column}",  # noqa: S608 — fixed names
+        (tenant_id,),
+    ).fetchall()
+    return [str(row[0]) for row in rows]

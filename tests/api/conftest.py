@@ -1,0 +1,63 @@
+"""The Litestar app over HTTP, on real embedded engines and the real model."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from ingest.embedding import Embedder, build_embedder
+from litestar.testing import AsyncTestClient
+
+from gateway.app import create_app
+from gateway.services import Services, build_services
+from gateway.telemetry import Telemetry, build_logger
+from settings.config import Config, load_config
+
+PLATFORM_KEY = "test-platform-key-0123456789"
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    """One real model per test session: loading it is the slow part."""
+    model_dir = tmp_path_factory.mktemp("models")
+    return build_embedder(model_dir=model_dir, model_name=None, threads=None, batch_size=16)
+
+
+@dataclass
+class Gateway:
+    client: AsyncTestClient  # type: ignore[type-arg]  # Litestar's client is generic over the app
+    services: Services
+    logs: io.StringIO
+    config: Config
+
+    @property
+    def platform(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {PLATFORM_KEY}"}
+
+
+def gateway_config(data_dir: Path, **overrides: object) -> Config:
+    return load_config({}, data_dir=data_dir, platform_key=PLATFORM_KEY, **overrides)
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Gateway]:
+    """A gateway on Qdrant Edge and SQLite in a fresh data dir, logs captured."""
+    config = gateway_config(tmp_path / "data")
+    logs = io.StringIO()
+    services = await build_services(
+        config, Telemetry(build_logger("DEBUG", logs)), embedder=embedder
+    )
+    app = create_app(config, services)
+    try:
+        async with AsyncTestClient(app) as client:
+            yield Gateway(client=client, services=services, logs=logs, config=config)
+    finally:
+        await services.close()

