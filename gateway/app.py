@@ -24,6 +24,7 @@ from gateway.routes.errors import problem_details_plugin
 from gateway.routes.health import HealthController
 from gateway.routes.knowledge import AgentController, KnowledgeBaseController
 from gateway.routes.provisioning import ProvisioningController
+from gateway.routes.retrieval import RetrievalController
 from gateway.routes.security import PUBLIC_PATHS, BearerKeyMiddleware
 from gateway.services import Services, build_services
 from gateway.telemetry import Telemetry, build_logger
@@ -70,6 +71,7 @@ def create_app(config: Config, services: Services | None = None) -> Litestar:
             ProvisioningController,
             KnowledgeBaseController,
             AgentController,
+            RetrievalController,
         ],
         lifespan=[lifespan],
         state=State({"telemetry": telemetry}),

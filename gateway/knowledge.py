@@ -100,6 +100,7 @@ async def put_knowledge_base(
         settings={key: value for key, value in settings.items() if value is not None},
     )
     created = await services.store.put_knowledge_base(kb)
+    services.settings.invalidate(principal.tenant_id)
     return kb, created
 
 
@@ -169,6 +170,7 @@ async def put_agent(
         settings={key: value for key, value in settings.items() if value is not None},
     )
     created = await services.store.put_agent(agent)
+    services.settings.invalidate(principal.tenant_id)
     return agent, created
 
 

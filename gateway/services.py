@@ -17,6 +17,7 @@ from gateway.telemetry import Telemetry
 from ingest.embedding import MINILM_MODEL_NAME, Embedder
 from ingest.index import Index, IndexUnavailableError
 from ingest.sync import DocumentWriter
+from settings.cache import CachedSettings
 from settings.config import Config
 from settings.store import SettingsStore, StoreUnavailableError
 
@@ -51,6 +52,7 @@ class Services:
     index_engine: str
     store_engine: str
     writer: DocumentWriter
+    settings: CachedSettings
     # One writer per document at a time in this process: replacing is read-then-write.
     document_locks: KeyedLocks = field(default_factory=KeyedLocks)
 
@@ -105,6 +107,11 @@ async def build_services(
         store_engine=store_engine,
         writer=DocumentWriter(
             index, embedder, model_id=config.embedding_model or MINILM_MODEL_NAME
+        ),
+        settings=CachedSettings(
+            store,
+            config.settings_staleness_s,
+            on_stale_read=lambda: telemetry.count("settings_stale_reads"),
         ),
     )
 

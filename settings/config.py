@@ -59,6 +59,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     embedding_model: str | None = None
     embedding_threads: int | None = None
     embedding_batch_size: int = 16
+    embed_timeout_s: float = 30.0
+    leg_limit: int = 100
+    passages_per_document: int = 1
     model_cache_dir: Path | None = None
     bounds: Bounds = msgspec.field(default_factory=Bounds)
     defaults: Defaults = msgspec.field(default_factory=Defaults)
@@ -125,6 +128,9 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "EMBEDDING_MODEL": ("embedding_model", _parse_str),
     "EMBEDDING_THREADS": ("embedding_threads", _parse_int),
     "EMBEDDING_BATCH_SIZE": ("embedding_batch_size", _parse_int),
+    "EMBED_TIMEOUT_S": ("embed_timeout_s", _parse_float),
+    "LEG_LIMIT": ("leg_limit", _parse_int),
+    "PASSAGES_PER_DOCUMENT": ("passages_per_document", _parse_int),
     "MODEL_CACHE_DIR": ("model_cache_dir", _parse_path),
     "SETTINGS_STALENESS_S": ("settings_staleness_s", _parse_float),
     "TURN_TTL_S": ("turn_ttl_s", _parse_int),
@@ -157,6 +163,9 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
         "must be at least 1",
     ),
     (lambda c: 1 <= c.embedding_batch_size <= 256, "EMBEDDING_BATCH_SIZE", "must be 1..256"),
+    (lambda c: c.embed_timeout_s > 0, "EMBED_TIMEOUT_S", "must be positive"),
+    (lambda c: 1 <= c.leg_limit <= 1000, "LEG_LIMIT", "must be 1..1000"),
+    (lambda c: 1 <= c.passages_per_document <= 10, "PASSAGES_PER_DOCUMENT", "must be 1..10"),
     (lambda c: c.settings_staleness_s > 0, "SETTINGS_STALENESS_S", "must be positive"),
     (lambda c: c.turn_ttl_s > 0, "TURN_TTL_S", "must be positive"),
     (lambda c: c.max_question_chars > 0, "MAX_QUESTION_CHARS", "must be positive"),

@@ -144,3 +144,52 @@ class StatsOut(msgspec.Struct, kw_only=True):
     documents: int
     passages: int
     held_back: int
+
+
+# ---- retrieval and citations --------------------------------------------------------
+
+
+class RetrieveIn(Strict):
+    agent_id: Identifier
+    question: str
+    variations: list[str] = msgspec.field(default_factory=list)
+
+
+class PassageOut(msgspec.Struct, kw_only=True):
+    passage_id: str
+    document_id: str
+    knowledge_base_id: str
+    text: str
+    score: float
+    dense_score: float | None
+    keyword_score: float | None
+    title: str = ""
+
+
+class RetrieveOut(msgspec.Struct, kw_only=True):
+    turn_id: str
+    abstained: bool
+    passages: list[PassageOut]
+    context: str
+    effective: dict[str, Any]
+    reason: str | None = None
+
+
+class CitationIn(Strict):
+    passage_id: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    quote: Annotated[str, msgspec.Meta(max_length=5000)] | None = None
+
+
+class VerifyIn(Strict):
+    turn_id: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    citations: Annotated[list[CitationIn], msgspec.Meta(max_length=200)]
+
+
+class CitationVerdict(msgspec.Struct, kw_only=True, omit_defaults=True):
+    passage_id: str
+    reason: str | None = None
+
+
+class VerifyOut(msgspec.Struct, kw_only=True):
+    valid: list[CitationVerdict]
+    invalid: list[CitationVerdict]

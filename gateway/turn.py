@@ -1,0 +1,381 @@
+"""The retrieval turn (DESIGN.md section 5), orchestration only.
+
+Principal -> settings through the cache -> KB cap -> per-KB limits and Scope ->
+one embedding batch -> every KB queried concurrently (dense and keyword legs per
+variation) -> newest document versions -> weighted RRF -> per-KB and overall
+top_k -> abstain or fence, record and answer. The rules live in
+`settings.resolve`, `gateway.fusion` and `gateway.evidence`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway.auth import Principal
+from gateway.errors import DependencyUnavailableError, InvalidInputError, NotFoundError
+from gateway.evidence import EvidenceBlock, fence
+from gateway.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
+from gateway.services import Services
+from ingest.embedding import Embedding
+from ingest.index import Hit, IndexUnavailableError, Leg, LegKind, collection_for
+from ingest.payload import Scope
+from ingest.sync import newest_versions
+from settings.records import Agent, KnowledgeBase, TurnPassage, TurnRecord, Workspace
+from settings.resolve import (
+    Resolved,
+    resolve_fusion,
+    resolve_kb_cap,
+    resolve_keyword_floor,
+    resolve_redaction,
+    resolve_score_threshold,
+    resolve_strict_isolation,
+    resolve_top_k,
+)
+from settings.store import StoreUnavailableError
+
+_CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True, slots=True)
+class KbPlan:
+    """One KB's part of a turn: where, under which Scope, with which limits."""
+
+    kb: KnowledgeBase
+    scope: Scope
+    top_k: Resolved[int]
+    score_threshold: Resolved[float]
+    keyword_floor: float
+    dense_weight: float
+    keyword_weight: float
+
+    @property
+    def collection(self) -> str:
+        return collection_for(self.kb.storage, self.kb.org_id)
+
+
+@dataclass(slots=True)
+class TurnContext:
+    """What the settings say for this principal and agent (shared with grounding)."""
+
+    principal: Principal
+    agent: Agent
+    workspace: Workspace | None
+    plans: list[KbPlan]
+    skipped: list[str]
+    strict: Resolved[bool]
+    redaction: Resolved[bool]
+    cap: Resolved[int]
+
+
+@dataclass(slots=True)
+class TurnResult:
+    turn_id: str
+    abstained: bool
+    candidates: list[Candidate]
+    texts: dict[str, str]
+    context: str
+    effective: dict[str, Any]
+    reason: str | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def validate_question(services: Services, question: str, variations: Sequence[str]) -> None:
+    limit = services.config.max_question_chars
+    if not question.strip():
+        raise InvalidInputError("must not be empty", field="question")
+    if len(question) > limit:
+        raise InvalidInputError(f"must be at most {limit} characters", field="question")
+    if len(variations) > services.config.bounds.max_variations:
+        raise InvalidInputError(
+            f"at most {services.config.bounds.max_variations} variations", field="variations"
+        )
+    for variation in variations:
+        if not variation.strip() or len(variation) > limit:
+            raise InvalidInputError(
+                f"each variation must be 1..{limit} characters", field="variations"
+            )
+
+
+async def plan_turn(services: Services, principal: Principal, agent_id: str) -> TurnContext:
+    """Load settings through the cache and decide which KBs are queried under which Scope."""
+    agent = await services.settings.agent(principal.tenant_id, agent_id)
+    if agent is None:
+        raise NotFoundError("no such agent")
+    workspace = await _workspace_or_none(services, principal.tenant_id)
+    workspace_settings = workspace.settings if workspace else None
+    bounds, defaults = services.config.bounds, services.config.defaults
+    cap = resolve_kb_cap(workspace_settings, bounds, defaults)
+    strict = resolve_strict_isolation(workspace_settings, workspace.created_at if workspace else "")
+    redaction = resolve_redaction(workspace_settings, agent.settings)
+    plans: list[KbPlan] = []
+    for kb_id in agent.knowledge_base_ids[: cap.value]:
+        kb = await services.settings.knowledge_base(principal.tenant_id, kb_id)
+        if kb is None:
+            continue  # detached since: nothing to search, and nothing to reveal
+        fusion = resolve_fusion(kb.settings).value
+        plans.append(
+            KbPlan(
+                kb=kb,
+                scope=Scope.of(
+                    org_id=principal.org_id,
+                    tenant_id=principal.tenant_id,
+                    kb_ids=[kb.kb_id],
+                    clearance=principal.clearance,
+                    strict=strict.value,
+                ),
+                top_k=resolve_top_k(kb.settings, agent.settings, bounds, defaults),
+                score_threshold=resolve_score_threshold(
+                    kb.settings, agent.settings, bounds, defaults
+                ),
+                keyword_floor=resolve_keyword_floor(kb.settings, defaults).value,
+                dense_weight=fusion.dense,
+                keyword_weight=fusion.keyword,
+            )
+        )
+    return TurnContext(
+        principal=principal,
+        agent=agent,
+        workspace=workspace,
+        plans=plans,
+        skipped=agent.knowledge_base_ids[cap.value :],
+        strict=strict,
+        redaction=redaction,
+        cap=cap,
+    )
+
+
+async def _workspace_or_none(services: Services, tenant_id: str) -> Workspace | None:
+    """The workspace, or None when it cannot be read: the rules then fall back safely."""
+    try:
+        return await services.settings.workspace(tenant_id)
+    except StoreUnavailableError:
+        services.telemetry.count("settings_fallback")
+        return None
+
+
+async def embed_queries(services: Services, texts: list[str]) -> list[Embedding]:
+    """One batch, off the event loop, bounded in time."""
+    try:
+        return await asyncio.wait_for(
+            asyncio.to_thread(services.embedder.embed_queries, texts),
+            timeout=services.config.embed_timeout_s,
+        )
+    except (TimeoutError, RuntimeError, ValueError) as error:
+        raise DependencyUnavailableError("embedder") from error
+
+
+async def search_plans(
+    services: Services,
+    plans: Sequence[KbPlan],
+    embeddings: Sequence[Embedding],
+    *,
+    leg_limit: int,
+) -> list[RankedLeg]:
+    """Query every KB concurrently; all or nothing (no partial answers across KBs)."""
+
+    async def one(plan: KbPlan) -> list[RankedLeg]:
+        legs = _legs(plan, embeddings, leg_limit)
+        result = await asyncio.wait_for(
+            asyncio.to_thread(services.index.query, plan.collection, plan.scope, legs),
+            timeout=services.config.qdrant_timeout_s,
+        )
+        hits = [list(found) for found in result.legs]
+        current = {hit.point_id for hit in newest_versions(h for leg in hits for h in leg)}
+        weights = {LegKind.DENSE: plan.dense_weight, LegKind.KEYWORD: plan.keyword_weight}
+        return [
+            RankedLeg(plan.kb.kb_id, leg.kind, weights[leg.kind], _only(found, current))
+            for leg, found in zip(legs, hits, strict=True)
+        ]
+
+    try:
+        per_kb = await asyncio.gather(*(one(plan) for plan in plans))
+    except (TimeoutError, IndexUnavailableError) as error:
+        raise DependencyUnavailableError("index") from error
+    return [leg for legs in per_kb for leg in legs]
+
+
+def _only(hits: Sequence[Hit], keep: set[str]) -> list[Hit]:
+    return [hit for hit in hits if hit.point_id in keep]
+
+
+def _legs(plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int) -> list[Leg]:
+    legs: list[Leg] = []
+    for embedding in embeddings:
+        if plan.dense_weight > 0:
+            legs.append(
+                Leg(
+                    kind=LegKind.DENSE,
+                    dense=embedding.dense,
+                    limit=leg_limit,
+                    floor=plan.score_threshold.value,
+                )
+            )
+        if plan.keyword_weight > 0 and embedding.sparse.indices:
+            legs.append(
+                Leg(
+                    kind=LegKind.KEYWORD,
+                    sparse=embedding.sparse,
+                    limit=leg_limit,
+                    floor=plan.keyword_floor,
+                )
+            )
+    return legs
+
+
+async def retrieve(
+    services: Services,
+    principal: Principal,
+    agent_id: str,
+    question: str,
+    variations: Sequence[str],
+) -> TurnResult:
+    """Run one retrieval turn for the principal's agent."""
+    validate_question(services, question, variations)
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    context = await plan_turn(services, principal, agent_id)
+    turn_id = "turn_" + secrets.token_urlsafe(16)
+    effective = _effective(context)
+    if not context.plans:
+        services.telemetry.count("turns_abstained")
+        return TurnResult(turn_id, True, [], {}, "", effective, reason="no_knowledge_base")
+    timings["plan"] = _ms_since(started)
+
+    mark = time.perf_counter()
+    embeddings = await embed_queries(services, [question, *variations])
+    timings["embed"] = _ms_since(mark)
+
+    mark = time.perf_counter()
+    legs = await search_plans(
+        services, context.plans, embeddings, leg_limit=services.config.leg_limit
+    )
+    timings["search"] = _ms_since(mark)
+
+    mark = time.perf_counter()
+    fused = fuse(legs, passages_per_document=services.config.passages_per_document)
+    limits = {plan.kb.kb_id: plan.top_k.value for plan in context.plans}
+    chosen = cap_per_knowledge_base(fused, limits, overall=max(limits.values()))
+    timings["fuse"] = _ms_since(mark)
+
+    texts = {c.point_id: c.hit.payload.text for c in chosen}
+    _count(services, context, legs=legs, fused=fused, chosen=chosen)
+    if not chosen:
+        services.telemetry.count("turns_abstained")
+        return TurnResult(
+            turn_id, True, [], {}, "", effective, reason="nothing_above_floors", timings_ms=timings
+        )
+
+    mark = time.perf_counter()
+    blocks = [
+        EvidenceBlock(c.point_id, c.hit.payload.document_id, texts[c.point_id]) for c in chosen
+    ]
+    await _record(services, principal, agent_id, turn_id, chosen=chosen, texts=texts)
+    timings["record"] = _ms_since(mark)
+    timings["total"] = _ms_since(started)
+    for stage, value in timings.items():
+        services.telemetry.stage_seconds.labels(stage=f"turn_{stage}").observe(value / 1000)
+    return TurnResult(turn_id, False, chosen, texts, fence(blocks), effective, timings_ms=timings)
+
+
+async def _record(
+    services: Services,
+    principal: Principal,
+    agent_id: str,
+    turn_id: str,
+    *,
+    chosen: Sequence[Candidate],
+    texts: dict[str, str],
+) -> None:
+    record = TurnRecord(
+        turn_id=turn_id,
+        tenant_id=principal.tenant_id,
+        agent_id=agent_id,
+        created_at=datetime.now(UTC).isoformat(),
+        passages=[
+            TurnPassage(
+                passage_id=c.point_id,
+                document_id=c.hit.payload.document_id,
+                knowledge_base_id=c.hit.payload.knowledge_base_id,
+                checksum=c.hit.payload.checksum,
+                text=texts[c.point_id],
+            )
+            for c in chosen
+        ],
+    )
+    await services.store.put_turn(record, services.config.turn_ttl_s)
+
+
+def _effective(context: TurnContext) -> dict[str, Any]:
+    """The settings in force, which level set each, and whether a bound changed any."""
+    plans = context.plans
+    lead = max(plans, key=lambda p: p.top_k.value) if plans else None
+    per_kb = {
+        plan.kb.kb_id: {
+            "top_k": plan.top_k.value,
+            "score_threshold": plan.score_threshold.value,
+            "keyword_floor": plan.keyword_floor,
+            "fusion": {"dense": plan.dense_weight, "keyword": plan.keyword_weight},
+            "sources": {"top_k": plan.top_k.source, "score_threshold": plan.score_threshold.source},
+            "clamped": {
+                "top_k": plan.top_k.clamped,
+                "score_threshold": plan.score_threshold.clamped,
+            },
+        }
+        for plan in plans
+    }
+    clamped = {
+        "top_k": any(p.top_k.clamped for p in plans),
+        "score_threshold": any(p.score_threshold.clamped for p in plans),
+        "max_knowledge_bases_per_agent": context.cap.clamped,
+    }
+    return {
+        "top_k": lead.top_k.value if lead else None,
+        "score_threshold": lead.score_threshold.value if lead else None,
+        "sources": {
+            "top_k": lead.top_k.source if lead else "platform",
+            "score_threshold": lead.score_threshold.source if lead else "platform",
+        },
+        "clamped": clamped if any(clamped.values()) else False,
+        "knowledge_bases_queried": [plan.kb.kb_id for plan in plans],
+        "knowledge_bases_skipped": list(context.skipped),
+        "max_knowledge_bases_per_agent": context.cap.value,
+        "strict_isolation": context.strict.value,
+        "redaction": context.redaction.value,
+        "per_knowledge_base": per_kb,
+    }
+
+
+def _count(
+    services: Services,
+    context: TurnContext,
+    *,
+    legs: Sequence[RankedLeg],
+    fused: Sequence[Candidate],
+    chosen: Sequence[Candidate],
+) -> None:
+    """Counts only: KBs, candidates per leg kind, passages and estimated tokens."""
+    telemetry = services.telemetry
+    telemetry.count("turns")
+    telemetry.count("turn_knowledge_bases_queried", len(context.plans))
+    telemetry.count("turn_knowledge_bases_skipped", len(context.skipped))
+    for kind in LegKind:
+        telemetry.count(
+            f"turn_candidates_{kind.value}", sum(len(leg.hits) for leg in legs if leg.kind is kind)
+        )
+    telemetry.count("turn_passages_returned", len(chosen))
+    telemetry.count(
+        "turn_tokens_returned", sum(len(c.hit.payload.text) for c in chosen) // _CHARS_PER_TOKEN
+    )
+    telemetry.count(
+        "turn_tokens_considered", sum(len(c.hit.payload.text) for c in fused) // _CHARS_PER_TOKEN
+    )
+
+
+def _ms_since(mark: float) -> float:
+    return round((time.perf_counter() - mark) * 1000, 2)

@@ -1,0 +1,89 @@
+"""The cached reader turns use: settings at most `staleness_s` old, last known on outage.
+
+Reads within `staleness_s` of the last fetch are served from memory. After that
+the store is asked again; if it cannot answer, the last known value is served
+(and the outage counted), so turns keep resolving while Redis is down. Writes
+through this process invalidate at once; other replicas learn through the
+store's invalidation channel, with the staleness bound as the fallback.
+Absent records are not cached, so a new agent is usable at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from settings.records import Agent, KnowledgeBase, Workspace
+from settings.store import SettingsStore, StoreUnavailableError
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class _Entry:
+    value: Any
+    fetched_at: float
+
+
+class CachedSettings:
+    """Per-process cache of workspace, agent and KB records."""
+
+    def __init__(
+        self,
+        store: SettingsStore,
+        staleness_s: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        on_stale_read: Callable[[], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._staleness_s = staleness_s
+        self._clock = clock
+        self._on_stale_read = on_stale_read
+        self._entries: dict[tuple[str, Hashable], _Entry] = {}
+
+    async def workspace(self, tenant_id: str) -> Workspace | None:
+        return await self._read(
+            (tenant_id, "workspace"), lambda: self._store.get_workspace(tenant_id)
+        )
+
+    async def agent(self, tenant_id: str, agent_id: str) -> Agent | None:
+        return await self._read(
+            (tenant_id, ("agent", agent_id)), lambda: self._store.get_agent(tenant_id, agent_id)
+        )
+
+    async def knowledge_base(self, tenant_id: str, kb_id: str) -> KnowledgeBase | None:
+        return await self._read(
+            (tenant_id, ("kb", kb_id)), lambda: self._store.get_knowledge_base(tenant_id, kb_id)
+        )
+
+    def invalidate(self, tenant_id: str) -> None:
+        """Forget everything cached for one tenant."""
+        for key in [key for key in self._entries if key[0] == tenant_id]:
+            del self._entries[key]
+
+    def invalidate_all(self) -> None:
+        self._entries.clear()
+
+    async def _read(
+        self, key: tuple[str, Hashable], fetch: Callable[[], Awaitable[T | None]]
+    ) -> T | None:
+        entry = self._entries.get(key)
+        now = self._clock()
+        if entry is not None and now - entry.fetched_at < self._staleness_s:
+            return entry.value  # type: ignore[no-any-return]  # entries are keyed by record kind
+        try:
+            value = await fetch()
+        except StoreUnavailableError:
+            if entry is None:
+                raise
+            if self._on_stale_read is not None:
+                self._on_stale_read()
+            return entry.value  # type: ignore[no-any-return]  # as above
+        if value is None:
+            self._entries.pop(key, None)
+        else:
+            self._entries[key] = _Entry(value, now)
+        return value
