@@ -6,9 +6,10 @@ its own in. Everything a handler uses comes from `app.state.services`.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 
 from litestar import Litestar
 from litestar.datastructures import State
@@ -26,9 +27,11 @@ from gateway.routes.knowledge import AgentController, KnowledgeBaseController
 from gateway.routes.provisioning import ProvisioningController
 from gateway.routes.retrieval import RetrievalController
 from gateway.routes.security import PUBLIC_PATHS, BearerKeyMiddleware
+from gateway.routes.workspace import WorkspaceController
 from gateway.services import Services, build_services
 from gateway.telemetry import Telemetry, build_logger
 from ingest.index import IndexUnavailableError
+from settings.cache import InvalidationSource, follow_invalidations
 from settings.config import Config
 from settings.store import StoreUnavailableError
 
@@ -51,9 +54,14 @@ def create_app(config: Config, services: Services | None = None) -> Litestar:
             store=built.store_engine,
             startup_ms=round((time.perf_counter() - started) * 1000, 1),
         )
+        follower = _follow_invalidations(built)
         try:
             yield
         finally:
+            if follower is not None:
+                follower.cancel()
+                with suppress(asyncio.CancelledError):
+                    await follower
             if owned:
                 await built.close()
 
@@ -72,6 +80,7 @@ def create_app(config: Config, services: Services | None = None) -> Litestar:
             KnowledgeBaseController,
             AgentController,
             RetrievalController,
+            WorkspaceController,
         ],
         lifespan=[lifespan],
         state=State({"telemetry": telemetry}),
@@ -92,6 +101,13 @@ def create_app(config: Config, services: Services | None = None) -> Litestar:
         logging_config=None,
         debug=False,
     )
+
+
+def _follow_invalidations(services: Services) -> asyncio.Task[None] | None:
+    """On a shared store, drop cached settings whenever another replica changes them."""
+    if not isinstance(services.store, InvalidationSource):
+        return None
+    return asyncio.create_task(follow_invalidations(services.store, services.settings))
 
 
 _EXPECTED = (HTTPException, GatewayError, IndexUnavailableError, StoreUnavailableError)

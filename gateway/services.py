@@ -86,15 +86,20 @@ class Services:
 
 
 async def build_services(
-    config: Config, telemetry: Telemetry, *, embedder: Embedder | None = None
+    config: Config,
+    telemetry: Telemetry,
+    *,
+    embedder: Embedder | None = None,
+    index: tuple[Index, str] | None = None,
 ) -> Services:
     """Open the store and index named by the config and load the embedding model.
 
-    A caller may pass an already loaded `embedder` (tests share one model).
+    A caller may pass an already loaded `embedder` (tests share one model) or an
+    `(index, engine name)` pair (tests run the same suite on qdrant-client local mode).
     """
     config.data_dir.mkdir(parents=True, exist_ok=True)
     store, store_engine = await build_store(config)
-    index, index_engine = await asyncio.to_thread(_build_index, config)
+    index, index_engine = index or await asyncio.to_thread(_build_index, config)
     if embedder is None:
         embedder = await asyncio.to_thread(_build_embedder, config)
     return Services(

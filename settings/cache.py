@@ -10,10 +10,11 @@ Absent records are not cached, so a new agent is usable at once.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from settings.records import Agent, KnowledgeBase, Workspace
 from settings.store import SettingsStore, StoreUnavailableError
@@ -87,3 +88,27 @@ class CachedSettings:
         else:
             self._entries[key] = _Entry(value, now)
         return value
+
+
+@runtime_checkable
+class InvalidationSource(Protocol):
+    """A store that announces changed tenants to every replica (Redis pub/sub)."""
+
+    def invalidations(self) -> AsyncIterator[str]: ...
+
+
+async def follow_invalidations(
+    source: InvalidationSource, cache: CachedSettings, *, retry_s: float = 1.0
+) -> None:
+    """Invalidate the cache for every announced tenant, until cancelled.
+
+    Whenever the subscription is (re)established everything is dropped, since
+    announcements made while it was down were missed.
+    """
+    while True:
+        cache.invalidate_all()
+        try:
+            async for tenant_id in source.invalidations():
+                cache.invalidate(tenant_id)
+        except StoreUnavailableError:
+            await asyncio.sleep(retry_s)

@@ -334,8 +334,9 @@ class RedisStore:
             with _unavailable():
                 await pubsub.subscribe(INVALIDATION_CHANNEL)
             while True:
+                # Short polls: a blocking read would trip the client's socket timeout.
                 with _unavailable():
-                    message = await pubsub.get_message(timeout=None)
+                    message = await pubsub.get_message(timeout=1.0)
                 if message is not None and message.get("type") == "message":
                     yield _text(message["data"])
         finally:

@@ -31,6 +31,40 @@ KB_CAP = "max_knowledge_bases_per_agent"
 STRICT_ISOLATION = "strict_rag_isolation"
 WORKSPACE_REDACTION = "rag_pii_redaction"
 AGENT_REDACTION = "pii_redaction"
+PII_ENTITIES = "pii_entities"
+
+#: Entity types a workspace may ask to redact (presidio's names, plus kbgate's own
+#: URL_WITH_CREDENTIALS). PERSON takes effect only where a spaCy NER model is installed.
+KNOWN_PII_ENTITIES = frozenset(
+    {
+        "CREDIT_CARD",
+        "CRYPTO",
+        "EMAIL_ADDRESS",
+        "IBAN_CODE",
+        "IP_ADDRESS",
+        "MAC_ADDRESS",
+        "PERSON",
+        "PHONE_NUMBER",
+        "UK_NHS",
+        "URL",
+        "URL_WITH_CREDENTIALS",
+        "US_ITIN",
+        "US_SSN",
+    }
+)
+#: Redacted when the workspace sets nothing (or something unreadable). Plain URLs
+#: are left out: links are what evidence cites; credentials inside them are not.
+DEFAULT_PII_ENTITIES: tuple[str, ...] = (
+    "CREDIT_CARD",
+    "CRYPTO",
+    "EMAIL_ADDRESS",
+    "IBAN_CODE",
+    "IP_ADDRESS",
+    "PERSON",
+    "PHONE_NUMBER",
+    "URL_WITH_CREDENTIALS",
+    "US_SSN",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,3 +252,30 @@ def resolve_redaction(
     if not agent_off and agent is not None and agent.get(AGENT_REDACTION) is True:
         return Resolved(True, "agent")
     return Resolved(True, "platform")
+
+
+def is_pii_entity_list(value: Any) -> bool:
+    """A non-empty list of known entity type names.
+
+    Empty is refused: it would turn redaction off through one setting, where the
+    two-gate rule wants both gates explicitly off.
+    """
+    return (
+        isinstance(value, list | tuple)
+        and len(value) > 0
+        and all(isinstance(name, str) and name in KNOWN_PII_ENTITIES for name in value)
+    )
+
+
+def resolve_pii_entities(workspace: Mapping[str, Any] | None) -> Resolved[tuple[str, ...]]:
+    """Which entity types redaction replaces: the workspace's list, else the default set.
+
+    The result is sorted and free of duplicates. A malformed list (not a list, empty,
+    or naming an unknown type) is ignored whole.
+    """
+    raw, source, malformed = _first_well_formed(
+        (("workspace", workspace),), PII_ENTITIES, is_pii_entity_list
+    )
+    if source is None:
+        return Resolved(DEFAULT_PII_ENTITIES, "platform", malformed=malformed)
+    return Resolved(tuple(sorted(set(raw))), source, malformed=malformed)

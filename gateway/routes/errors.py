@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
@@ -35,6 +36,7 @@ _STATUS: dict[type[GatewayError], tuple[int, str]] = {
     InvalidInputError: (422, "Unprocessable Content"),
 }
 _RETRY_AFTER_S = 5
+_NAMED_FIELD = re.compile(r"(?:unknown|missing required) field `([^`]+)`")
 
 
 def _problem(status: int, title: str, detail: str, **extra: Any) -> ProblemDetailsException:
@@ -75,7 +77,9 @@ def validation_problem(error: ValidationException) -> ProblemDetailsException:
     message = str(first.get("message", error.detail))
     if "malformed" in message.lower() or "decode" in message.lower():
         return _problem(400, "Bad Request", "the body is not valid JSON")
-    return _problem(422, "Unprocessable Content", message, field=first.get("key"))
+    unknown = _NAMED_FIELD.search(message)
+    field = unknown.group(1) if unknown else first.get("key")
+    return _problem(422, "Unprocessable Content", message, field=field)
 
 
 def http_problem(error: HTTPException) -> ProblemDetailsException:

@@ -33,7 +33,7 @@ AnyRequest = Request[Principal, str, State]
 DOCUMENT_PATH = "/knowledge-bases/{kb_id:str}/documents/{document_id:path}"
 
 
-def _effective(values: dict[str, Resolved[Any]]) -> dict[str, EffectiveValue]:
+def effective_out(values: dict[str, Resolved[Any]]) -> dict[str, EffectiveValue]:
     return {
         name: EffectiveValue(value=found.value, source=found.source, clamped=found.clamped)
         for name, found in values.items()
@@ -47,7 +47,7 @@ def _kb_out(services: Services, kb: KnowledgeBase) -> KnowledgeBaseOut:
         storage=kb.storage,
         collection=collection_for(kb.storage, kb.org_id),
         settings=kb.settings,
-        effective=_effective(knowledge.knowledge_base_effective(services, kb)),
+        effective=effective_out(knowledge.knowledge_base_effective(services, kb)),
     )
 
 
@@ -191,7 +191,7 @@ async def _agent_out(services: Services, principal: Principal, agent: Agent) -> 
         settings=agent.settings,
         knowledge_bases_queried=queried,
         knowledge_bases_skipped=skipped,
-        effective=_effective(
+        effective=effective_out(
             {
                 "max_knowledge_bases_per_agent": cap,
                 "top_k": resolve_top_k(None, agent.settings, bounds, defaults),

@@ -193,3 +193,36 @@ class CitationVerdict(msgspec.Struct, kw_only=True, omit_defaults=True):
 class VerifyOut(msgspec.Struct, kw_only=True):
     valid: list[CitationVerdict]
     invalid: list[CitationVerdict]
+
+
+# ---- workspace settings -------------------------------------------------------------
+
+KbCap = Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
+
+
+class PatchWorkspaceSettings(Strict):
+    """Only the fields sent change; null resets a setting to its default."""
+
+    strict_rag_isolation: bool | msgspec.UnsetType | None = msgspec.UNSET
+    rag_pii_redaction: bool | msgspec.UnsetType | None = msgspec.UNSET
+    max_knowledge_bases_per_agent: KbCap | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class WorkspaceSettingsOut(msgspec.Struct, kw_only=True):
+    tenant_id: str
+    org_id: str
+    created_at: str
+    settings: dict[str, Any]
+    effective: dict[str, EffectiveValue]
+
+
+class SettingChangeOut(msgspec.Struct, kw_only=True):
+    at: str
+    key_id: str
+    setting: str
+    old: Any
+    new: Any
+
+
+class HistoryOut(msgspec.Struct, kw_only=True):
+    changes: list[SettingChangeOut]

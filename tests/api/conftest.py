@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from ingest.embedding import Embedder, build_embedder
 from litestar.testing import AsyncTestClient
 
 from gateway.app import create_app
 from gateway.services import Services, build_services
 from gateway.telemetry import Telemetry, build_logger
+from ingest.embedding import Embedder, build_embedder
+from ingest.qdrant_server import ServerIndex
 from settings.config import Config, load_config
 
 PLATFORM_KEY = "test-platform-key-0123456789"
@@ -47,14 +48,37 @@ def gateway_config(data_dir: Path, **overrides: object) -> Config:
     return load_config({}, data_dir=data_dir, platform_key=PLATFORM_KEY, **overrides)
 
 
+async def start_gateway(
+    tmp_path: Path, embedder: Embedder, engine: str = "edge", **overrides: object
+) -> tuple[Services, io.StringIO, Config]:
+    """Services on a fresh data dir, on Qdrant Edge or qdrant-client local mode."""
+    config = gateway_config(tmp_path / "data", **overrides)
+    logs = io.StringIO()
+    index = (ServerIndex.local(None), "qdrant-local") if engine == "local" else None
+    services = await build_services(
+        config, Telemetry(build_logger("DEBUG", logs)), embedder=embedder, index=index
+    )
+    return services, logs, config
+
+
 @pytest.fixture
 async def gateway(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Gateway]:
     """A gateway on Qdrant Edge and SQLite in a fresh data dir, logs captured."""
-    config = gateway_config(tmp_path / "data")
-    logs = io.StringIO()
-    services = await build_services(
-        config, Telemetry(build_logger("DEBUG", logs)), embedder=embedder
-    )
+    services, logs, config = await start_gateway(tmp_path, embedder)
+    app = create_app(config, services)
+    try:
+        async with AsyncTestClient(app) as client:
+            yield Gateway(client=client, services=services, logs=logs, config=config)
+    finally:
+        await services.close()
+
+
+@pytest.fixture(params=["edge", "local"])
+async def engine_gateway(
+    request: pytest.FixtureRequest, tmp_path: Path, embedder: Embedder
+) -> AsyncIterator[Gateway]:
+    """The same gateway on each engine: Qdrant Edge and qdrant-client local mode."""
+    services, logs, config = await start_gateway(tmp_path, embedder, request.param)
     app = create_app(config, services)
     try:
         async with AsyncTestClient(app) as client:

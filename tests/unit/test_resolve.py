@@ -9,11 +9,14 @@ import pytest
 
 from settings.config import Bounds, Defaults
 from settings.resolve import (
+    DEFAULT_PII_ENTITIES,
+    KNOWN_PII_ENTITIES,
     FusionWeights,
     resolve_fusion,
     resolve_grounding_floor,
     resolve_kb_cap,
     resolve_keyword_floor,
+    resolve_pii_entities,
     resolve_redaction,
     resolve_score_threshold,
     resolve_strict_isolation,
@@ -184,3 +187,48 @@ def test_fusion_weights(stored: Any, expected: FusionWeights) -> None:
     """Weights default to 1:1; invalid weight maps are ignored whole."""
     settings = {} if stored is None else {"fusion": stored}
     assert resolve_fusion(settings).value == expected
+
+
+def test_pii_entities_default_when_unset_or_unreadable() -> None:
+    """No workspace, no setting, or a null setting: the platform's default set."""
+    for workspace in (None, {}, {"pii_entities": None}):
+        found = resolve_pii_entities(workspace)
+        assert found.value == DEFAULT_PII_ENTITIES
+        assert found.source == "platform"
+        assert found.malformed == ()
+
+
+def test_pii_entities_default_set_is_known_and_sorted() -> None:
+    """The default set names only known types, sorted, and leaves plain URLs alone."""
+    assert set(DEFAULT_PII_ENTITIES) <= KNOWN_PII_ENTITIES
+    assert list(DEFAULT_PII_ENTITIES) == sorted(set(DEFAULT_PII_ENTITIES))
+    assert "URL" not in DEFAULT_PII_ENTITIES
+    assert "URL_WITH_CREDENTIALS" in DEFAULT_PII_ENTITIES
+
+
+def test_pii_entities_workspace_list_wins_sorted_and_deduplicated() -> None:
+    """A well-formed workspace list is used as is, sorted, duplicates dropped."""
+    found = resolve_pii_entities({"pii_entities": ["US_SSN", "EMAIL_ADDRESS", "US_SSN", "URL"]})
+    assert found.value == ("EMAIL_ADDRESS", "URL", "US_SSN")
+    assert found.source == "workspace"
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        [],
+        "EMAIL_ADDRESS",
+        ["EMAIL_ADDRESS", "NOT_A_TYPE"],
+        ["email_address"],
+        [1, 2],
+        ["EMAIL_ADDRESS", None],
+        {"EMAIL_ADDRESS": True},
+        True,
+    ],
+)
+def test_pii_entities_malformed_falls_back_to_default(stored: Any) -> None:
+    """Not a list, empty, an unknown or non-string name: ignored whole, counted as malformed."""
+    found = resolve_pii_entities({"pii_entities": stored})
+    assert found.value == DEFAULT_PII_ENTITIES
+    assert found.source == "platform"
+    assert found.malformed == ("workspace",)

@@ -1,0 +1,226 @@
+"""Plain text and a title from the files the connector reads: .txt, .md, .html, .pdf.
+
+- `.txt`: the text as is; the title is the file name without its suffix.
+- `.md` / `.markdown`: the text as is (Markdown reads fine to both legs); the
+  title is the first heading (`# Title` or a setext `Title` over `===`/`---`).
+- `.html` / `.htm`: visible text only (no tags, scripts, styles or templates),
+  block elements ending lines so sentences and paragraphs survive; the title
+  is `<title>`, else the first `<h1>`.
+- `.pdf`: the text of every page through pypdf; the title is the document
+  information's title.
+
+Text files must be UTF-8 (a byte-order mark is dropped). Anything that cannot be
+read or parsed raises `ExtractionError` with a message fit for a summary line.
+pypdf is imported only when a PDF is read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+
+#: Suffixes (lower case) the connector reads; every other file is skipped.
+SUPPORTED_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".html", ".htm", ".pdf"})
+
+_ATX_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
+_SETEXT_UNDERLINE = re.compile(r"^\s{0,3}(=+|-+)\s*$")
+_FRONT_MATTER = re.compile(r"\A---\s*\n.*?\n---\s*\n", re.DOTALL)
+_SPACES = re.compile(r"[ \t\r\f\v]+")
+_BLANK_LINES = re.compile(r"\n\s*\n\s*(\n\s*)+")
+
+# Elements whose content is never visible text.
+_HIDDEN = frozenset({"script", "style", "noscript", "template", "svg", "iframe"})
+# Elements that start a new line of text when they open or close.
+_BLOCKS = frozenset(
+    {
+        "address", "article", "aside", "blockquote", "br", "caption", "dd", "details", "div",
+        "dl", "dt", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5",
+        "h6", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary",
+        "table", "td", "th", "tr", "ul",
+    }
+)  # fmt: skip
+# Void elements never close, so they must not open a hidden region.
+_VOID = frozenset({"br", "hr", "img", "input", "meta", "link", "area", "base", "col", "wbr"})
+
+
+class ExtractionError(ValueError):
+    """The file could not be read or parsed; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    """What a file contributes to a document: its text and a title."""
+
+    text: str
+    title: str
+
+
+def is_supported(path: Path) -> bool:
+    return path.suffix.lower() in SUPPORTED_SUFFIXES
+
+
+def extract(path: Path) -> Extracted:
+    """Text and title of one file, by its suffix; `ExtractionError` when it cannot be read."""
+    readers: dict[str, Callable[[Path], Extracted]] = {
+        ".txt": _plain,
+        ".md": _markdown,
+        ".markdown": _markdown,
+        ".html": _html,
+        ".htm": _html,
+        ".pdf": _pdf,
+    }
+    reader = readers.get(path.suffix.lower())
+    if reader is None:
+        raise ExtractionError(f"unsupported file type {path.suffix or '(none)'!r}")
+    return reader(path)
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise ExtractionError(f"cannot read the file: {error.strerror or error}") from error
+
+
+def _decode(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ExtractionError(
+            f"not valid UTF-8 (byte {error.start}); save the file as UTF-8"
+        ) from None
+
+
+def _plain(path: Path) -> Extracted:
+    return Extracted(_decode(_read_bytes(path)), path.stem)
+
+
+def _markdown(path: Path) -> Extracted:
+    text = _decode(_read_bytes(path))
+    return Extracted(text, markdown_title(text) or path.stem)
+
+
+def markdown_title(text: str) -> str:
+    """The first ATX (`# Title`) or setext (`Title` / `=====`) heading, front matter skipped."""
+    body = _FRONT_MATTER.sub("", text, count=1)
+    previous = ""
+    in_fence = False
+    for line in body.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            in_fence = not in_fence
+            previous = ""
+            continue
+        if in_fence:
+            continue
+        atx = _ATX_HEADING.match(line)
+        if atx:
+            return atx.group(1).strip()
+        if previous.strip() and _SETEXT_UNDERLINE.match(line):
+            return previous.strip()
+        previous = line
+    return ""
+
+
+def _html(path: Path) -> Extracted:
+    text, title = html_text(_decode(_read_bytes(path)))
+    return Extracted(text, title or path.stem)
+
+
+def html_text(markup: str) -> tuple[str, str]:
+    """Visible text and title of an HTML document (the title is "" when it has none)."""
+    parser = _TextParser()
+    parser.feed(markup)
+    parser.close()
+    return parser.text(), parser.title()
+
+
+class _TextParser(HTMLParser):
+    """Collects visible text; `<title>` and the first `<h1>` are kept aside for the title."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self._parts: list[str] = []
+        self._hidden: list[str] = []  # open hidden elements, innermost last
+        self._title: list[str] = []
+        self._h1: list[str] = []
+        self._in_title = False
+        self._in_h1 = False
+        self._h1_done = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self._in_title = True
+        elif tag in _HIDDEN and tag not in _VOID:
+            self._hidden.append(tag)
+        elif tag == "h1" and not self._h1_done:
+            self._in_h1 = True
+        if tag in _BLOCKS:
+            self._parts.append("\n\n" if tag in {"p", "div", "section", "article"} else "\n")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _BLOCKS:
+            self._parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self._in_title = False
+        elif tag in _HIDDEN and tag in self._hidden:
+            while self._hidden and self._hidden.pop() != tag:
+                pass
+        elif tag == "h1" and self._in_h1:
+            self._in_h1 = False
+            self._h1_done = True
+        if tag in _BLOCKS:
+            self._parts.append("\n\n" if tag in {"p", "div", "section", "article"} else "\n")
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title:
+            self._title.append(data)
+            return
+        if self._hidden:
+            return
+        if self._in_h1:
+            self._h1.append(data)
+        self._parts.append(data)
+
+    def text(self) -> str:
+        lines = (_SPACES.sub(" ", line).strip() for line in "".join(self._parts).split("\n"))
+        return _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
+
+    def title(self) -> str:
+        title = " ".join("".join(self._title).split())
+        return title or " ".join("".join(self._h1).split())
+
+
+def _pdf(path: Path) -> Extracted:
+    raw = _read_bytes(path)
+    text, title = pdf_text(raw)
+    return Extracted(text, title or path.stem)
+
+
+def pdf_text(raw: bytes) -> tuple[str, str]:
+    """Text of every page (pages separated by a blank line) and the metadata title."""
+    import io
+
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
+    try:
+        reader = PdfReader(io.BytesIO(raw))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise ExtractionError("the PDF is encrypted with a password")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        metadata = reader.metadata
+        title = str(metadata.title or "") if metadata is not None else ""
+    except ExtractionError:
+        raise
+    except PyPdfError as error:
+        raise ExtractionError(f"not a readable PDF: {error}") from error
+    # A damaged file can break pypdf in many ways below its own error classes.
+    except Exception as error:
+        raise ExtractionError(f"not a readable PDF: {type(error).__name__}: {error}") from error
+    text = "\n\n".join(page.strip() for page in pages if page.strip())
+    return text, " ".join(title.split())
