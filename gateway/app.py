@@ -25,8 +25,10 @@ from gateway.routes.errors import problem_details_plugin
 from gateway.routes.health import HealthController
 from gateway.routes.knowledge import AgentController, KnowledgeBaseController
 from gateway.routes.provisioning import ProvisioningController
+from gateway.routes.redaction import RedactionController
 from gateway.routes.retrieval import RetrievalController
 from gateway.routes.security import PUBLIC_PATHS, BearerKeyMiddleware
+from gateway.routes.strict_body import enforce_strict_body
 from gateway.routes.workspace import WorkspaceController
 from gateway.services import Services, build_services
 from gateway.telemetry import Telemetry, build_logger
@@ -80,6 +82,7 @@ def create_app(config: Config, services: Services | None = None) -> Litestar:
             KnowledgeBaseController,
             AgentController,
             RetrievalController,
+            RedactionController,
             WorkspaceController,
         ],
         lifespan=[lifespan],
@@ -89,6 +92,7 @@ def create_app(config: Config, services: Services | None = None) -> Litestar:
             DefineMiddleware(BearerKeyMiddleware, exclude=list(PUBLIC_PATHS)),
         ],
         plugins=[problem_details_plugin()],
+        before_request=enforce_strict_body,
         after_exception=[_only_unexpected(log_exception)],
         openapi_config=OpenAPIConfig(
             title="kbgate",

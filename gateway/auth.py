@@ -10,14 +10,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from gateway.errors import ForbiddenError, InvalidInputError, UnauthenticatedError
 from ingest.payload import DEFAULT_CLEARANCE, Classification
 from settings.records import WORKSPACE_ROLES, ApiKey, Role
-from settings.store import SettingsStore
 
 KEY_PREFIX = "kbg_"
 PLATFORM_KEY_ID = "platform"
@@ -71,16 +70,22 @@ def bearer_secret(authorization: str | None) -> str:
     return secret
 
 
+KeyLookup = Callable[[str], Awaitable[ApiKey | None]]
+
+
 async def authenticate(
-    store: SettingsStore, platform_key: str | None, authorization: str | None
+    lookup: KeyLookup, platform_key: str | None, authorization: str | None
 ) -> Principal:
-    """The Principal behind a bearer header; UnauthenticatedError for anything else."""
+    """The Principal behind a bearer header; UnauthenticatedError for anything else.
+
+    `lookup` finds a stored key by the sha256 of its secret.
+    """
     secret = bearer_secret(authorization)
     if platform_key is not None and hmac.compare_digest(
         secret.encode("utf-8"), platform_key.encode("utf-8")
     ):
         return Principal(key_id=PLATFORM_KEY_ID, roles=frozenset({Role.PLATFORM}))
-    record = await store.get_api_key_by_hash(hash_key(secret))
+    record = await lookup(hash_key(secret))
     if record is None:
         raise UnauthenticatedError("unknown credentials")
     return principal_of(record)

@@ -1,19 +1,40 @@
-"""The `kbgate` command."""
+"""The `kbgate` command: serve, ingest a directory, backfill org ids."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gateway.auth import PLATFORM_KEY_ID, hash_key, new_secret
+from gateway import knowledge
+from gateway.auth import PLATFORM_KEY_ID, Principal, hash_key, new_secret
+from gateway.errors import GatewayError, NotFoundError
+from ingest.connector import (
+    DocumentRejectedError,
+    DocumentSink,
+    HttpSink,
+    PutAnswer,
+    SinkUnavailableError,
+    Upload,
+    percent_progress,
+    sync_directory,
+)
+from ingest.index import SHARED_COLLECTION, IndexUnavailableError, org_collection
+from ingest.payload import Classification, Scope
+from ingest.screening import screen
 from settings.config import Config, ConfigError, load_config
 from settings.records import ApiKey, Role
-from settings.store import AlreadyExistsError
+from settings.store import AlreadyExistsError, StoreUnavailableError
+
+if TYPE_CHECKING:
+    from gateway.services import Services
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -37,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (KBGATE_PORT, default 8080)")
     serve.add_argument("--data-dir", type=Path, help="data directory (KBGATE_DATA_DIR)")
     serve.set_defaults(run=_serve)
+    _add_ingest(commands)
+    _add_backfill(commands)
     return parser
 
 
@@ -93,3 +116,284 @@ async def _ensure_platform_key(config: Config) -> str | None:
 
 def _say(message: str) -> None:
     print(message, flush=True)  # noqa: T201 — the CLI's own output
+
+
+def _fail(message: str) -> int:
+    """A setup error: say why on stderr and exit 2."""
+    print(f"kbgate: {message}", file=sys.stderr, flush=True)  # noqa: T201 — the CLI's own output
+    return 2
+
+
+# ---- ingest -------------------------------------------------------------------------
+
+_INGEST_EPILOG = """\
+modes:
+  --url URL [--key KEY]           a running gateway, over its HTTP API; the key (or
+                                  KBGATE_KEY) needs the ingest role
+  [--data-dir DIR] --tenant T     the embedded data dir, no gateway running (Qdrant
+                                  Edge locks its shards); KBGATE_QDRANT_URL and
+                                  KBGATE_REDIS_URL are honoured when set
+
+The knowledge base must exist. Document ids are the files' paths relative to DIR.
+exit status: 0 all files in step, 1 some files failed (or the run stopped early),
+2 bad arguments or setup (unknown label, KB, workspace or key; data dir in use).
+"""
+
+
+def _add_ingest(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ingest = commands.add_parser(
+        "ingest",
+        help="sync a directory of .txt/.md/.html/.pdf files into a knowledge base",
+        description=(
+            "Add new files, rewrite changed ones, leave unchanged ones alone and delete "
+            "documents whose files are gone."
+        ),
+        epilog=_INGEST_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ingest.add_argument("directory", type=Path, metavar="DIR", help="the directory to mirror")
+    ingest.add_argument("--kb", required=True, metavar="KB_ID", help="the knowledge base")
+    ingest.add_argument(
+        "--classification",
+        required=True,
+        type=_classification,
+        metavar="LABEL",
+        help="access label of every file: public, internal, confidential or restricted",
+    )
+    ingest.add_argument("--url", help="base URL of a running gateway")
+    ingest.add_argument("--key", help="API key with the ingest role (default: KBGATE_KEY)")
+    ingest.add_argument("--data-dir", type=Path, help="embedded data dir (KBGATE_DATA_DIR)")
+    ingest.add_argument("--tenant", help="workspace id (embedded mode)")
+    ingest.add_argument("--org", help="organization id, checked against the workspace's")
+    ingest.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="let an empty DIR delete every document of the KB",
+    )
+    ingest.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ingest.set_defaults(run=_ingest)
+
+
+def _classification(raw: str) -> Classification:
+    verdict = screen(raw)
+    if verdict.classification is None:
+        labels = ", ".join(label.value for label in Classification)
+        raise argparse.ArgumentTypeError(f"unknown label {raw!r} (choose from {labels})")
+    return verdict.classification
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # damaged PDFs are reported per file
+    if not args.directory.is_dir():
+        return _fail(f"not a directory: {args.directory}")
+    if args.url:
+        sink = _http_sink(args)
+        return 2 if sink is None else asyncio.run(_run_sync(args, sink))
+    if not args.tenant:
+        return _fail("pass --url URL (a running gateway) or --tenant T (the embedded data dir)")
+    config = load_config(os.environ, data_dir=args.data_dir)
+    return asyncio.run(_ingest_embedded(args, config))
+
+
+def _http_sink(args: argparse.Namespace) -> DocumentSink | None:
+    """The sink for a running gateway, or None after saying what is wrong."""
+    if args.tenant or args.data_dir or args.org:
+        _fail("--url talks to a gateway: --data-dir, --tenant and --org do not apply")
+        return None
+    key = args.key or os.environ.get("KBGATE_KEY")
+    if not key:
+        _fail("--url needs an API key: pass --key or set KBGATE_KEY")
+        return None
+    try:
+        return HttpSink(args.url, key, args.kb)
+    except ValueError as error:
+        _fail(str(error))
+        return None
+
+
+async def _run_sync(args: argparse.Namespace, sink: DocumentSink) -> int:
+    try:
+        summary = await sync_directory(
+            args.directory,
+            sink,
+            args.classification,
+            progress=percent_progress(sys.stderr),
+            allow_empty=args.allow_empty,
+        )
+    except SinkUnavailableError as error:
+        return _fail(str(error))
+    if args.json:
+        _say(json.dumps(summary.as_dict(), indent=2))
+    else:
+        _say(f"kbgate ingest: {summary.render()}")
+    return 0 if summary.ok else 1
+
+
+async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
+    from gateway.services import build_services
+    from gateway.telemetry import Telemetry, build_logger
+
+    if not (config.redis_url and config.qdrant_url) and not config.data_dir.is_dir():
+        return _fail(f"no data dir at {config.data_dir} (pass --data-dir or KBGATE_DATA_DIR)")
+    services = await build_services(config, Telemetry(build_logger("WARNING", sys.stderr)))
+    try:
+        workspace = await services.store.get_workspace(args.tenant)
+        if workspace is None:
+            return _fail(f"no workspace {args.tenant!r} in {config.data_dir}")
+        if args.org and args.org != workspace.org_id:
+            return _fail(f"workspace {args.tenant!r} belongs to another organization")
+        principal = Principal(
+            key_id="cli",
+            roles=frozenset({Role.INGEST}),
+            org_id=workspace.org_id,
+            tenant_id=workspace.tenant_id,
+            clearance=Classification.RESTRICTED,
+        )
+        sink = _EmbeddedSink(services, principal, args.kb, config.data_dir)
+        return await _run_sync(args, sink)
+    finally:
+        await services.close()
+        close = getattr(services.embedder, "close", None)
+        if callable(close):
+            close()
+
+
+class _EmbeddedSink:
+    """The connector's sink for an embedded data dir: the gateway's own document functions."""
+
+    def __init__(
+        self, services: Services, principal: Principal, kb_id: str, data_dir: Path
+    ) -> None:
+        self._services = services
+        self._principal = principal
+        self._kb_id = kb_id
+        self._data_dir = data_dir
+
+    async def list_document_ids(self) -> set[str]:
+        try:
+            return set(await knowledge.list_documents(self._services, self._principal, self._kb_id))
+        except NotFoundError:
+            raise SinkUnavailableError(
+                f"no knowledge base {self._kb_id!r} in workspace {self._principal.tenant_id!r}; "
+                "create it first (PUT /v1/knowledge-bases/{kb_id} with an admin key)"
+            ) from None
+        except IndexUnavailableError as error:
+            raise SinkUnavailableError(self._unavailable(error)) from None
+
+    async def put_document(self, upload: Upload) -> PutAnswer:
+        try:
+            status, passages, _ = await knowledge.put_document(
+                self._services,
+                self._principal,
+                self._kb_id,
+                upload.document_id,
+                text=upload.text,
+                classification=upload.classification.value,
+                title=upload.title,
+                source=upload.source,
+            )
+        except GatewayError as error:
+            raise DocumentRejectedError(_field_message(error)) from None
+        except (IndexUnavailableError, StoreUnavailableError) as error:
+            raise SinkUnavailableError(self._unavailable(error)) from None
+        return PutAnswer(status=status, passages=passages)
+
+    async def delete_document(self, document_id: str) -> int:
+        try:
+            return await knowledge.delete_document(
+                self._services, self._principal, self._kb_id, document_id
+            )
+        except NotFoundError:
+            return 0
+        except GatewayError as error:
+            raise DocumentRejectedError(_field_message(error)) from None
+        except (IndexUnavailableError, StoreUnavailableError) as error:
+            raise SinkUnavailableError(self._unavailable(error)) from None
+
+    def _unavailable(self, error: Exception) -> str:
+        return _engine_message(error, self._data_dir)
+
+
+def _field_message(error: GatewayError) -> str:
+    return f"{error.message} ({error.field})" if error.field else error.message
+
+
+def _engine_message(error: Exception, data_dir: Path) -> str:
+    """Name the usual cause when Qdrant Edge finds its shard locked by another process."""
+    text = str(error)
+    if "WouldBlock" in text or "lock" in text.lower():
+        return (
+            f"the data dir {data_dir} is in use by another process (a running gateway?): "
+            "Qdrant Edge locks its shards. Stop it, or ingest through it with --url."
+        )
+    return f"the index is unavailable: {text}"
+
+
+# ---- backfill-org -------------------------------------------------------------------
+
+
+def _add_backfill(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    backfill = commands.add_parser(
+        "backfill-org",
+        help="add orgId to a workspace's legacy passages (safe to run twice)",
+        description=(
+            "Set orgId on the passages of the workspace's knowledge bases that were written "
+            "without one, in the org's collection and in kb_shared, so that strict isolation "
+            "can be turned on without hiding the workspace's own content. Prints how many "
+            "points changed; a second run changes 0. Run it with no gateway on the data dir."
+        ),
+    )
+    backfill.add_argument("--org", required=True, help="the workspace's organization id")
+    backfill.add_argument("--tenant", required=True, help="the workspace id")
+    backfill.add_argument("--data-dir", type=Path, help="embedded data dir (KBGATE_DATA_DIR)")
+    backfill.add_argument("--json", action="store_true", help="print the counts as JSON")
+    backfill.set_defaults(run=_backfill)
+
+
+def _backfill(args: argparse.Namespace) -> int:
+    config = load_config(os.environ, data_dir=args.data_dir)
+    if not (config.redis_url and config.qdrant_url) and not config.data_dir.is_dir():
+        return _fail(f"no data dir at {config.data_dir} (pass --data-dir or KBGATE_DATA_DIR)")
+    return asyncio.run(_backfill_org(args, config))
+
+
+async def _backfill_org(args: argparse.Namespace, config: Config) -> int:
+    from gateway.services import _build_index, build_store
+
+    store, _ = await build_store(config)
+    try:
+        workspace = await store.get_workspace(args.tenant)
+        if workspace is None:
+            return _fail(f"no workspace {args.tenant!r}")
+        if workspace.org_id != args.org:
+            return _fail(f"workspace {args.tenant!r} does not belong to organization {args.org!r}")
+        kb_ids = [kb.kb_id for kb in await store.list_knowledge_bases(args.tenant)]
+    finally:
+        await store.close()
+    counts = {org_collection(args.org): 0, SHARED_COLLECTION: 0}
+    if kb_ids:
+        scope = Scope.of(
+            org_id=args.org,
+            tenant_id=args.tenant,
+            kb_ids=kb_ids,
+            clearance=Classification.RESTRICTED,
+            strict=False,
+        )
+        index, _ = await asyncio.to_thread(_build_index, config)
+        try:
+            for collection in counts:
+                counts[collection] = await asyncio.to_thread(index.backfill_org, collection, scope)
+        except IndexUnavailableError as error:
+            return _fail(_engine_message(error, config.data_dir))
+        finally:
+            await asyncio.to_thread(index.close)
+    total = sum(counts.values())
+    if args.json:
+        _say(json.dumps({"updated": total, "collections": counts, "knowledge_bases": kb_ids}))
+    else:
+        where = ", ".join(f"{name}: {count}" for name, count in counts.items())
+        _say(
+            f"kbgate backfill-org: set orgId on {total} legacy points of workspace "
+            f"{args.tenant!r} across {len(kb_ids)} knowledge bases ({where})"
+        )
+    return 0

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.redaction import Redactor
 from gateway.telemetry import Telemetry
 from ingest.embedding import MINILM_MODEL_NAME, Embedder
 from ingest.index import Index, IndexUnavailableError
@@ -53,6 +54,7 @@ class Services:
     store_engine: str
     writer: DocumentWriter
     settings: CachedSettings
+    redactor: Redactor  # PII redaction (issue 6)
     # One writer per document at a time in this process: replacing is read-then-write.
     document_locks: KeyedLocks = field(default_factory=KeyedLocks)
 
@@ -90,23 +92,27 @@ async def build_services(
     telemetry: Telemetry,
     *,
     embedder: Embedder | None = None,
-    index: tuple[Index, str] | None = None,
+    redactor: Redactor | None = None,
+    engine: tuple[Index, str] | None = None,
 ) -> Services:
     """Open the store and index named by the config and load the embedding model.
 
     A caller may pass an already loaded `embedder` (tests share one model) or an
-    `(index, engine name)` pair (tests run the same suite on qdrant-client local mode).
+    `engine`, an (index, name) pair (tests run the same suite on qdrant-client local mode).
     """
     config.data_dir.mkdir(parents=True, exist_ok=True)
     store, store_engine = await build_store(config)
-    index, index_engine = index or await asyncio.to_thread(_build_index, config)
+    index, index_engine = engine or await asyncio.to_thread(_build_index, config)
     if embedder is None:
         embedder = await asyncio.to_thread(_build_embedder, config)
+    if redactor is None:  # PII redaction (issue 6): presidio, offline, built once
+        redactor = await asyncio.to_thread(Redactor.build)
     return Services(
         config=config,
         index=index,
         store=store,
         embedder=embedder,
+        redactor=redactor,
         telemetry=telemetry,
         index_engine=index_engine,
         store_engine=store_engine,

@@ -21,6 +21,7 @@ from gateway.auth import Principal
 from gateway.errors import DependencyUnavailableError, InvalidInputError, NotFoundError
 from gateway.evidence import EvidenceBlock, fence
 from gateway.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
+from gateway.redaction import count_redactions
 from gateway.services import Services
 from ingest.embedding import Embedding
 from ingest.index import Hit, IndexUnavailableError, Leg, LegKind, collection_for
@@ -32,6 +33,7 @@ from settings.resolve import (
     resolve_fusion,
     resolve_kb_cap,
     resolve_keyword_floor,
+    resolve_pii_entities,
     resolve_redaction,
     resolve_score_threshold,
     resolve_strict_isolation,
@@ -271,6 +273,17 @@ async def retrieve(
             turn_id, True, [], {}, "", effective, reason="nothing_above_floors", timings_ms=timings
         )
 
+    # -- PII redaction (issue 6): what is fenced, recorded and returned is the redacted text
+    if context.redaction.value:
+        mark = time.perf_counter()
+        entities = resolve_pii_entities(context.workspace.settings if context.workspace else None)
+        texts, counts = await asyncio.to_thread(
+            services.redactor.redact_texts, texts, entities.value
+        )
+        count_redactions(services.telemetry, counts)
+        timings["redact"] = _ms_since(mark)
+    # -- end PII redaction
+
     mark = time.perf_counter()
     blocks = [
         EvidenceBlock(c.point_id, c.hit.payload.document_id, texts[c.point_id]) for c in chosen
@@ -308,7 +321,12 @@ async def _record(
             for c in chosen
         ],
     )
-    await services.store.put_turn(record, services.config.turn_ttl_s)
+    try:
+        await services.store.put_turn(record, services.config.turn_ttl_s)
+    except StoreUnavailableError:
+        # The evidence is still good; only later citation checks of this turn will
+        # answer 404. Counted, never hidden.
+        services.telemetry.count("turn_record_failed")
 
 
 def _effective(context: TurnContext) -> dict[str, Any]:

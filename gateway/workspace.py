@@ -13,6 +13,7 @@ from settings.records import SettingChange, Workspace
 from settings.resolve import (
     Resolved,
     resolve_kb_cap,
+    resolve_pii_entities,
     resolve_redaction,
     resolve_strict_isolation,
 )
@@ -36,6 +37,7 @@ def effective_settings(services: Services, workspace: Workspace) -> dict[str, Re
         "max_knowledge_bases_per_agent": resolve_kb_cap(
             settings, services.config.bounds, services.config.defaults
         ),
+        "pii_entities": resolve_pii_entities(settings),
     }
 
 

@@ -5,8 +5,9 @@ A document becomes windows of whole sentences, each at most `max_words` words
 default 160 words stays under the limit with the title in front). Windows end
 at sentence ends, so every sentence is whole in at least one passage; neighbours
 also share whole sentences (up to `overlap_words` words, and at least the last
-sentence when it is no longer than half a window) so context carries across. A single sentence longer than a
-window is cut into overlapping word runs (the only place a sentence is split).
+sentence when it is no longer than half a window) so context carries across.
+A single sentence longer than a window is cut into overlapping word runs (the
+only place a sentence is split).
 """
 
 from __future__ import annotations

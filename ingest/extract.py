@@ -208,13 +208,16 @@ def pdf_text(raw: bytes) -> tuple[str, str]:
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
-    try:
+    def read() -> tuple[list[str], str]:
         reader = PdfReader(io.BytesIO(raw))
         if reader.is_encrypted and not reader.decrypt(""):
             raise ExtractionError("the PDF is encrypted with a password")
         pages = [page.extract_text() or "" for page in reader.pages]
         metadata = reader.metadata
-        title = str(metadata.title or "") if metadata is not None else ""
+        return pages, str(metadata.title or "") if metadata is not None else ""
+
+    try:
+        pages, title = read()
     except ExtractionError:
         raise
     except PyPdfError as error:

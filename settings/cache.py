@@ -1,8 +1,9 @@
 """The cached reader turns use: settings at most `staleness_s` old, last known on outage.
 
 Reads within `staleness_s` of the last fetch are served from memory. After that
-the store is asked again; if it cannot answer, the last known value is served
-(and the outage counted), so turns keep resolving while Redis is down. Writes
+(or once invalidated) the store is asked again; if it cannot answer, the last
+known value is served (and the outage counted), so turns keep resolving while
+Redis is down. Invalidation therefore marks entries stale and never drops them. Writes
 through this process invalidate at once; other replicas learn through the
 store's invalidation channel, with the staleness bound as the fallback.
 Absent records are not cached, so a new agent is usable at once.
@@ -11,12 +12,13 @@ Absent records are not cached, so a new agent is usable at once.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from settings.records import Agent, KnowledgeBase, Workspace
+from settings.records import Agent, ApiKey, KnowledgeBase, Workspace
 from settings.store import SettingsStore, StoreUnavailableError
 
 T = TypeVar("T")
@@ -60,13 +62,22 @@ class CachedSettings:
             (tenant_id, ("kb", kb_id)), lambda: self._store.get_knowledge_base(tenant_id, kb_id)
         )
 
+    async def api_key(self, key_hash: str) -> ApiKey | None:
+        """A credential by the hash of its secret (cached like the rest)."""
+        return await self._read(
+            ("", ("key", key_hash)), lambda: self._store.get_api_key_by_hash(key_hash)
+        )
+
     def invalidate(self, tenant_id: str) -> None:
-        """Forget everything cached for one tenant."""
-        for key in [key for key in self._entries if key[0] == tenant_id]:
-            del self._entries[key]
+        """Make one tenant's records stale: refetched on next read, kept as last known."""
+        for key, entry in self._entries.items():
+            if key[0] == tenant_id:
+                entry.fetched_at = -math.inf
 
     def invalidate_all(self) -> None:
-        self._entries.clear()
+        """Make every record stale (credentials too, so they are re-checked)."""
+        for entry in self._entries.values():
+            entry.fetched_at = -math.inf
 
     async def _read(
         self, key: tuple[str, Hashable], fetch: Callable[[], Awaitable[T | None]]

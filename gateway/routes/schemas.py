@@ -200,12 +200,33 @@ class VerifyOut(msgspec.Struct, kw_only=True):
 KbCap = Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
 
 
+# The entity types a workspace may redact: settings.resolve.KNOWN_PII_ENTITIES (a unit
+# test keeps the two equal). Issue 6.
+PiiEntityName = Literal[
+    "CREDIT_CARD",
+    "CRYPTO",
+    "EMAIL_ADDRESS",
+    "IBAN_CODE",
+    "IP_ADDRESS",
+    "MAC_ADDRESS",
+    "PERSON",
+    "PHONE_NUMBER",
+    "UK_NHS",
+    "URL",
+    "URL_WITH_CREDENTIALS",
+    "US_ITIN",
+    "US_SSN",
+]
+PiiEntities = Annotated[list[PiiEntityName], msgspec.Meta(min_length=1, max_length=32)]
+
+
 class PatchWorkspaceSettings(Strict):
     """Only the fields sent change; null resets a setting to its default."""
 
     strict_rag_isolation: bool | msgspec.UnsetType | None = msgspec.UNSET
     rag_pii_redaction: bool | msgspec.UnsetType | None = msgspec.UNSET
     max_knowledge_bases_per_agent: KbCap | msgspec.UnsetType | None = msgspec.UNSET
+    pii_entities: PiiEntities | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class WorkspaceSettingsOut(msgspec.Struct, kw_only=True):
@@ -226,3 +247,36 @@ class SettingChangeOut(msgspec.Struct, kw_only=True):
 
 class HistoryOut(msgspec.Struct, kw_only=True):
     changes: list[SettingChangeOut]
+
+
+# ---- PII redaction of egress (issue 6) ----------------------------------------------
+
+
+class RedactIn(Strict):
+    """Exactly one of `text` (a string) or `value` (any JSON value, e.g. tool arguments)."""
+
+    agent_id: Identifier
+    text: str | msgspec.UnsetType = msgspec.UNSET
+    value: Any = msgspec.UNSET
+
+
+class RedactedEntity(msgspec.Struct, kw_only=True):
+    type: str
+    count: int
+
+
+class RedactionEffective(msgspec.Struct, kw_only=True):
+    """What the two gates decided, and which entity types the workspace redacts."""
+
+    redaction: bool
+    entities: list[str]
+
+
+class RedactOut(msgspec.Struct, kw_only=True):
+    """`text` answers a text request, `value` a JSON one; `redacted`: anything replaced."""
+
+    text: str | msgspec.UnsetType = msgspec.UNSET
+    value: Any = msgspec.UNSET
+    redacted: bool
+    entities: list[RedactedEntity]
+    effective: RedactionEffective

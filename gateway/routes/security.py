@@ -20,7 +20,7 @@ class BearerKeyMiddleware(AbstractAuthenticationMiddleware):
     async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:  # type: ignore[type-arg]  # Litestar's connection generics are not needed here
         services: Services = connection.app.state.services
         principal = await authenticate(
-            services.store,
+            services.settings.api_key,
             services.config.platform_key,
             connection.headers.get("authorization"),
         )

@@ -56,7 +56,7 @@ async def start_gateway(
     logs = io.StringIO()
     index = (ServerIndex.local(None), "qdrant-local") if engine == "local" else None
     services = await build_services(
-        config, Telemetry(build_logger("DEBUG", logs)), embedder=embedder, index=index
+        config, Telemetry(build_logger("DEBUG", logs)), embedder=embedder, engine=index
     )
     return services, logs, config
 

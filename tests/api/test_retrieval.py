@@ -32,7 +32,7 @@ async def _tenant_with_corpus(gw: Gateway, **kb_settings: object) -> Tenant:
 
 
 async def test_answerable_question_finds_its_document(engine_gateway: Gateway) -> None:
-    """A question about one document returns it first, with both channel scores and fenced context."""
+    """A question about one document returns it first, with channel scores and fenced context."""
     tenant = await _tenant_with_corpus(engine_gateway)
     await tenant.agent("bot", ["kb"])
     body = (await tenant.retrieve("bot", "Why do cats purr?")).json()
@@ -61,9 +61,7 @@ async def test_variations_widen_the_search(engine_gateway: Gateway) -> None:
     """A rephrasing finds a document the question alone misses; more than 4 variations is 422."""
     tenant = await _tenant_with_corpus(engine_gateway, score_threshold=0.45, keyword_floor=1.0)
     await tenant.agent("bot", ["kb"])
-    alone = (
-        await tenant.retrieve("bot", "Which ferry leaves the harbour first?")
-    ).json()
+    alone = (await tenant.retrieve("bot", "Which ferry leaves the harbour first?")).json()
     widened = (
         await tenant.retrieve(
             "bot",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -53,7 +54,7 @@ def test_windows_respect_the_size_and_neighbours_overlap() -> None:
     params = ChunkingParams(max_words=90, overlap_words=30)
     passages = chunk_text(" ".join(sentences), params)
     assert all(len(p.split()) <= params.max_words for p in passages)
-    for left, right in zip(passages, passages[1:], strict=False):
+    for left, right in itertools.pairwise(passages):
         first_of_right = split_sentences(right)[0]
         assert first_of_right in left
 

@@ -68,7 +68,8 @@ def test_malformed_top_k_falls_through_level_by_level(bad: Any) -> None:
 
 def test_score_threshold_precedence_and_bounds() -> None:
     """Same precedence for the threshold; narrower bounds clamp it."""
-    assert resolve_score_threshold({"score_threshold": 0.2}, {"score_threshold": 0.9}, B, D).value == 0.2
+    kb_and_agent = resolve_score_threshold({"score_threshold": 0.2}, {"score_threshold": 0.9}, B, D)
+    assert kb_and_agent.value == 0.2
     assert resolve_score_threshold({}, {"score_threshold": 0.9}, B, D).source == "agent"
     assert resolve_score_threshold({}, {}, B, D).value == D.score_threshold
     narrow = Bounds(score_threshold_min=0.1, score_threshold_max=0.6)
@@ -86,7 +87,14 @@ def test_malformed_threshold_is_ignored(bad: Any) -> None:
 
 @pytest.mark.parametrize(
     ("stored", "expected", "clamped"),
-    [(None, 3, False), (1, 1, False), (10, 10, False), (0, 1, True), (11, 10, True), (99, 10, True)],
+    [
+        (None, 3, False),
+        (1, 1, False),
+        (10, 10, False),
+        (0, 1, True),
+        (11, 10, True),
+        (99, 10, True),
+    ],
 )
 def test_kb_cap_defaults_and_clamps(stored: int | None, expected: int, clamped: bool) -> None:
     """Default 3; stored values clamped to 1..10."""

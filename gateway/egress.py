@@ -1,0 +1,75 @@
+"""Redaction of what an agent sends out (tool arguments, other egress): `POST /v1/redact`.
+
+The same two gates as retrieval (`resolve_redaction`: the workspace's
+`rag_pii_redaction` and the agent's `pii_redaction`), the same entity policy
+(`resolve_pii_entities`) and the same Redactor, off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.auth import Principal
+from gateway.errors import InvalidInputError, NotFoundError
+from gateway.redaction import count_redactions
+from gateway.services import Services
+from settings.records import Workspace
+from settings.resolve import resolve_pii_entities, resolve_redaction
+from settings.store import StoreUnavailableError
+
+
+@dataclass(frozen=True, slots=True)
+class EgressRedaction:
+    """The (possibly) redacted text or JSON value, and what the gates decided."""
+
+    value: Any
+    counts: dict[str, int]
+    redaction: bool
+    entities: tuple[str, ...]
+
+    @property
+    def redacted(self) -> bool:
+        """Whether anything was replaced."""
+        return bool(self.counts)
+
+
+async def redact_egress(
+    services: Services, principal: Principal, agent_id: str, value: Any, *, is_text: bool
+) -> EgressRedaction:
+    """Redact `value` (a string when `is_text`, else any JSON value) for the principal's agent.
+
+    Another workspace's agent is NotFoundError, exactly like an unknown one.
+    """
+    agent = await services.settings.agent(principal.tenant_id, agent_id)
+    if agent is None:
+        raise NotFoundError("no such agent")
+    workspace = await _workspace_or_none(services, principal.tenant_id)
+    workspace_settings = workspace.settings if workspace else None
+    gates = resolve_redaction(workspace_settings, agent.settings)
+    entities = resolve_pii_entities(workspace_settings).value
+    if not gates.value:
+        return EgressRedaction(value, {}, redaction=False, entities=())
+    with services.telemetry.stage("egress_redact"):
+        if is_text:
+            redaction = await asyncio.to_thread(services.redactor.redact, value, entities)
+            redacted, counts = redaction.text, redaction.counts
+        else:
+            try:
+                redacted, counts = await asyncio.to_thread(
+                    services.redactor.redact_json, value, entities
+                )
+            except ValueError as error:
+                raise InvalidInputError(str(error), field="value") from None
+    count_redactions(services.telemetry, counts)
+    return EgressRedaction(redacted, counts, redaction=True, entities=entities)
+
+
+async def _workspace_or_none(services: Services, tenant_id: str) -> Workspace | None:
+    """The workspace, or None when it cannot be read: both gates then count as on."""
+    try:
+        return await services.settings.workspace(tenant_id)
+    except StoreUnavailableError:
+        services.telemetry.count("settings_fallback")
+        return None

@@ -1,0 +1,333 @@
+"""PII detection and redaction (DESIGN.md section 7): presidio, no model download, no network.
+
+Detection is presidio-analyzer's recognizers on a no-op NLP engine: regular
+expressions with checksums where the format has one (credit cards: Luhn; IBAN:
+mod 97; crypto wallets: base58check/bech32; UK NHS: mod 11), phone numbers through
+`phonenumbers`, plus kbgate's recognizer for URLs that carry `user:password@`.
+Person names need a named-entity model: when a spaCy English pipeline
+(`en_core_web_lg`, `_md` or `_sm`) is installed it is used for PERSON, otherwise
+PERSON is not detected. Nothing is downloaded.
+
+presidio-analyzer's email recognizer validates the domain with `tldextract`,
+whose module-level extractor fetches the public-suffix list over HTTP on first
+use. The email recognizer here owns an extractor built with no URLs to fetch
+and no cache directory: it reads the snapshot bundled with tldextract.
+
+Whether to redact is the two-gate rule (`settings.resolve.resolve_redaction`);
+which entity types is the workspace's `pii_entities` (`resolve_pii_entities`).
+Every method here is CPU-bound: the gateway calls them through `asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gateway.telemetry import Telemetry
+from settings.resolve import KNOWN_PII_ENTITIES
+
+LANGUAGE = "en"
+#: Results scoring below this are dropped. Without an NLP engine no context word
+#: raises a score, so presidio's "very weak" patterns (0.05: bare 9-digit SSNs,
+#: bank account numbers) never pass; checksummed matches score 1.0, phones 0.4.
+SCORE_FLOOR = 0.35
+#: spaCy pipelines tried for PERSON, best first; absent ones are skipped, never fetched.
+NER_MODELS = ("en_core_web_lg", "en_core_web_md", "en_core_web_sm")
+#: Deeper JSON than this is refused rather than walked.
+MAX_JSON_DEPTH = 64
+CREDENTIALS_URL = "URL_WITH_CREDENTIALS"
+
+# scheme://user:password@host[...] — the user may be empty (redis://:secret@host);
+# the URL ends at whitespace, a quote or a bracket, and trailing punctuation is left out.
+_CREDENTIALS_URL_REGEX = (
+    r"(?i)\b[a-z][a-z0-9+.\-]{1,20}://"
+    r"[^\s:/?#@\"'<>]*:[^\s/?#@\"'<>]+@"
+    r"[^\s/?#\"'<>]+"
+    r"(?:[/?#][^\s\"'<>]*)?"
+    r"(?<![.,;:!?)\]}])"
+)
+# Mastercard's 2-series (2221-2720), which presidio's pattern predates; Luhn still applies.
+_MASTERCARD_2_SERIES = r"\b(2[2-7]\d{2})[- ]?(\d{4})[- ]?(\d{4})[- ]?(\d{4})\b"
+# One sample of each kind, analysed once at build time so lazy state (compiled
+# patterns, phone metadata, the suffix list) is loaded before requests share it.
+_WARM_UP = (
+    "mail a.b@example.com, call +1 415 555 0132 or 020 7946 0958, card 4111 1111 1111 1111, "
+    "IBAN GB82 WEST 1234 5698 7654 32, ip 192.168.0.1 and 2001:db8::1, ssn 219-09-9999, "
+    "itin 912-70-1234, mac 00:1a:2b:3c:4d:5e, nhs 943 476 5919, "
+    "wallet 1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNa, https://u:p@db.example.com/x, www.example.org"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    """One span to replace: [start, end) of the input text."""
+
+    start: int
+    end: int
+    entity_type: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    """The redacted text and how many spans of each entity type were replaced."""
+
+    text: str
+    counts: dict[str, int]
+
+    @property
+    def redacted(self) -> bool:
+        return bool(self.counts)
+
+
+class _Span(Protocol):
+    start: int
+    end: int
+    entity_type: str
+    score: float
+
+
+class Redactor:
+    """Detects and replaces PII with `<ENTITY_TYPE>` placeholders; built once per process."""
+
+    def __init__(self, analyzer: Any, anonymizer: Any, *, ner_model: str | None) -> None:
+        self._analyzer = analyzer
+        self._anonymizer = anonymizer
+        self.ner_model = ner_model
+        self.supported_entities: frozenset[str] = (
+            frozenset(analyzer.get_supported_entities(LANGUAGE)) & KNOWN_PII_ENTITIES
+        )
+
+    @classmethod
+    def build(cls, *, ner_models: Sequence[str] = NER_MODELS) -> Redactor:
+        """Assemble the analyzer offline; PERSON only if one of `ner_models` is installed.
+
+        Pass `ner_models=()` for pattern recognizers only, whatever is installed.
+        """
+        from presidio_anonymizer import AnonymizerEngine
+
+        ner_model = _installed_ner_model(ner_models)
+        anonymizer = AnonymizerEngine()  # type: ignore[no-untyped-call]  # presidio leaves __init__ unannotated
+        redactor = cls(_build_analyzer(ner_model), anonymizer, ner_model=ner_model)
+        redactor.detect(_WARM_UP, sorted(redactor.supported_entities))
+        return redactor
+
+    def detect(self, text: str, entities: Iterable[str]) -> list[Detection]:
+        """The non-overlapping spans that `redact` replaces, in text order.
+
+        Only `entities` this redactor supports are looked for; the others are ignored.
+        """
+        wanted = sorted(self.supported_entities.intersection(entities))
+        if not wanted or not text.strip():
+            return []
+        found = self._analyzer.analyze(
+            text=text, language=LANGUAGE, entities=wanted, score_threshold=SCORE_FLOOR
+        )
+        return resolve_overlaps(text, found)
+
+    def redact(self, text: str, entities: Iterable[str]) -> Redaction:
+        """`text` with every detected entity of `entities` replaced by `<ENTITY_TYPE>`."""
+        detections = self.detect(text, entities)
+        if not detections:
+            return Redaction(text, {})
+        from presidio_anonymizer.entities import OperatorConfig, RecognizerResult
+
+        result = self._anonymizer.anonymize(
+            text=text,
+            analyzer_results=[
+                RecognizerResult(d.entity_type, d.start, d.end, d.score) for d in detections
+            ],
+            operators={"DEFAULT": OperatorConfig("replace")},
+        )
+        counts = Counter(str(item.entity_type) for item in result.items)
+        return Redaction(str(result.text), dict(sorted(counts.items())))
+
+    def redact_texts(
+        self, texts: Mapping[str, str], entities: Iterable[str]
+    ) -> tuple[dict[str, str], dict[str, int]]:
+        """Redact each value of `texts` (keys kept); counts summed over all of them."""
+        wanted = tuple(entities)
+        counts: Counter[str] = Counter()
+        redacted: dict[str, str] = {}
+        for key, text in texts.items():
+            redaction = self.redact(text, wanted)
+            redacted[key] = redaction.text
+            counts.update(redaction.counts)
+        return redacted, dict(sorted(counts.items()))
+
+    def redact_json(self, value: Any, entities: Iterable[str]) -> tuple[Any, dict[str, int]]:
+        """Redact every string inside a JSON value; structure and object keys are kept.
+
+        Raises ValueError when the value nests deeper than MAX_JSON_DEPTH.
+        """
+        wanted = tuple(entities)
+        counts: Counter[str] = Counter()
+
+        def walk(node: Any, depth: int) -> Any:
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+            if isinstance(node, str):
+                redaction = self.redact(node, wanted)
+                counts.update(redaction.counts)
+                return redaction.text
+            if isinstance(node, Mapping):
+                return {key: walk(item, depth + 1) for key, item in node.items()}
+            if isinstance(node, list | tuple):
+                return [walk(item, depth + 1) for item in node]
+            return node
+
+        redacted = walk(value, 0)
+        return redacted, dict(sorted(counts.items()))
+
+
+def count_redactions(telemetry: Telemetry, counts: Mapping[str, int]) -> None:
+    """Telemetry gets how many of each entity type were replaced, never what."""
+    for entity_type, amount in counts.items():
+        telemetry.count(f"redacted_{entity_type}", amount)
+
+
+def resolve_overlaps(text: str, found: Iterable[_Span]) -> list[Detection]:
+    """Make analyzer results disjoint so every character is replaced at most once.
+
+    Overlapping results of one type merge into their union; a result inside another
+    is dropped (the outer one covers it); where two results still overlap, the higher
+    score keeps the overlap and the other keeps what is left of it, if that holds a
+    letter or digit. The union of what was detected is always covered.
+    """
+    merged = _merge_same_type(
+        [Detection(r.start, r.end, r.entity_type, float(r.score)) for r in found]
+    )
+    outermost = [
+        d
+        for d in merged
+        if not any(_contains(other, d) and _outranks(other, d) for other in merged if other != d)
+    ]
+    taken: list[tuple[int, int]] = []
+    kept: list[Detection] = []
+    for d in sorted(outermost, key=lambda d: (-d.score, d.start - d.end, d.start, d.entity_type)):
+        for start, end in _uncovered(d.start, d.end, taken):
+            if any(ch.isalnum() for ch in text[start:end]):
+                kept.append(Detection(start, end, d.entity_type, d.score))
+        taken.append((d.start, d.end))
+    return sorted(kept, key=lambda d: d.start)
+
+
+def _merge_same_type(spans: list[Detection]) -> list[Detection]:
+    merged: list[Detection] = []
+    for d in sorted(spans, key=lambda d: (d.entity_type, d.start, d.end)):
+        last = merged[-1] if merged else None
+        if last is not None and last.entity_type == d.entity_type and d.start < last.end:
+            merged[-1] = Detection(
+                last.start, max(last.end, d.end), d.entity_type, max(last.score, d.score)
+            )
+        else:
+            merged.append(d)
+    return merged
+
+
+def _contains(outer: Detection, inner: Detection) -> bool:
+    return outer.start <= inner.start and inner.end <= outer.end
+
+
+def _outranks(outer: Detection, inner: Detection) -> bool:
+    """Strictly longer wins; the same span goes to the higher score, then the type name."""
+    if (outer.start, outer.end) != (inner.start, inner.end):
+        return True
+    return (outer.score, inner.entity_type) > (inner.score, outer.entity_type)
+
+
+def _uncovered(start: int, end: int, taken: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    pieces = [(start, end)]
+    for t_start, t_end in taken:
+        next_pieces: list[tuple[int, int]] = []
+        for p_start, p_end in pieces:
+            if t_end <= p_start or p_end <= t_start:
+                next_pieces.append((p_start, p_end))
+                continue
+            if p_start < t_start:
+                next_pieces.append((p_start, t_start))
+            if t_end < p_end:
+                next_pieces.append((t_end, p_end))
+        pieces = next_pieces
+    return pieces
+
+
+def _installed_ner_model(candidates: Sequence[str]) -> str | None:
+    """The first installed spaCy pipeline of `candidates`, without importing spaCy for none."""
+    if not candidates:
+        return None
+    import spacy.util
+
+    return next((name for name in candidates if spacy.util.is_package(name)), None)
+
+
+def _build_analyzer(ner_model: str | None) -> Any:
+    """A presidio AnalyzerEngine that needs no download and makes no network call."""
+    import tldextract
+    from presidio_analyzer import AnalyzerEngine, Pattern, PatternRecognizer, RecognizerRegistry
+    from presidio_analyzer.nlp_engine import NlpEngine, NoOpNlpEngine, SpacyNlpEngine
+    from presidio_analyzer.predefined_recognizers import (
+        CreditCardRecognizer,
+        CryptoRecognizer,
+        EmailRecognizer,
+        IbanRecognizer,
+        IpRecognizer,
+        MacAddressRecognizer,
+        NhsRecognizer,
+        PhoneRecognizer,
+        UrlRecognizer,
+        UsItinRecognizer,
+        UsSsnRecognizer,
+    )
+
+    class OfflineEmailRecognizer(EmailRecognizer):
+        """presidio's email recognizer, validating domains against the bundled suffix list."""
+
+        def __init__(self, extractor: tldextract.TLDExtract) -> None:
+            super().__init__()
+            self._extractor = extractor
+
+        def validate_result(self, pattern_text: str) -> bool:
+            return bool(self._extractor(pattern_text).fqdn)
+
+    # No URLs: never fetch. No cache dir: never read or write ~/.cache. The bundled
+    # snapshot of the public-suffix list is then the only source.
+    extractor = tldextract.TLDExtract(
+        cache_dir=None, suffix_list_urls=(), fallback_to_snapshot=True
+    )
+    registry = RecognizerRegistry(supported_languages=[LANGUAGE])
+    for recognizer in (
+        CreditCardRecognizer(
+            patterns=[
+                *CreditCardRecognizer.PATTERNS,
+                Pattern("Mastercard 2-series (weak)", _MASTERCARD_2_SERIES, 0.3),
+            ]
+        ),
+        CryptoRecognizer(),
+        OfflineEmailRecognizer(extractor),
+        IbanRecognizer(),
+        IpRecognizer(),
+        MacAddressRecognizer(),
+        NhsRecognizer(),
+        PhoneRecognizer(),
+        UrlRecognizer(),
+        UsItinRecognizer(),
+        UsSsnRecognizer(),
+        PatternRecognizer(
+            supported_entity=CREDENTIALS_URL,
+            name="CredentialsUrlRecognizer",
+            patterns=[Pattern("URL with user:password@", _CREDENTIALS_URL_REGEX, 0.9)],
+        ),
+    ):
+        registry.add_recognizer(recognizer)
+
+    nlp_engine: NlpEngine
+    if ner_model is None:
+        nlp_engine = NoOpNlpEngine(models=[{"lang_code": LANGUAGE, "model_name": "no_op"}])
+    else:
+        nlp_engine = SpacyNlpEngine(models=[{"lang_code": LANGUAGE, "model_name": ner_model}])
+        nlp_engine.load()
+        registry.add_nlp_recognizer(nlp_engine=nlp_engine)
+    return AnalyzerEngine(registry=registry, nlp_engine=nlp_engine, supported_languages=[LANGUAGE])

@@ -1,0 +1,398 @@
+"""The filesystem connector: keep one knowledge base in step with one directory.
+
+Every supported file under the directory (see `ingest.extract`) is a document whose
+id is its path relative to the directory, with `/` separators. A run
+
+1. lists the document ids the KB holds now (to tell `added` from `changed`);
+2. puts every file (text, title, classification, source = its relative path): the
+   gateway answers `indexed`, `unchanged` (same content: nothing is re-embedded)
+   or `held_back`;
+3. deletes the documents whose files are gone, after the puts, so a renamed file is
+   never missing from retrieval in between.
+
+Files that cannot be read or parsed, and files the gateway refuses, are counted as
+failed and reported; the run goes on, and a failed file's document is never deleted
+(its file is still there). Hidden files and folders (name starting with `.`) and
+other file types are skipped.
+
+The connector talks to a `DocumentSink`: `HttpSink` (here; a running gateway, over
+the HTTP API with the standard library's urllib) or the gateway's own in-process
+sink for an embedded data dir (in `gateway.cli`, which owns the gateway imports).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from ingest.extract import ExtractionError, extract, is_supported
+from ingest.payload import Classification, is_valid_id
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """One document as the connector sends it."""
+
+    document_id: str
+    text: str
+    title: str
+    source: str
+    classification: Classification
+
+
+@dataclass(frozen=True, slots=True)
+class PutAnswer:
+    status: str  # "indexed" | "unchanged" | "held_back"
+    passages: int
+
+
+class DocumentRejectedError(Exception):
+    """The sink refused one document (bad input); the run goes on."""
+
+
+class SinkUnavailableError(Exception):
+    """The sink cannot be used at all (unreachable, unauthorised, locked): the run stops."""
+
+
+class DocumentSink(Protocol):
+    """Where documents go: one knowledge base of one workspace."""
+
+    async def list_document_ids(self) -> set[str]:
+        """Ids of the documents the KB holds now."""
+        ...
+
+    async def put_document(self, upload: Upload) -> PutAnswer:
+        """Index, leave unchanged or hold back one document."""
+        ...
+
+    async def delete_document(self, document_id: str) -> int:
+        """Remove a document; how many passages went (0 when it was already gone)."""
+        ...
+
+
+@dataclass(slots=True)
+class Summary:
+    """What a run did. `failures` pairs a document id (or path) with the reason."""
+
+    files: int = 0
+    added: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    held_back: int = 0
+    failed: int = 0
+    skipped: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    aborted: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and self.aborted is None
+
+    def fail(self, name: str, reason: str) -> None:
+        self.failed += 1
+        self.failures.append((name, reason))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "added": self.added,
+            "changed": self.changed,
+            "unchanged": self.unchanged,
+            "deleted": self.deleted,
+            "held_back": self.held_back,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "failures": [{"document": name, "reason": reason} for name, reason in self.failures],
+            "aborted": self.aborted,
+        }
+
+    def render(self) -> str:
+        """The human summary: one counts line, then one line per failure."""
+        counts = (
+            f"{self.files} files: added {self.added}, changed {self.changed}, "
+            f"unchanged {self.unchanged}, deleted {self.deleted}, held back {self.held_back}, "
+            f"failed {self.failed}"
+        )
+        if self.skipped:
+            counts += f" (skipped {self.skipped} of other types)"
+        lines = [counts]
+        lines.extend(f"  failed: {name}: {reason}" for name, reason in self.failures)
+        if self.aborted:
+            lines.append(f"  stopped early: {self.aborted}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    path: Path
+    document_id: str
+
+
+def scan(directory: Path) -> tuple[list[SourceFile], list[str], int]:
+    """Supported files under `directory` (sorted by id), names unusable as ids, skipped count.
+
+    Hidden files and folders are not visited; symlinked folders are not followed.
+    """
+    files: list[SourceFile] = []
+    invalid: list[str] = []
+    skipped = 0
+    for root, folders, names in os.walk(directory):
+        folders[:] = sorted(name for name in folders if not name.startswith("."))
+        for name in sorted(names):
+            if name.startswith("."):
+                continue
+            path = Path(root) / name
+            if not is_supported(path) or not path.is_file():
+                skipped += 1
+                continue
+            document_id = path.relative_to(directory).as_posix()
+            if is_valid_id(document_id):
+                files.append(SourceFile(path, document_id))
+            else:
+                invalid.append(document_id)
+    files.sort(key=lambda item: item.document_id)
+    return files, invalid, skipped
+
+
+async def sync_directory(
+    directory: Path,
+    sink: DocumentSink,
+    classification: Classification,
+    *,
+    progress: Progress | None = None,
+    allow_empty: bool = False,
+) -> Summary:
+    """One run of the connector (see the module docstring).
+
+    Raises `SinkUnavailableError` when the KB cannot be listed (nothing was done);
+    a sink failure later stops the run and is recorded in `Summary.aborted`.
+    """
+    files, invalid, skipped = scan(directory)
+    existing = await sink.list_document_ids()
+    summary = Summary(files=len(files) + len(invalid), skipped=skipped)
+    for name in invalid:
+        summary.fail(name, "the path is not a valid document id (letters, digits and ._:@/- only)")
+    if not files and not invalid and existing and not allow_empty:
+        summary.aborted = (
+            f"{directory} holds no supported files; refusing to delete all "
+            f"{len(existing)} documents of the knowledge base (pass --allow-empty to do so)"
+        )
+        return summary
+    try:
+        for done, item in enumerate(files, start=1):
+            await _put_one(item, sink, classification, existing, summary)
+            if progress is not None:
+                progress(done, len(files))
+        present = {item.document_id for item in files} | set(invalid)
+        for document_id in sorted(existing - present):
+            try:
+                await sink.delete_document(document_id)
+            except DocumentRejectedError as error:
+                summary.fail(document_id, f"delete refused: {error}")
+                continue
+            summary.deleted += 1
+    except SinkUnavailableError as error:
+        summary.aborted = str(error)
+    return summary
+
+
+async def _put_one(
+    item: SourceFile,
+    sink: DocumentSink,
+    classification: Classification,
+    existing: set[str],
+    summary: Summary,
+) -> None:
+    try:
+        extracted = await asyncio.to_thread(extract, item.path)
+    except ExtractionError as error:
+        summary.fail(item.document_id, str(error))
+        return
+    if not extracted.text.strip():
+        summary.fail(item.document_id, "no text to index (empty, or a PDF of images only)")
+        return
+    upload = Upload(
+        document_id=item.document_id,
+        text=extracted.text,
+        title=extracted.title,
+        source=item.document_id,
+        classification=classification,
+    )
+    try:
+        answer = await sink.put_document(upload)
+    except DocumentRejectedError as error:
+        summary.fail(item.document_id, str(error))
+        return
+    if answer.status == "unchanged":
+        summary.unchanged += 1
+    elif answer.status == "held_back":
+        summary.held_back += 1
+    elif item.document_id in existing:
+        summary.changed += 1
+    else:
+        summary.added += 1
+
+
+def percent_progress(stream: TextIO, *, step_percent: int = 5, min_total: int = 20) -> Progress:
+    """A progress callback: one line on `stream` at every `step_percent` of a long run."""
+    last = {"shown": 0}
+
+    def report(done: int, total: int) -> None:
+        if total < min_total:
+            return
+        percent = done * 100 // total
+        if percent >= last["shown"] + step_percent or done == total:
+            last["shown"] = percent
+            print(f"kbgate ingest: {done}/{total} files ({percent}%)", file=stream, flush=True)
+
+    return report
+
+
+# ---- a running gateway, over HTTP -----------------------------------------------------
+
+
+class HttpSink:
+    """One KB of a running gateway, through its HTTP API (urllib; blocking calls in threads).
+
+    Busy or unreachable gateways (429, 502-504, connection errors) are retried with
+    backoff, honouring Retry-After; other 4xx/5xx answers to a document reject that
+    document only. 401/403, and 404 on the KB itself, stop the run.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        key: str,
+        kb_id: str,
+        *,
+        timeout_s: float = 300.0,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+    ) -> None:
+        self._base = check_gateway_url(base_url).rstrip("/")
+        self._key = key
+        self._kb_path = f"/v1/knowledge-bases/{_quote(kb_id)}"
+        self._kb_id = kb_id
+        self._timeout_s = timeout_s
+        self._retries = retries
+        self._backoff_s = backoff_s
+
+    async def list_document_ids(self) -> set[str]:
+        status, body = await asyncio.to_thread(self._call, "GET", f"{self._kb_path}/documents")
+        if status == 404:
+            raise SinkUnavailableError(
+                f"no knowledge base {self._kb_id!r} in this key's workspace; "
+                "create it first (PUT /v1/knowledge-bases/{kb_id} with an admin key)"
+            )
+        if status != 200:
+            raise SinkUnavailableError(f"listing the documents failed: {_detail(status, body)}")
+        documents = body.get("documents", [])
+        return {str(entry["document_id"]) for entry in documents}
+
+    async def put_document(self, upload: Upload) -> PutAnswer:
+        payload = {
+            "text": upload.text,
+            "title": upload.title,
+            "source": upload.source,
+            "classification": upload.classification.value,
+        }
+        path = f"{self._kb_path}/documents/{_quote(upload.document_id)}"
+        status, body = await asyncio.to_thread(self._call, "PUT", path, payload)
+        if status == 200:
+            return PutAnswer(status=str(body["status"]), passages=int(body.get("passages", 0)))
+        if status == 404:
+            raise SinkUnavailableError(f"the knowledge base {self._kb_id!r} is gone")
+        raise DocumentRejectedError(_detail(status, body))
+
+    async def delete_document(self, document_id: str) -> int:
+        path = f"{self._kb_path}/documents/{_quote(document_id)}"
+        status, body = await asyncio.to_thread(self._call, "DELETE", path)
+        if status == 200:
+            return int(body.get("deleted_passages", 0))
+        if status == 404:
+            return 0  # already gone
+        raise DocumentRejectedError(_detail(status, body))
+
+    def _call(
+        self, method: str, path: str, payload: Mapping[str, Any] | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """Status and JSON body; retries busy/unreachable; 401/403 raise SinkUnavailableError."""
+        data = None if payload is None else json.dumps(payload).encode("utf-8")
+        headers = {"Authorization": f"Bearer {self._key}", "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        url = self._base + path
+        attempt = 0
+        while True:
+            request = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310 — the URL's scheme is checked when the sink is built
+            try:
+                with urllib.request.urlopen(request, timeout=self._timeout_s) as response:  # noqa: S310 — same
+                    return int(response.status), _json(response.read())
+            except urllib.error.HTTPError as error:
+                status, body = error.code, _json(error.read())
+                retry_after = error.headers.get("Retry-After") if error.headers else None
+                if status in {401, 403}:
+                    raise SinkUnavailableError(
+                        f"the gateway refused the key: {_detail(status, body)}"
+                    ) from None
+                if status not in {429, 502, 503, 504} or attempt >= self._retries:
+                    if status in {429, 502, 503, 504}:
+                        raise SinkUnavailableError(
+                            f"the gateway stayed unavailable: {_detail(status, body)}"
+                        ) from None
+                    return status, body
+                delay = _retry_delay(retry_after, self._backoff_s * 2**attempt)
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+                if attempt >= self._retries:
+                    reason = getattr(error, "reason", error)
+                    raise SinkUnavailableError(
+                        f"cannot reach the gateway at {self._base}: {reason}"
+                    ) from None
+                delay = self._backoff_s * 2**attempt
+            attempt += 1
+            time.sleep(delay)
+
+
+def check_gateway_url(url: str) -> str:
+    """The URL, if it is http(s) with a host; ValueError otherwise."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in {"http", "https"} or not parsed.netloc:
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    return url
+
+
+def _quote(value: str) -> str:
+    return urllib.parse.quote(value, safe="/:@")
+
+
+def _json(raw: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError:
+        return {"detail": raw[:200].decode("utf-8", "replace")}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _detail(status: int, body: Mapping[str, Any]) -> str:
+    detail = body.get("detail") or body.get("title") or "no detail"
+    where = f" ({body['field']})" if body.get("field") else ""
+    return f"HTTP {status}: {detail}{where}"
+
+
+def _retry_delay(retry_after: str | None, default: float) -> float:
+    try:
+        return min(30.0, max(0.0, float(retry_after))) if retry_after else default
+    except ValueError:
+        return default

@@ -1,0 +1,299 @@
+"""The Redactor on real presidio: each entity type, look-alikes, JSON, and no network."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from typing import Any
+
+import pytest
+import tldextract
+
+from gateway.redaction import MAX_JSON_DEPTH, Redactor
+from settings.resolve import DEFAULT_PII_ENTITIES, KNOWN_PII_ENTITIES
+
+
+@pytest.fixture(scope="module")
+def redactor() -> Redactor:
+    """Pattern recognizers only (no NER model, whatever is installed): deterministic."""
+    return Redactor.build(ner_models=())
+
+
+# (entity type, a value of that type, the sentence it sits in)
+SAMPLES = [
+    ("EMAIL_ADDRESS", "jane.doe@example.co.uk", "Write to {} before Friday."),
+    ("EMAIL_ADDRESS", "ops+alerts@acme-corp.com", "Alerts go to {}."),
+    ("PHONE_NUMBER", "(415) 555-0132", "Call the desk at {} after nine."),
+    ("PHONE_NUMBER", "+44 20 7946 0958", "The London office is on {}."),
+    ("PHONE_NUMBER", "+49 30 901820", "Berlin: {}"),
+    ("CREDIT_CARD", "4111 1111 1111 1111", "Charge card {} for the renewal."),
+    ("CREDIT_CARD", "5555-5555-5555-4444", "Card on file: {}."),
+    ("CREDIT_CARD", "378282246310005", "Amex {} was declined."),
+    ("CREDIT_CARD", "2223003122003222", "The 2-series Mastercard {} expired."),
+    ("IBAN_CODE", "GB82 WEST 1234 5698 7654 32", "Wire it to {} please."),
+    ("IBAN_CODE", "DE89370400440532013000", "Refund to {}."),
+    ("IP_ADDRESS", "192.168.1.20", "The printer answers on {}."),
+    ("IP_ADDRESS", "2001:db8::8a2e:370:7334", "Its IPv6 address is {}."),
+    ("US_SSN", "536-90-4399", "Her SSN is {} per the form."),
+    ("URL_WITH_CREDENTIALS", "postgres://app:s3cr3t@db.internal:5432/main", "Connect with {}."),
+    ("URL_WITH_CREDENTIALS", "https://bob:hunter2@files.example.com/x?y=1", "Fetch {} nightly."),
+    ("URL_WITH_CREDENTIALS", "redis://:t0ken@cache:6379/0", "Cache: {}."),
+    ("CRYPTO", "1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNa", "Send the coins to {} today."),
+    ("CRYPTO", "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq", "Segwit wallet {}."),
+    ("MAC_ADDRESS", "00:1a:2b:3c:4d:5e", "The laptop's MAC is {}."),
+    ("URL", "https://docs.example.com/guide", "Read {} first."),
+    ("US_ITIN", "912-70-1234", "ITIN {} was issued."),
+    ("UK_NHS", "943 476 5919", "NHS number {} is on the letter."),
+]
+
+
+@pytest.mark.parametrize(("entity", "raw", "template"), SAMPLES)
+def test_each_entity_type_is_detected_and_replaced(
+    redactor: Redactor, entity: str, raw: str, template: str
+) -> None:
+    """Each supported type is found and replaced by `<TYPE>`; the raw value is gone."""
+    text = template.format(raw)
+    result = redactor.redact(text, [entity])
+    assert result.text == template.format(f"<{entity}>")
+    assert raw not in result.text
+    assert result.counts == {entity: 1}
+    assert result.redacted
+
+
+def test_default_set_redacts_mixed_text(redactor: Redactor) -> None:
+    """Under the default policy, several kinds in one text are each replaced and counted."""
+    text = (
+        "Reach jane@example.com or (415) 555-0132; card 4111 1111 1111 1111; "
+        "IBAN GB82 WEST 1234 5698 7654 32; host 10.0.0.7; SSN 536-90-4399; "
+        "dsn postgres://app:pw@db:5432/x."
+    )
+    result = redactor.redact(text, DEFAULT_PII_ENTITIES)
+    assert result.text == (
+        "Reach <EMAIL_ADDRESS> or <PHONE_NUMBER>; card <CREDIT_CARD>; "
+        "IBAN <IBAN_CODE>; host <IP_ADDRESS>; SSN <US_SSN>; "
+        "dsn <URL_WITH_CREDENTIALS>."
+    )
+    assert result.counts == {
+        "CREDIT_CARD": 1,
+        "EMAIL_ADDRESS": 1,
+        "IBAN_CODE": 1,
+        "IP_ADDRESS": 1,
+        "PHONE_NUMBER": 1,
+        "URL_WITH_CREDENTIALS": 1,
+        "US_SSN": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Card 4111 1111 1111 1112 fails the Luhn check.",
+        "Order 4111111111111112 shipped.",
+        "IBAN GB82 WEST 1234 5698 7654 33 has a wrong check digit.",
+        "Account DE89370400440532013001 is not a valid IBAN.",
+        "SSN 000-12-3456 has an area never issued.",
+        "SSN 666-12-3456 has an area never issued.",
+        "SSN 123-00-4567 has an all-zero group.",
+        "Wallet 1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNb fails base58check.",
+        "Address 999.1.1.1 is not an IPv4 address.",
+        "Mail root@localhost stays on the box.",
+        "Release 1.2.3 shipped on 2023-11-05 for $1,234.56.",
+        "ISBN 978-3-16-148410-0 and id 550e8400-e29b-41d4-a716-446655440000.",
+        "See https://docs.example.com/guide for details.",
+    ],
+)
+def test_look_alikes_are_left_alone(redactor: Redactor, text: str) -> None:
+    """Numbers failing checksums or validity rules, and plain URLs, stay as written."""
+    result = redactor.redact(text, DEFAULT_PII_ENTITIES)
+    assert result.text == text
+    assert result.counts == {}
+    assert not result.redacted
+
+
+def test_url_without_password_is_not_a_credential(redactor: Redactor) -> None:
+    """`scheme://user@host` names a user but carries no secret: not URL_WITH_CREDENTIALS."""
+    assert (
+        redactor.detect("clone ssh://git@github.com/org/repo.git", ["URL_WITH_CREDENTIALS"]) == []
+    )
+    assert redactor.detect("open https://example.com/a:b@c", ["URL_WITH_CREDENTIALS"]) == []
+
+
+def test_credentials_url_stops_before_trailing_punctuation(redactor: Redactor) -> None:
+    """A sentence's full stop or closing bracket after the URL is not part of it."""
+    result = redactor.redact(
+        "Use (https://u:p@h.example.com/db). Then amqp://q:w@mq:5672.", ["URL_WITH_CREDENTIALS"]
+    )
+    assert result.text == "Use (<URL_WITH_CREDENTIALS>). Then <URL_WITH_CREDENTIALS>."
+
+
+def test_only_the_policy_entities_are_redacted(redactor: Redactor) -> None:
+    """Types outside the requested set stay; an empty or unknown set changes nothing."""
+    text = "jane@example.com paid with 4111 1111 1111 1111"
+    assert redactor.redact(text, ["EMAIL_ADDRESS"]).text == (
+        "<EMAIL_ADDRESS> paid with 4111 1111 1111 1111"
+    )
+    assert redactor.redact(text, []).text == text
+    assert redactor.redact(text, ["NOT_A_TYPE"]).text == text
+
+
+def test_person_needs_a_ner_model(redactor: Redactor) -> None:
+    """Without a spaCy model PERSON is not supported, and names pass through."""
+    assert redactor.ner_model is None
+    assert "PERSON" not in redactor.supported_entities
+    assert redactor.supported_entities == KNOWN_PII_ENTITIES - {"PERSON"}
+    text = "Alice Johnson approved the change."
+    assert redactor.redact(text, ["PERSON"]).text == text
+
+
+def test_person_is_redacted_when_a_ner_model_is_installed() -> None:
+    """With en_core_web_sm/md/lg installed, names are replaced by <PERSON>."""
+    built = Redactor.build()
+    if built.ner_model is None:
+        pytest.skip("no spaCy English pipeline installed (optional extra)")
+    result = built.redact("Alice Johnson approved the change.", ["PERSON"])
+    assert "Alice Johnson" not in result.text
+    assert result.counts.get("PERSON", 0) >= 1
+
+
+def test_json_structure_is_preserved(redactor: Redactor) -> None:
+    """Every string inside the value is redacted; keys, numbers, bools, nulls and shape stay."""
+    value: dict[str, Any] = {
+        "to": "jane@example.com",
+        "jane@example.com": "the key is an object key and stays",
+        "cc": ["bob@example.com", {"card": "4111 1111 1111 1111", "amount": 12.5}],
+        "flags": [True, False, None, 0, -3],
+        "nested": {"deeper": {"ip": "host 10.1.2.3 and 10.1.2.4"}},
+        "empty": "",
+        "list_of_lists": [["x"], []],
+    }
+    redacted, counts = redactor.redact_json(value, DEFAULT_PII_ENTITIES)
+    assert redacted == {
+        "to": "<EMAIL_ADDRESS>",
+        "jane@example.com": "the key is an object key and stays",
+        "cc": ["<EMAIL_ADDRESS>", {"card": "<CREDIT_CARD>", "amount": 12.5}],
+        "flags": [True, False, None, 0, -3],
+        "nested": {"deeper": {"ip": "host <IP_ADDRESS> and <IP_ADDRESS>"}},
+        "empty": "",
+        "list_of_lists": [["x"], []],
+    }
+    assert counts == {"CREDIT_CARD": 1, "EMAIL_ADDRESS": 2, "IP_ADDRESS": 2}
+    assert value["to"] == "jane@example.com"  # the input is not modified
+
+
+@pytest.mark.parametrize("value", ["jane@example.com", 42, None, True, [], {}])
+def test_json_scalars_and_empties(redactor: Redactor, value: Any) -> None:
+    """A bare string is redacted; other scalars and empty containers come back as they were."""
+    redacted, counts = redactor.redact_json(value, DEFAULT_PII_ENTITIES)
+    if isinstance(value, str):
+        assert (redacted, counts) == ("<EMAIL_ADDRESS>", {"EMAIL_ADDRESS": 1})
+    else:
+        assert (redacted, counts) == (value, {})
+
+
+def test_json_nested_too_deep_is_refused(redactor: Redactor) -> None:
+    """A value nested deeper than the limit raises ValueError instead of recursing on."""
+    value: Any = "x"
+    for _ in range(MAX_JSON_DEPTH + 1):
+        value = [value]
+    with pytest.raises(ValueError, match="nested deeper"):
+        redactor.redact_json(value, DEFAULT_PII_ENTITIES)
+
+
+def test_redact_texts_keeps_keys_and_sums_counts(redactor: Redactor) -> None:
+    """The turn's passage map: values redacted, ids untouched, counts added up."""
+    texts = {"p1": "a@example.com", "p2": "nothing here", "p3": "b@example.com, 10.0.0.1"}
+    redacted, counts = redactor.redact_texts(texts, DEFAULT_PII_ENTITIES)
+    assert redacted == {
+        "p1": "<EMAIL_ADDRESS>",
+        "p2": "nothing here",
+        "p3": "<EMAIL_ADDRESS>, <IP_ADDRESS>",
+    }
+    assert counts == {"EMAIL_ADDRESS": 2, "IP_ADDRESS": 1}
+
+
+# ---- no network -----------------------------------------------------------------------
+
+
+def _is_loopback(address: Any) -> bool:
+    if not isinstance(address, tuple):
+        return True  # AF_UNIX paths and the like never leave the machine
+    host = str(address[0])
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", maxsplit=1)[0]).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost would be resolved and dialled
+
+
+@pytest.fixture
+def outbound_attempts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Block every non-loopback connect and DNS lookup; yield the list of attempts."""
+    attempts: list[str] = []
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_create_connection = socket.create_connection
+    real_getaddrinfo = socket.getaddrinfo
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if not _is_loopback(address):
+            attempts.append(f"connect {address!r}")
+            raise OSError("outbound network blocked in this test")
+        real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        if not _is_loopback(address):
+            attempts.append(f"connect_ex {address!r}")
+            raise OSError("outbound network blocked in this test")
+        return real_connect_ex(self, address)
+
+    def create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        if not _is_loopback(address):
+            attempts.append(f"create_connection {address!r}")
+            raise OSError("outbound network blocked in this test")
+        return real_create_connection(address, *args, **kwargs)
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host is not None and not _is_loopback((host, 0)):
+            attempts.append(f"getaddrinfo {host!r}")
+            raise OSError("outbound network blocked in this test")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return attempts  # monkeypatch undoes every patch after the test
+
+
+def test_socket_guard_records_outbound_attempts(outbound_attempts: list[str]) -> None:
+    """The guard itself works: a connection to a public address is refused and recorded."""
+    with pytest.raises(OSError, match="blocked"):
+        socket.create_connection(("203.0.113.10", 443), timeout=1)
+    with socket.socket() as sock, pytest.raises(OSError, match="blocked"):
+        sock.connect(("203.0.113.10", 80))
+    assert len(outbound_attempts) == 2
+
+
+def test_no_network_while_building_and_detecting(
+    outbound_attempts: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh Redactor builds and detects every type with sockets blocked: no attempt made.
+
+    presidio's own email validation calls `tldextract.extract`, whose shared extractor
+    downloads the public-suffix list; the Redactor must never reach that extractor.
+    """
+    default_extractor_calls: list[str] = []
+
+    def forbidden_extract(url: str, *args: Any, **kwargs: Any) -> Any:
+        default_extractor_calls.append(url)
+        raise AssertionError("the network-fetching default tldextract extractor was used")
+
+    monkeypatch.setattr(tldextract, "extract", forbidden_extract)
+    fresh = Redactor.build(ner_models=())
+    text = " ".join(template.format(raw) for _, raw, template in SAMPLES)
+    result = fresh.redact(text, KNOWN_PII_ENTITIES)
+    assert set(result.counts) == {entity for entity, _, _ in SAMPLES}
+    assert "jane.doe@example.co.uk" not in result.text
+    assert outbound_attempts == []
+    assert default_extractor_calls == []
