@@ -22,6 +22,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import GatewayError
 from gateway.routes.errors import problem_details_plugin
+from gateway.routes.grounding import GroundingController
 from gateway.routes.health import HealthController
 from gateway.routes.knowledge import AgentController, KnowledgeBaseController
 from gateway.routes.provisioning import ProvisioningController
@@ -84,6 +85,7 @@ def create_app(config: Config, services: Services | None = None) -> Litestar:
             RetrievalController,
             RedactionController,
             WorkspaceController,
+            GroundingController,
         ],
         lifespan=[lifespan],
         state=State({"telemetry": telemetry}),

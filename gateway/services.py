@@ -102,7 +102,9 @@ async def build_services(
     """
     config.data_dir.mkdir(parents=True, exist_ok=True)
     store, store_engine = await build_store(config)
-    index, index_engine = engine or await asyncio.to_thread(_build_index, config)
+    if engine is None:
+        engine = await asyncio.to_thread(_build_index, config)
+    index, index_engine = engine
     if embedder is None:
         embedder = await asyncio.to_thread(_build_embedder, config)
     if redactor is None:  # PII redaction (issue 6): presidio, offline, built once

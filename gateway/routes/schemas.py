@@ -280,3 +280,29 @@ class RedactOut(msgspec.Struct, kw_only=True):
     redacted: bool
     entities: list[RedactedEntity]
     effective: RedactionEffective
+
+
+# ---- grounding ----------------------------------------------------------------------
+
+
+class GroundingIn(Strict):
+    agent_id: Identifier
+    answer: str
+    mode: Literal["whole", "sentences"] = "whole"
+
+
+class SentenceOut(msgspec.Struct, kw_only=True):
+    index: int
+    text: str
+    status: str
+    score: float | None
+    matches: int
+
+
+class GroundingOut(msgspec.Struct, kw_only=True, omit_defaults=True):
+    status: Literal["supported", "flagged", "skipped"]
+    score: float | None
+    floor: float
+    matches: int
+    reason: str | None = None
+    sentences: list[SentenceOut] | None = None

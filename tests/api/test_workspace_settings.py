@@ -112,13 +112,15 @@ async def test_invalid_settings_are_422_and_change_nothing(
     ).json()
     response = await gateway.client.request(method, path, json=body, headers=tenant.headers())
     assert response.status_code == 422, response.text
-    assert field.split(".")[-1] in str(response.json()["field"])
+    assert field.rsplit(".", maxsplit=1)[-1] in str(response.json()["field"])
     after_ws = (await gateway.client.get("/v1/workspace/settings", headers=tenant.headers())).json()
     assert after_ws == before_ws
     kb = await gateway.services.store.get_knowledge_base("ws", "kb")
     agent = await gateway.services.store.get_agent("ws", "bot")
-    assert kb is not None and kb.settings == {"top_k": 5}
-    assert agent is not None and agent.settings == {"top_k": 4}
+    assert kb is not None
+    assert kb.settings == {"top_k": 5}
+    assert agent is not None
+    assert agent.settings == {"top_k": 4}
 
 
 async def test_non_finite_numbers_are_refused(gateway: Gateway) -> None:

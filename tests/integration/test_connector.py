@@ -314,6 +314,7 @@ def stored(data_dir: Path) -> dict[str, list[tuple[str, str, str]]]:
         index.close()
 
 
+@pytest.mark.slow
 def test_embedded_runs_add_leave_alone_change_and_delete(
     embedded: Embedded, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -357,6 +358,7 @@ def test_embedded_runs_add_leave_alone_change_and_delete(
     assert "three days" in after_third["leave.txt"][0][2]
 
 
+@pytest.mark.slow
 def test_embedded_summary_is_readable(
     embedded: Embedded, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -368,6 +370,7 @@ def test_embedded_summary_is_readable(
     assert "failed: scans/broken.pdf: not a readable PDF" in out
 
 
+@pytest.mark.slow
 def test_unknown_label_is_refused_before_anything_is_written(
     embedded: Embedded, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -382,6 +385,7 @@ def test_unknown_label_is_refused_before_anything_is_written(
     assert stored(embedded.data_dir) == {}
 
 
+@pytest.mark.slow
 def test_missing_kb_or_workspace_exits_2(
     embedded: Embedded, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -400,6 +404,7 @@ def test_missing_kb_or_workspace_exits_2(
 # ---- backfill-org --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_backfill_org_cli_counts_then_is_idempotent(
     tmp_path: Path,
     embedder: FastEmbedder,
@@ -464,10 +469,14 @@ class Server:
     process: subprocess.Popen[bytes]
 
 
-@pytest.fixture
-def server(tmp_path: Path, model_dir: Path, embedder: FastEmbedder) -> Iterator[Server]:
-    """`kbgate serve` on a free port with a temp data dir; the model folder is shared."""
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, model_dir: Path, embedder: FastEmbedder
+) -> Iterator[Server]:
+    """`kbgate serve` on a free port with a temp data dir (one per module); the model folder
+    is shared with the tests."""
     del embedder  # only to make sure the model folder is assembled before the server starts
+    tmp_path = tmp_path_factory.mktemp("server")
     port = free_port()
     data_dir = tmp_path / "served"
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBGATE_")}
@@ -535,6 +544,7 @@ def provision_over_http(url: str) -> str:
     return key
 
 
+@pytest.mark.slow
 def test_http_mode_against_a_running_gateway(
     server: Server,
     tmp_path: Path,
@@ -587,6 +597,7 @@ def test_http_mode_against_a_running_gateway(
     assert "in use by another process" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_http_mode_refuses_a_bad_key_and_an_unreachable_gateway(
     server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

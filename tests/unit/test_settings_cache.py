@@ -59,7 +59,8 @@ def _cache(store: FakeStore, clock: Clock, stale: list[int]) -> CachedSettings:
 
 async def test_reads_within_the_bound_are_served_from_memory() -> None:
     """A second read inside the staleness bound does not reach the store; after it, it does."""
-    store, clock, stale = FakeStore(), Clock(), []
+    store, clock = FakeStore(), Clock()
+    stale: list[int] = []
     store.workspaces["t"] = _ws(2)
     cache = _cache(store, clock, stale)
     assert (await cache.workspace("t")) == _ws(2)
@@ -73,7 +74,8 @@ async def test_reads_within_the_bound_are_served_from_memory() -> None:
 
 async def test_outage_serves_the_last_known_value() -> None:
     """With the store down, a stale entry is served (and counted); with none, the error rises."""
-    store, clock, stale = FakeStore(), Clock(), []
+    store, clock = FakeStore(), Clock()
+    stale: list[int] = []
     store.workspaces["t"] = _ws(2)
     cache = _cache(store, clock, stale)
     await cache.workspace("t")
@@ -87,7 +89,8 @@ async def test_outage_serves_the_last_known_value() -> None:
 
 async def test_invalidation_refetches_but_keeps_last_known() -> None:
     """Invalidated entries are refetched at once, yet still serve as last known during an outage."""
-    store, clock, stale = FakeStore(), Clock(), []
+    store, clock = FakeStore(), Clock()
+    stale: list[int] = []
     store.workspaces["t"] = _ws(2)
     cache = _cache(store, clock, stale)
     await cache.workspace("t")
@@ -101,7 +104,8 @@ async def test_invalidation_refetches_but_keeps_last_known() -> None:
 
 async def test_absent_records_are_not_cached() -> None:
     """A record created after a miss is visible at once."""
-    store, clock, stale = FakeStore(), Clock(), []
+    store, clock = FakeStore(), Clock()
+    stale: list[int] = []
     cache = _cache(store, clock, stale)
     assert await cache.workspace("t") is None
     store.workspaces["t"] = _ws(1)
