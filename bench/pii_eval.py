@@ -104,8 +104,10 @@ class Generators:
 
     def card(self) -> Value:
         kind = self.pick(
-            ["visa16", "visa13", "visa19", "mastercard", "amex", "discover"]
-            + ["jcb16", "jcb15", "diners", "maestro"]
+            [
+                *("visa16", "visa13", "visa19", "mastercard", "amex", "discover"),
+                *("jcb16", "jcb15", "diners", "maestro"),
+            ]
         )
         digits = self.us.credit_card_number(card_type=kind)
         if len(digits) == 16 and self.rng.random() < 0.5:
@@ -236,23 +238,11 @@ MULTI_TEMPLATES = [
     "Ticket notes: {}; {}; {}.",
     "Escalate to {} and include {} in the summary.",
 ]
-LOOKALIKE_KINDS = [
-    "luhn_fail",
-    "iban_bad_check",
-    "ssn_invalid",
-    "wallet_bad_check",
-    "order_number",
-    "version",
-    "date_time",
-    "plain_url",
-    "local_mail",
-    "git_remote",
-    "invoice_10_digits",
-    "price",
-    "uuid",
-    "hash",
-    "not_an_ip",
-]
+LOOKALIKE_KINDS = (
+    *("luhn_fail", "iban_bad_check", "ssn_invalid", "wallet_bad_check", "order_number"),
+    *("version", "date_time", "plain_url", "local_mail", "git_remote"),
+    *("invoice_10_digits", "price", "uuid", "hash", "not_an_ip"),
+)
 CLEAN_SENTENCES = [
     "The quarterly review covers churn, backlog and the hiring plan.",
     "Restart the indexer after changing the chunk size.",
@@ -315,7 +305,11 @@ def generate(seed: int = SEED) -> list[dict[str, Any]]:
         rows.append({"kind": "pii", **_fill(template, values, gen.person())})
     for i in range(LOOKALIKES):
         rows.append(
-            {"kind": "lookalike", "text": _lookalike(gen, LOOKALIKE_KINDS[i % 15]), "spans": []}
+            {
+                "kind": "lookalike",
+                "text": _lookalike(gen, LOOKALIKE_KINDS[i % len(LOOKALIKE_KINDS)]),
+                "spans": [],
+            }
         )
     for i in range(CLEAN):
         text = CLEAN_SENTENCES[i] if i < len(CLEAN_SENTENCES) else gen.us.sentence(nb_words=14)
@@ -324,46 +318,60 @@ def generate(seed: int = SEED) -> list[dict[str, Any]]:
 
 
 def _lookalike(gen: Generators, kind: str) -> str:
+    """A sentence shaped like PII that is not: checksum failures, ids, versions, ..."""
     rng, us = gen.rng, gen.us
-    if kind == "luhn_fail":
+
+    def luhn_fail() -> str:
         digits = us.credit_card_number(card_type="visa16")
         broken = digits[:-1] + str((int(digits[-1]) + rng.randint(1, 9)) % 10)
         return f"Reference {broken} is a shipment id, not a card."
-    if kind == "iban_bad_check":
+
+    def iban_bad_check() -> str:
         iban = gen.locales[gen.pick(["de_DE", "en_GB", "fr_FR"])].iban()
         check = (int(iban[2:4]) + rng.randint(1, 50)) % 97 + 2
         return f"The form had {iban[:2]}{check:02d}{iban[4:]} which the bank rejected."
-    if kind == "ssn_invalid":
+
+    def ssn_invalid() -> str:
         shape = gen.pick(["000-{b}-{c}", "666-{b}-{c}", "{a}-00-{c}", "{a}-{b}-0000"])
         a, b, c = rng.randint(100, 665), rng.randint(10, 99), rng.randint(1000, 9999)
         return f"Case file {shape.format(a=a, b=b, c=c)} was archived."
-    if kind == "wallet_bad_check":
+
+    def wallet_bad_check() -> str:
         good = gen.wallet().text
         bad = good[:-1] + ("2" if good[-1] != "2" else "3")
         return f"The test vector {bad} must fail validation."
-    if kind == "order_number":
-        return f"Order ORD-{rng.randint(2019, 2026)}-{rng.randint(0, 999999):06d} shipped."
-    if kind == "version":
-        return f"Upgrade to v{rng.randint(1, 9)}.{rng.randint(0, 30)}.{rng.randint(0, 99)} today."
-    if kind == "date_time":
-        return f"The window opens {us.date()} at {us.time()} UTC."
-    if kind == "plain_url":
-        return f"Read {us.url()}{us.uri_path()} before the meeting."
-    if kind == "local_mail":
-        return f"Cron mails go to {us.user_name()}@localhost on the build box."
-    if kind == "git_remote":
-        return f"Clone ssh://git@{us.domain_name()}/{us.word()}/{us.word()}.git first."
-    if kind == "invoice_10_digits":
-        return f"Invoice {rng.randint(10**9, 10**10 - 1)} is overdue."
-    if kind == "price":
-        return f"The plan costs ${rng.randint(1, 9)},{rng.randint(100, 999)}.{rng.randint(10, 99)} a year."
-    if kind == "uuid":
-        return f"Request id {us.uuid4()} timed out."
-    if kind == "hash":
-        return f"Commit {us.sha1()} fixed the leak."
-    return (
-        f"Address {rng.randint(256, 999)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.1 is invalid."
-    )
+
+    def price() -> str:
+        amount = f"{rng.randint(1, 9)},{rng.randint(100, 999)}.{rng.randint(10, 99)}"
+        return f"The plan costs ${amount} a year."
+
+    makers: dict[str, Callable[[], str]] = {
+        "luhn_fail": luhn_fail,
+        "iban_bad_check": iban_bad_check,
+        "ssn_invalid": ssn_invalid,
+        "wallet_bad_check": wallet_bad_check,
+        "order_number": lambda: (
+            f"Order ORD-{rng.randint(2019, 2026)}-{rng.randint(0, 999999):06d} shipped."
+        ),
+        "version": lambda: (
+            f"Upgrade to v{rng.randint(1, 9)}.{rng.randint(0, 30)}.{rng.randint(0, 99)} today."
+        ),
+        "date_time": lambda: f"The window opens {us.date()} at {us.time()} UTC.",
+        "plain_url": lambda: f"Read {us.url()}{us.uri_path()} before the meeting.",
+        "local_mail": lambda: f"Cron mails go to {us.user_name()}@localhost on the build box.",
+        "git_remote": lambda: (
+            f"Clone ssh://git@{us.domain_name()}/{us.word()}/{us.word()}.git first."
+        ),
+        "invoice_10_digits": lambda: f"Invoice {rng.randint(10**9, 10**10 - 1)} is overdue.",
+        "price": price,
+        "uuid": lambda: f"Request id {us.uuid4()} timed out.",
+        "hash": lambda: f"Commit {us.sha1()} fixed the leak.",
+        "not_an_ip": lambda: (
+            f"Address {rng.randint(256, 999)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.1 "
+            "is invalid."
+        ),
+    }
+    return makers[kind]()
 
 
 # ---- evaluation -----------------------------------------------------------------------

@@ -138,9 +138,9 @@ async def test_a_call_without_scope_never_searches(gateway: Gateway, embedder: E
         result = check(
             TEA,
             targets,
-            recording,
+            recording,  # type: ignore[arg-type]  # only `query` is needed, and recorded
             embedder,
-            default_floor=0.7,  # type: ignore[arg-type]  # records only query
+            default_floor=0.7,
         )
         assert (result.status, result.reason) == (Status.SKIPPED, Reason.NO_SCOPE)
     assert recording.queries == 0
