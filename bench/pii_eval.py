@@ -356,7 +356,10 @@ def _lookalike(gen: Generators, kind: str) -> str:
         "version": lambda: (
             f"Upgrade to v{rng.randint(1, 9)}.{rng.randint(0, 30)}.{rng.randint(0, 99)} today."
         ),
-        "date_time": lambda: f"The window opens {us.date()} at {us.time()} UTC.",
+        "date_time": lambda: (  # not Faker's date(): its range ends today, not reproducible
+            f"The window opens {rng.randint(2000, 2029)}-{rng.randint(1, 12):02d}-"
+            f"{rng.randint(1, 28):02d} at {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d} UTC."
+        ),
         "plain_url": lambda: f"Read {us.url()}{us.uri_path()} before the meeting.",
         "local_mail": lambda: f"Cron mails go to {us.user_name()}@localhost on the build box.",
         "git_remote": lambda: (

@@ -235,6 +235,8 @@ async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
 
     if not (config.redis_url and config.qdrant_url) and not config.data_dir.is_dir():
         return _fail(f"no data dir at {config.data_dir} (pass --data-dir or KBGATE_DATA_DIR)")
+    if busy := _edge_in_use(config):
+        return _fail(_in_use_message(config.data_dir, busy))
     services = await build_services(config, Telemetry(build_logger("WARNING", sys.stderr)))
     try:
         workspace = await services.store.get_workspace(args.tenant)
@@ -314,6 +316,43 @@ class _EmbeddedSink:
         return _engine_message(error, self._data_dir)
 
 
+def _edge_in_use(config: Config) -> list[str]:
+    """Qdrant Edge collections of the data dir whose WAL another process holds open.
+
+    Edge locks a shard's WAL directory (flock) while the shard is open, and a second
+    process must never even try `EdgeShard.load` on it: the failed load damages the
+    holder's sparse-vector storage before it gives up on the lock (seen with
+    qdrant-edge-py 0.9: the gateway's next flush fails, "tracker journal shorter than
+    expected"). So the lock is probed here, without opening anything.
+    """
+    if config.qdrant_url:
+        return []
+    import fcntl
+
+    from ingest.qdrant_edge import EDGE_DIR
+
+    root = config.data_dir / EDGE_DIR
+    busy: list[str] = []
+    for wal in sorted(root.glob("*/wal")) if root.is_dir() else []:
+        handle = os.open(wal, os.O_RDONLY)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        except BlockingIOError:
+            busy.append(wal.parent.name)
+        finally:
+            os.close(handle)
+    return busy
+
+
+def _in_use_message(data_dir: Path, collections: Sequence[str]) -> str:
+    return (
+        f"the data dir {data_dir} is in use by another process (a running gateway?): it holds "
+        f"{', '.join(collections)} open, and Qdrant Edge allows one process per shard. "
+        "Stop it, or ingest through it with --url."
+    )
+
+
 def _field_message(error: GatewayError) -> str:
     return f"{error.message} ({error.field})" if error.field else error.message
 
@@ -354,6 +393,8 @@ def _backfill(args: argparse.Namespace) -> int:
     config = load_config(os.environ, data_dir=args.data_dir)
     if not (config.redis_url and config.qdrant_url) and not config.data_dir.is_dir():
         return _fail(f"no data dir at {config.data_dir} (pass --data-dir or KBGATE_DATA_DIR)")
+    if busy := _edge_in_use(config):
+        return _fail(_in_use_message(config.data_dir, busy))
     return asyncio.run(_backfill_org(args, config))
 
 

@@ -12,12 +12,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.auth import Principal
-from gateway.errors import InvalidInputError, NotFoundError
+from gateway.errors import InvalidInputError, NotFoundError, PayloadTooLargeError
 from gateway.redaction import count_redactions
 from gateway.services import Services
 from settings.records import Workspace
 from settings.resolve import resolve_pii_entities, resolve_redaction
 from settings.store import StoreUnavailableError
+
+#: Characters of text (summed over every string of a JSON value) one call may redact.
+#: Detection costs a few microseconds per character in a worker thread; the bound keeps
+#: one request from holding a thread for seconds.
+MAX_EGRESS_CHARS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +47,9 @@ async def redact_egress(
 
     Another workspace's agent is NotFoundError, exactly like an unknown one.
     """
+    if _string_chars(value) > MAX_EGRESS_CHARS:
+        field = "text" if is_text else "value"
+        raise PayloadTooLargeError(f"at most {MAX_EGRESS_CHARS} characters", field=field)
     agent = await services.settings.agent(principal.tenant_id, agent_id)
     if agent is None:
         raise NotFoundError("no such agent")
@@ -64,6 +72,20 @@ async def redact_egress(
                 raise InvalidInputError(str(error), field="value") from None
     count_redactions(services.telemetry, counts)
     return EgressRedaction(redacted, counts, redaction=True, entities=entities)
+
+
+def _string_chars(value: Any) -> int:
+    """Characters in every string of a JSON value (iterative: depth is checked later)."""
+    total, stack = 0, [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            total += len(node)
+        elif isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return total
 
 
 async def _workspace_or_none(services: Services, tenant_id: str) -> Workspace | None:

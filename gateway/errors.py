@@ -47,3 +47,11 @@ class DependencyUnavailableError(GatewayError):
         super().__init__(f"{dependency} is unavailable; retry later")
         self.dependency = dependency
         self.retry_after_s = retry_after_s
+
+
+class RateLimitedError(GatewayError):
+    """The key has used up its request budget; retry after `retry_after_s`."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__("rate limit exceeded for this key; retry later")
+        self.retry_after_s = retry_after_s

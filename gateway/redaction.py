@@ -4,6 +4,8 @@ Detection is presidio-analyzer's recognizers on a no-op NLP engine: regular
 expressions with checksums where the format has one (credit cards: Luhn; IBAN:
 mod 97; crypto wallets: base58check/bech32; UK NHS: mod 11), phone numbers through
 `phonenumbers`, plus kbgate's recognizer for URLs that carry `user:password@`.
+Without an NLP engine there are no tokens, so context words ("ssn", "card", ...)
+cannot raise a score: a bare 9-digit number is never taken for an SSN.
 Person names need a named-entity model: when a spaCy English pipeline
 (`en_core_web_lg`, `_md` or `_sm`) is installed it is used for PERSON, otherwise
 PERSON is not detected. Nothing is downloaded.
@@ -35,9 +37,13 @@ LANGUAGE = "en"
 SCORE_FLOOR = 0.35
 #: spaCy pipelines tried for PERSON, best first; absent ones are skipped, never fetched.
 NER_MODELS = ("en_core_web_lg", "en_core_web_md", "en_core_web_sm")
+#: presidio's default phone regions without CA: Canadian numbers share the NANP
+#: format and are already found (and validated) from US. Each region is one pass.
+PHONE_REGIONS = ("US", "GB", "DE", "FR", "IL", "IN", "BR")
 #: Deeper JSON than this is refused rather than walked.
 MAX_JSON_DEPTH = 64
 CREDENTIALS_URL = "URL_WITH_CREDENTIALS"
+PHONE = "PHONE_NUMBER"
 
 # scheme://user:password@host[...] — the user may be empty (redis://:secret@host);
 # the URL ends at whitespace, a quote or a bracket, and trailing punctuation is left out.
@@ -101,16 +107,24 @@ class Redactor:
         )
 
     @classmethod
-    def build(cls, *, ner_models: Sequence[str] = NER_MODELS) -> Redactor:
+    def build(
+        cls,
+        *,
+        ner_models: Sequence[str] = NER_MODELS,
+        phone_regions: Sequence[str] = PHONE_REGIONS,
+    ) -> Redactor:
         """Assemble the analyzer offline; PERSON only if one of `ner_models` is installed.
 
         Pass `ner_models=()` for pattern recognizers only, whatever is installed.
+        `phone_regions` decides which national formats (numbers without a +country
+        prefix) are recognised; each region is one more pass over the text.
         """
         from presidio_anonymizer import AnonymizerEngine
 
         ner_model = _installed_ner_model(ner_models)
         anonymizer = AnonymizerEngine()  # type: ignore[no-untyped-call]  # presidio leaves __init__ unannotated
-        redactor = cls(_build_analyzer(ner_model), anonymizer, ner_model=ner_model)
+        analyzer = _build_analyzer(ner_model, tuple(phone_regions))
+        redactor = cls(analyzer, anonymizer, ner_model=ner_model)
         redactor.detect(_WARM_UP, sorted(redactor.supported_entities))
         return redactor
 
@@ -122,10 +136,27 @@ class Redactor:
         wanted = sorted(self.supported_entities.intersection(entities))
         if not wanted or not text.strip():
             return []
-        found = self._analyzer.analyze(
-            text=text, language=LANGUAGE, entities=wanted, score_threshold=SCORE_FLOOR
-        )
+        # Phone matching parses every digit run once per region, and card numbers or
+        # IBANs next to a phone make it costly. So the other types are found first and
+        # blanked out (same length: offsets hold) before the phone pass; one NLP pass
+        # serves both. A span already found is redacted whatever the phone pass says.
+        artifacts = self._analyzer.nlp_engine.process_text(text, LANGUAGE)
+        others = [name for name in wanted if name != PHONE]
+        found = self._analyze(text, others, artifacts) if others else []
+        if PHONE in wanted:
+            found += self._analyze(_blank(text, found), [PHONE], artifacts)
         return resolve_overlaps(text, found)
+
+    def _analyze(self, text: str, entities: list[str], artifacts: Any) -> list[Any]:
+        return list(
+            self._analyzer.analyze(
+                text=text,
+                language=LANGUAGE,
+                entities=entities,
+                score_threshold=SCORE_FLOOR,
+                nlp_artifacts=artifacts,
+            )
+        )
 
     def redact(self, text: str, entities: Iterable[str]) -> Redaction:
         """`text` with every detected entity of `entities` replaced by `<ENTITY_TYPE>`."""
@@ -180,6 +211,14 @@ class Redactor:
 
         redacted = walk(value, 0)
         return redacted, dict(sorted(counts.items()))
+
+
+def _blank(text: str, spans: Iterable[_Span]) -> str:
+    """`text` with each span's characters replaced by spaces (length kept)."""
+    chars = list(text)
+    for span in spans:
+        chars[span.start : span.end] = " " * (span.end - span.start)
+    return "".join(chars)
 
 
 def count_redactions(telemetry: Telemetry, counts: Mapping[str, int]) -> None:
@@ -263,10 +302,14 @@ def _installed_ner_model(candidates: Sequence[str]) -> str | None:
     return next((name for name in candidates if spacy.util.is_package(name)), None)
 
 
-def _build_analyzer(ner_model: str | None) -> Any:
+def _build_analyzer(ner_model: str | None, phone_regions: tuple[str, ...]) -> Any:
     """A presidio AnalyzerEngine that needs no download and makes no network call."""
     import tldextract
     from presidio_analyzer import AnalyzerEngine, Pattern, PatternRecognizer, RecognizerRegistry
+    from presidio_analyzer.context_aware_enhancers import (
+        ContextAwareEnhancer,
+        LemmaContextAwareEnhancer,
+    )
     from presidio_analyzer.nlp_engine import NlpEngine, NoOpNlpEngine, SpacyNlpEngine
     from presidio_analyzer.predefined_recognizers import (
         CreditCardRecognizer,
@@ -311,7 +354,7 @@ def _build_analyzer(ner_model: str | None) -> Any:
         IpRecognizer(),
         MacAddressRecognizer(),
         NhsRecognizer(),
-        PhoneRecognizer(),
+        PhoneRecognizer(supported_regions=phone_regions),
         UrlRecognizer(),
         UsItinRecognizer(),
         UsSsnRecognizer(),
@@ -323,11 +366,40 @@ def _build_analyzer(ner_model: str | None) -> Any:
     ):
         registry.add_recognizer(recognizer)
 
+    class NoContext(ContextAwareEnhancer):
+        """Context words need tokens; the no-op engine has none, so skip the (costly) pass."""
+
+        def __init__(self) -> None:
+            super().__init__(
+                context_similarity_factor=0,
+                min_score_with_context_similarity=0,
+                context_prefix_count=0,
+                context_suffix_count=0,
+            )
+
+        def enhance_using_context(
+            self,
+            text: str,
+            raw_results: list[Any],
+            nlp_artifacts: Any,
+            recognizers: list[Any],
+            context: list[str] | None = None,
+        ) -> list[Any]:
+            return raw_results
+
     nlp_engine: NlpEngine
+    enhancer: ContextAwareEnhancer
     if ner_model is None:
         nlp_engine = NoOpNlpEngine(models=[{"lang_code": LANGUAGE, "model_name": "no_op"}])
+        enhancer = NoContext()
     else:
         nlp_engine = SpacyNlpEngine(models=[{"lang_code": LANGUAGE, "model_name": ner_model}])
         nlp_engine.load()
         registry.add_nlp_recognizer(nlp_engine=nlp_engine)
-    return AnalyzerEngine(registry=registry, nlp_engine=nlp_engine, supported_languages=[LANGUAGE])
+        enhancer = LemmaContextAwareEnhancer()
+    return AnalyzerEngine(
+        registry=registry,
+        nlp_engine=nlp_engine,
+        supported_languages=[LANGUAGE],
+        context_aware_enhancer=enhancer,
+    )

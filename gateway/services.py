@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from gateway.ratelimit import InProcessLimiter, RateLimiter, RedisLimiter
 from gateway.redaction import Redactor
 from gateway.telemetry import Telemetry
 from ingest.embedding import MINILM_MODEL_NAME, Embedder
@@ -21,6 +22,8 @@ from ingest.sync import DocumentWriter
 from settings.cache import CachedSettings
 from settings.config import Config
 from settings.store import SettingsStore, StoreUnavailableError
+
+T = TypeVar("T")
 
 
 class KeyedLocks:
@@ -55,6 +58,7 @@ class Services:
     writer: DocumentWriter
     settings: CachedSettings
     redactor: Redactor  # PII redaction (issue 6)
+    rate_limiter: RateLimiter
     # One writer per document at a time in this process: replacing is read-then-write.
     document_locks: KeyedLocks = field(default_factory=KeyedLocks)
 
@@ -83,6 +87,7 @@ class Services:
         return {"status": "up", "engine": engine}
 
     async def close(self) -> None:
+        await self.rate_limiter.close()
         await self.store.close()
         await asyncio.to_thread(self.index.close)
 
@@ -105,28 +110,52 @@ async def build_services(
     if engine is None:
         engine = await asyncio.to_thread(_build_index, config)
     index, index_engine = engine
-    if embedder is None:
-        embedder = await asyncio.to_thread(_build_embedder, config)
-    if redactor is None:  # PII redaction (issue 6): presidio, offline, built once
-        redactor = await asyncio.to_thread(Redactor.build)
+    # The model and presidio load side by side: start-up is mostly their imports.
+    model, pii = await asyncio.gather(
+        _given_or_built(embedder, lambda: _build_embedder(config)),
+        _given_or_built(redactor, Redactor.build),  # PII redaction (issue 6): offline
+    )
     return Services(
         config=config,
         index=index,
         store=store,
-        embedder=embedder,
-        redactor=redactor,
+        embedder=model,
+        redactor=pii,
         telemetry=telemetry,
         index_engine=index_engine,
         store_engine=store_engine,
         writer=DocumentWriter(
-            index, embedder, model_id=config.embedding_model or MINILM_MODEL_NAME
+            index, model, model_id=config.embedding_model or MINILM_MODEL_NAME
         ),
         settings=CachedSettings(
             store,
             config.settings_staleness_s,
             on_stale_read=lambda: telemetry.count("settings_stale_reads"),
         ),
+        rate_limiter=_build_rate_limiter(config, telemetry),
     )
+
+
+async def _given_or_built(given: T | None, build: Callable[[], T]) -> T:
+    return given if given is not None else await asyncio.to_thread(build)
+
+
+def _build_rate_limiter(config: Config, telemetry: Telemetry) -> RateLimiter:
+    if config.redis_url:
+        from redis.asyncio import Redis
+
+        client = Redis.from_url(
+            config.redis_url,
+            socket_timeout=config.redis_timeout_s,
+            socket_connect_timeout=config.redis_timeout_s,
+        )
+        return RedisLimiter(
+            client,
+            config.rate_limit_per_s,
+            config.rate_limit_burst,
+            on_outage=lambda: telemetry.count("rate_limit_unavailable"),
+        )
+    return InProcessLimiter(config.rate_limit_per_s, config.rate_limit_burst)
 
 
 async def build_store(config: Config) -> tuple[SettingsStore, str]:

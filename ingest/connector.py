@@ -235,14 +235,16 @@ async def _put_one(
     except DocumentRejectedError as error:
         summary.fail(item.document_id, str(error))
         return
-    if answer.status == "unchanged":
-        summary.unchanged += 1
-    elif answer.status == "held_back":
+    if answer.status == "held_back":
         summary.held_back += 1
-    elif item.document_id in existing:
-        summary.changed += 1
-    else:
+    elif item.document_id not in existing:
+        # `unchanged` here means an earlier attempt of this run wrote it (its answer was
+        # lost to a timeout or a 503 and the put was retried): still an addition.
         summary.added += 1
+    elif answer.status == "unchanged":
+        summary.unchanged += 1
+    else:
+        summary.changed += 1
 
 
 def percent_progress(stream: TextIO, *, step_percent: int = 5, min_total: int = 20) -> Progress:
@@ -268,7 +270,8 @@ class HttpSink:
 
     Busy or unreachable gateways (429, 502-504, connection errors) are retried with
     backoff, honouring Retry-After; other 4xx/5xx answers to a document reject that
-    document only. 401/403, and 404 on the KB itself, stop the run.
+    document only, and so does a dropped connection while the gateway stays live (it
+    drops bodies over its size limit unread). 401/403, and 404 on the KB, stop the run.
     """
 
     def __init__(
@@ -355,6 +358,13 @@ class HttpSink:
                     return status, body
                 delay = _retry_delay(retry_after, self._backoff_s * 2**attempt)
             except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+                if data is not None and not isinstance(error, TimeoutError) and self._alive():
+                    # The gateway is up but dropped this request: it refuses a body over
+                    # its size limit by closing the connection before reading it.
+                    raise DocumentRejectedError(
+                        f"the gateway closed the connection while receiving this document "
+                        f"({len(data) / 1e6:.1f} MB of JSON): probably over its size limit"
+                    ) from None
                 if attempt >= self._retries:
                     reason = getattr(error, "reason", error)
                     raise SinkUnavailableError(
@@ -363,6 +373,15 @@ class HttpSink:
                 delay = self._backoff_s * 2**attempt
             attempt += 1
             time.sleep(delay)
+
+    def _alive(self) -> bool:
+        """Whether the gateway answers its liveness probe right now."""
+        probe = urllib.request.Request(self._base + "/health/live", method="GET")  # noqa: S310 — scheme checked in __init__
+        try:
+            with urllib.request.urlopen(probe, timeout=5) as response:  # noqa: S310 — same
+                return int(response.status) == 200
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
 
 
 def check_gateway_url(url: str) -> str:

@@ -70,6 +70,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     max_question_chars: int = 2000
     max_document_bytes: int = 5 * 1024 * 1024
     max_body_bytes: int = 8 * 1024 * 1024
+    rate_limit_per_s: float = 50.0
+    rate_limit_burst: int = 100
     log_level: str = "INFO"
 
     @property
@@ -137,6 +139,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "MAX_QUESTION_CHARS": ("max_question_chars", _parse_int),
     "MAX_DOCUMENT_BYTES": ("max_document_bytes", _parse_int),
     "MAX_BODY_BYTES": ("max_body_bytes", _parse_int),
+    "RATE_LIMIT_PER_S": ("rate_limit_per_s", _parse_float),
+    "RATE_LIMIT_BURST": ("rate_limit_burst", _parse_int),
     "LOG_LEVEL": ("log_level", _parse_level),
     "TOP_K_MIN": ("bounds.top_k_min", _parse_int),
     "TOP_K_MAX": ("bounds.top_k_max", _parse_int),
@@ -171,6 +175,8 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
     (lambda c: c.max_question_chars > 0, "MAX_QUESTION_CHARS", "must be positive"),
     (lambda c: c.max_document_bytes > 0, "MAX_DOCUMENT_BYTES", "must be positive"),
     (lambda c: c.max_body_bytes >= 1024, "MAX_BODY_BYTES", "must be at least 1024"),
+    (lambda c: c.rate_limit_per_s > 0, "RATE_LIMIT_PER_S", "must be positive"),
+    (lambda c: c.rate_limit_burst >= 1, "RATE_LIMIT_BURST", "must be at least 1"),
     (
         lambda c: c.platform_key is None or len(c.platform_key) >= 16,
         "PLATFORM_KEY",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from http import HTTPStatus
@@ -22,6 +23,7 @@ from gateway.errors import (
     InvalidInputError,
     NotFoundError,
     PayloadTooLargeError,
+    RateLimitedError,
     UnauthenticatedError,
 )
 from ingest.index import IndexUnavailableError
@@ -53,6 +55,13 @@ def _problem(status: int, title: str, detail: str, **extra: Any) -> ProblemDetai
 def gateway_problem(error: GatewayError) -> ProblemDetailsException:
     if isinstance(error, DependencyUnavailableError):
         return _unavailable(error.dependency, error.retry_after_s)
+    if isinstance(error, RateLimitedError):
+        return ProblemDetailsException(
+            status_code=429,
+            title="Too Many Requests",
+            detail=error.message,
+            headers={"Retry-After": str(max(1, math.ceil(error.retry_after_s)))},
+        )
     status, title = next(
         (found for kind, found in _STATUS.items() if isinstance(error, kind)),
         (400, "Bad Request"),

@@ -8,6 +8,7 @@ from litestar.middleware import AbstractAuthenticationMiddleware, Authentication
 from litestar.types import Guard
 
 from gateway.auth import Principal, authenticate
+from gateway.errors import RateLimitedError
 from gateway.services import Services
 from settings.records import Role
 
@@ -24,6 +25,10 @@ class BearerKeyMiddleware(AbstractAuthenticationMiddleware):
             services.config.platform_key,
             connection.headers.get("authorization"),
         )
+        wait_s = await services.rate_limiter.hit(principal.key_id)
+        if wait_s is not None:
+            services.telemetry.count("rate_limited")
+            raise RateLimitedError(wait_s)
         return AuthenticationResult(user=principal, auth=principal.key_id)
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from gateway.egress import MAX_EGRESS_CHARS
 from gateway.evidence import escape_text
 from tests.api.conftest import Gateway
 from tests.api.tenants import Tenant, provision
@@ -173,6 +174,20 @@ async def test_redact_json_too_deep_is_422(gateway: Gateway) -> None:
         value = [value]
     response = await _redact(tenant, {"agent_id": "bot", "value": value})
     assert response.status_code == 422, response.text
+    assert response.json()["field"] == "value"
+
+
+async def test_redact_size_is_bounded(gateway: Gateway) -> None:
+    """Text, or the strings of a value, beyond the per-call limit answer 413."""
+    tenant = await _tenant(gateway)
+    await tenant.agent("bot", ["kb"])
+    big = "a" * (MAX_EGRESS_CHARS + 1)
+    response = await _redact(tenant, {"agent_id": "bot", "text": big})
+    assert response.status_code == 413, response.text
+    assert response.json()["field"] == "text"
+    half = "b" * (MAX_EGRESS_CHARS // 2 + 1)
+    response = await _redact(tenant, {"agent_id": "bot", "value": {"a": [half], "b": half}})
+    assert response.status_code == 413, response.text
     assert response.json()["field"] == "value"
 
 

@@ -517,6 +517,8 @@ def server(
             process.kill()
             process.wait(timeout=10)
         log.close()
+    output = (tmp_path / "server.log").read_text(errors="replace")
+    assert "Traceback" not in output, output[-3000:]
 
 
 def provision_over_http(url: str) -> str:
@@ -544,18 +546,25 @@ def provision_over_http(url: str) -> str:
     return key
 
 
+@pytest.fixture(scope="module")
+def ingest_key(server: Server) -> str:
+    """An admin+ingest key of a workspace provisioned on the module's gateway."""
+    return provision_over_http(server.url)
+
+
 @pytest.mark.slow
 def test_http_mode_against_a_running_gateway(
     server: Server,
+    ingest_key: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Against `kbgate serve`: the first run adds four and fails the corrupt PDF, the second
-    leaves all unchanged, an edit and a removal give changed 1 / deleted 1 (the key read from
-    KBGATE_KEY), the KB's stats agree, and an embedded run on the served data dir is refused
-    (exit 2) because the gateway holds its shards."""
-    key = provision_over_http(server.url)
+    leaves all unchanged, an embedded run on the served data dir is refused (exit 2) and leaves
+    the gateway working, an edit and a removal give changed 1 / deleted 1 (the key read from
+    KBGATE_KEY), and the KB's stats and listing agree."""
+    key = ingest_key
     docs = write_corpus(tmp_path / "docs")
     base = ["ingest", str(docs), "--kb", KB, "--classification", "internal", "--json"]
     http = [*base, "--url", server.url]
@@ -566,6 +575,12 @@ def test_http_mode_against_a_running_gateway(
     assert first["failures"][0]["document"] == "scans/broken.pdf"
     code, second = run_cli([*http, "--key", key], capsys)
     assert (code, second["unchanged"], second["added"], second["changed"]) == (1, 4, 0, 0)
+
+    # The embedded mode on the served data dir is refused without touching the gateway's
+    # shards (a second process opening them would damage them).
+    embedded_argv = [*base, "--data-dir", str(server.data_dir), "--tenant", TENANT]
+    assert main(embedded_argv) == 2
+    assert "in use by another process" in capsys.readouterr().err
 
     (docs / "policies" / "security.html").write_text(
         "<title>Security policy</title><p>Passwords are rotated every sixty days.</p>",
@@ -591,11 +606,6 @@ def test_http_mode_against_a_running_gateway(
     ).json()
     assert {d["document_id"] for d in listed["documents"]} == GOOD_FILES - {"leave.txt"}
 
-    monkeypatch.delenv("KBGATE_KEY")
-    embedded_argv = [*base, "--data-dir", str(server.data_dir), "--tenant", TENANT]
-    assert main(embedded_argv) == 2
-    assert "in use by another process" in capsys.readouterr().err
-
 
 @pytest.mark.slow
 def test_http_mode_refuses_a_bad_key_and_an_unreachable_gateway(
@@ -610,3 +620,30 @@ def test_http_mode_refuses_a_bad_key_and_an_unreachable_gateway(
     assert main([*base, "--url", f"http://127.0.0.1:{free_port()}", "--key", "kbg_x"]) == 2
     assert "cannot reach the gateway" in capsys.readouterr().err
     assert (datetime.now(UTC) - started).total_seconds() < 30
+
+
+@pytest.mark.slow
+def test_http_mode_reports_oversized_files_and_goes_on(
+    server: Server, ingest_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file over the gateway's text limit (413) and one over its body limit (the gateway
+    drops the connection unread) are each reported as failed; the other files are indexed."""
+    created = httpx.put(
+        f"{server.url}/v1/knowledge-bases/bulk",
+        json={},
+        headers={"Authorization": f"Bearer {ingest_key}"},
+        timeout=10,
+    )
+    assert created.status_code == 201
+    docs = tmp_path / "bulk"
+    docs.mkdir()
+    (docs / "small.txt").write_text("A short note about the cafeteria menu.", encoding="utf-8")
+    (docs / "over-text-limit.txt").write_text("Some text here. " * 400_000, encoding="utf-8")
+    (docs / "over-body-limit.txt").write_text("word " * 1_900_000, encoding="utf-8")
+    argv = ["ingest", str(docs), "--kb", "bulk", "--classification", "public", "--json"]
+    code, summary = run_cli([*argv, "--url", server.url, "--key", ingest_key], capsys)
+    assert code == 1
+    assert (summary["added"], summary["failed"]) == (1, 2)
+    reasons = {item["document"]: item["reason"] for item in summary["failures"]}
+    assert reasons["over-text-limit.txt"].startswith("HTTP 413")
+    assert "closed the connection" in reasons["over-body-limit.txt"]

@@ -1,0 +1,99 @@
+"""Per-key rate limits: a token bucket in-process, a fixed window in Redis when deployed.
+
+`hit(key_id)` answers None when the call may proceed, or the seconds to wait
+(the 429's Retry-After). A Redis outage lets calls through (and is counted):
+a rate limit protects capacity, it is not an access rule.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+
+class RateLimiter(Protocol):
+    async def hit(self, key_id: str) -> float | None:
+        """None if allowed, else seconds until the next call would be."""
+
+    async def close(self) -> None: ...
+
+
+@dataclass(slots=True)
+class _Bucket:
+    tokens: float
+    updated: float
+
+
+class InProcessLimiter:
+    """Token bucket per key: `rate` calls per second sustained, `burst` at once."""
+
+    def __init__(
+        self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._rate = rate
+        self._burst = float(burst)
+        self._clock = clock
+        self._buckets: dict[str, _Bucket] = {}
+
+    async def hit(self, key_id: str) -> float | None:
+        now = self._clock()
+        bucket = self._buckets.get(key_id)
+        if bucket is None:
+            bucket = self._buckets[key_id] = _Bucket(self._burst, now)
+        bucket.tokens = min(self._burst, bucket.tokens + (now - bucket.updated) * self._rate)
+        bucket.updated = now
+        if bucket.tokens >= 1.0:
+            bucket.tokens -= 1.0
+            return None
+        return (1.0 - bucket.tokens) / self._rate
+
+    async def close(self) -> None:
+        self._buckets.clear()
+
+
+_WINDOW_SCRIPT = """
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return count
+"""
+
+
+class RedisLimiter:
+    """Fixed one-second windows shared by every replica: at most `rate + burst` per window."""
+
+    def __init__(
+        self,
+        client: Redis,
+        rate: float,
+        burst: int,
+        *,
+        on_outage: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = client
+        self._limit = math.ceil(rate) + burst
+        self._on_outage = on_outage
+        self._clock = clock
+        self._script = client.register_script(_WINDOW_SCRIPT)
+
+    async def hit(self, key_id: str) -> float | None:
+        now = self._clock()
+        window = int(now)
+        try:
+            count = int(await self._script(keys=[f"kbgate:rate:{key_id}:{window}"], args=[2000]))
+        except (RedisError, OSError):
+            if self._on_outage is not None:
+                self._on_outage()
+            return None
+        if count <= self._limit:
+            return None
+        return max(0.001, window + 1 - now)
+
+    async def close(self) -> None:
+        await self._client.aclose()

@@ -1,0 +1,53 @@
+"""The Redis-backed rate limiter against a real redis-server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+
+from gateway.ratelimit import RedisLimiter
+from tests.support.redis_server import RedisServer
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    with RedisServer(tmp_path / "redis") as server:
+        yield server
+
+
+async def test_window_is_shared_by_limiters_and_fails_open(redis: RedisServer) -> None:
+    """Two limiters (two replicas) share one budget per key and window; with Redis down,
+    calls are let through and the outage is counted."""
+    outages: list[int] = []
+    now = [1_000_000.25]
+    first = RedisLimiter(
+        Redis.from_url(redis.url, socket_timeout=0.5), rate=2, burst=1, clock=lambda: now[0]
+    )
+    second = RedisLimiter(
+        Redis.from_url(redis.url, socket_timeout=0.5),
+        rate=2,
+        burst=1,
+        clock=lambda: now[0],
+        on_outage=lambda: outages.append(1),
+    )
+    results = [await limiter.hit("key_a") for limiter in (first, second, first, second)]
+    assert results[:3] == [None, None, None]
+    assert results[3] == pytest.approx(0.75)
+    assert await first.hit("key_b") is None
+    now[0] += 1.0
+    assert await second.hit("key_a") is None
+    redis.stop()
+    assert await second.hit("key_a") is None
+    assert outages == [1]
+    await first.close()
+    await second.close()

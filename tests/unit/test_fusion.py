@@ -1,0 +1,136 @@
+"""Weighted RRF over documents: weights, k = 60, per-document grouping, no fused floors, caps."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.fusion import RRF_K, Candidate, RankedLeg, cap_per_knowledge_base, fuse
+from ingest.index import Hit, LegKind
+from ingest.payload import PassagePayload
+
+DENSE, KEYWORD = LegKind.DENSE, LegKind.KEYWORD
+
+
+def hit(doc: str, passage: int = 0, score: float = 0.5, kb: str = "kb") -> Hit:
+    return Hit(
+        point_id=f"{kb}/{doc}#{passage}",
+        score=score,
+        payload=PassagePayload(
+            tenant_id="t",
+            knowledge_base_id=kb,
+            document_id=doc,
+            document_version="v1",
+            passage_index=passage,
+            classification="internal",
+            text=f"{doc} passage {passage}",
+            title="",
+            source="",
+            checksum="c",
+            indexed_at="2026-01-01T00:00:00+00:00",
+            org_id="o",
+        ),
+    )
+
+
+def leg(kind: LegKind, *hits: Hit, weight: float = 1.0, kb: str = "kb") -> RankedLeg:
+    return RankedLeg(kb_id=kb, kind=kind, weight=weight, hits=list(hits))
+
+
+def docs(candidates: list[Candidate]) -> list[str]:
+    return [c.hit.payload.document_id for c in candidates]
+
+
+def test_k_is_60_and_scores_are_reciprocal_ranks() -> None:
+    """A document's fused score is the sum over legs of weight / (60 + rank)."""
+    assert RRF_K == 60
+    fused = fuse([leg(DENSE, hit("a"), hit("b")), leg(KEYWORD, hit("b"), hit("a"))])
+    scores = {c.hit.payload.document_id: c.score for c in fused}
+    assert scores["a"] == pytest.approx(1 / 61 + 1 / 62)
+    assert scores["b"] == pytest.approx(1 / 62 + 1 / 61)
+
+
+def test_weights_scale_each_channel() -> None:
+    """Per-KB channel weights multiply each leg's contribution; a weight of 0 drops the leg."""
+    legs = [leg(DENSE, hit("a"), hit("b"), weight=2.0), leg(KEYWORD, hit("b"), hit("a"))]
+    fused = fuse(legs)
+    assert docs(fused) == ["a", "b"]
+    assert fused[0].score == pytest.approx(2 / 61 + 1 / 62)
+    only_dense = fuse([leg(DENSE, hit("a")), leg(KEYWORD, hit("b"), weight=0.0)])
+    assert docs(only_dense) == ["a"]
+    assert only_dense[0].keyword_score is None
+
+
+def test_a_document_counts_once_per_leg_at_its_best_passage() -> None:
+    """Within a leg, a document's rank is that of its best passage among distinct documents,
+    so a long document with many passages does not outvote a short one."""
+    long_doc = [hit("long", i) for i in range(5)]
+    fused = fuse([leg(DENSE, *long_doc, hit("short")), leg(KEYWORD, hit("short"), *long_doc)])
+    scores = {c.hit.payload.document_id: c.score for c in fused}
+    # each document is rank 1 in one leg and rank 2 in the other, whatever its passages
+    assert scores["long"] == pytest.approx(scores["short"])
+    assert scores["short"] == pytest.approx(1 / 61 + 1 / 62)
+
+
+def test_each_document_is_represented_by_its_strongest_passages() -> None:
+    """By default one passage per document (the one with the best passage-level RRF);
+    passages_per_document=2 keeps the two best, the document's order unchanged."""
+    legs = [
+        leg(DENSE, hit("a", 2), hit("a", 0), hit("b", 0)),
+        leg(KEYWORD, hit("a", 0), hit("b", 0), hit("a", 2)),
+    ]
+    one = fuse(legs)
+    assert [c.point_id for c in one] == ["kb/a#0", "kb/b#0"]
+    two = fuse(legs, passages_per_document=2)
+    assert [c.point_id for c in two] == ["kb/a#0", "kb/a#2", "kb/b#0"]
+
+
+def test_channel_scores_are_kept_beside_the_fused_score() -> None:
+    """Each passage carries its best raw cosine and BM25 score, for the answer."""
+    fused = fuse([leg(DENSE, hit("a", score=0.61)), leg(KEYWORD, hit("a", score=7.5))])
+    assert fused[0].dense_score == pytest.approx(0.61)
+    assert fused[0].keyword_score == pytest.approx(7.5)
+    assert fused[0].legs == {DENSE, KEYWORD}
+
+
+def test_floors_never_apply_to_fused_scores() -> None:
+    """Floors cut each leg's raw scores before fusion (in the engine); fusion keeps every
+    document any leg returned, however weak its raw scores or small its fused score."""
+    weak = [hit(f"d{i}", score=0.001) for i in range(30)]
+    fused = fuse([leg(KEYWORD, *weak)])
+    assert len(fused) == 30
+    assert all(c.score > 0 for c in fused)
+    assert fused[-1].score == pytest.approx(1 / (RRF_K + 30))
+
+
+def test_documents_from_several_knowledge_bases_fuse_together() -> None:
+    """Legs of different KBs fuse into one list; the same document id in two KBs stays two
+    documents."""
+    fused = fuse([leg(DENSE, hit("a", kb="k1"), kb="k1"), leg(DENSE, hit("a", kb="k2"), kb="k2")])
+    assert {c.document_key for c in fused} == {("k1", "a"), ("k2", "a")}
+
+
+def test_order_is_deterministic_on_ties() -> None:
+    """Equal fused scores are ordered by passage score, then by point id."""
+    legs = [leg(DENSE, hit("b")), leg(KEYWORD, hit("a"))]
+    assert docs(fuse(legs)) == docs(fuse(list(reversed(legs)))) == ["a", "b"]
+
+
+def test_caps_per_knowledge_base_then_overall() -> None:
+    """Each KB keeps its best `top_k` documents, then the best `overall` of all, in order."""
+    fused = fuse(
+        [
+            leg(DENSE, hit("a", kb="k1"), hit("b", kb="k1"), hit("c", kb="k1"), kb="k1"),
+            leg(DENSE, hit("x", kb="k2"), hit("y", kb="k2"), kb="k2"),
+        ]
+    )
+    kept = cap_per_knowledge_base(fused, {"k1": 2, "k2": 1}, overall=5)
+    assert [c.document_key for c in kept] == [("k1", "a"), ("k2", "x"), ("k1", "b")]
+    assert len(cap_per_knowledge_base(fused, {"k1": 3, "k2": 2}, overall=2)) == 2
+    assert cap_per_knowledge_base(fused, {}, overall=5) == []
+
+
+def test_caps_count_documents_not_passages() -> None:
+    """With several passages per document, a cap counts documents."""
+    fused = fuse([leg(DENSE, hit("a", 0), hit("a", 1), hit("b", 0))], passages_per_document=2)
+    kept = cap_per_knowledge_base(fused, {"kb": 1}, overall=1)
+    assert [c.point_id for c in kept] == ["kb/a#0", "kb/a#1"]
