@@ -12,7 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.auth import Principal
-from gateway.errors import InvalidInputError, NotFoundError, PayloadTooLargeError
+from gateway.errors import (
+    DependencyUnavailableError,
+    InvalidInputError,
+    NotFoundError,
+    PayloadTooLargeError,
+)
 from gateway.redaction import count_redactions
 from gateway.services import Services
 from settings.records import Workspace
@@ -60,16 +65,19 @@ async def redact_egress(
     if not gates.value:
         return EgressRedaction(value, {}, redaction=False, entities=())
     with services.telemetry.stage("egress_redact"):
-        if is_text:
-            redaction = await asyncio.to_thread(services.redactor.redact, value, entities)
-            redacted, counts = redaction.text, redaction.counts
-        else:
-            try:
+        try:
+            if is_text:
+                redaction = await asyncio.to_thread(services.redactor.redact, value, entities)
+                redacted, counts = redaction.text, redaction.counts
+            else:
                 redacted, counts = await asyncio.to_thread(
                     services.redactor.redact_json, value, entities
                 )
-            except ValueError as error:
-                raise InvalidInputError(str(error), field="value") from None
+        except ValueError as error:
+            raise InvalidInputError(str(error), field="value") from None
+        except Exception as error:
+            # Fail closed: text that could not be redacted is never returned.
+            raise DependencyUnavailableError("redactor") from error
     count_redactions(services.telemetry, counts)
     return EgressRedaction(redacted, counts, redaction=True, entities=entities)
 

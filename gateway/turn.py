@@ -277,9 +277,13 @@ async def retrieve(
     if context.redaction.value:
         mark = time.perf_counter()
         entities = resolve_pii_entities(context.workspace.settings if context.workspace else None)
-        texts, counts = await asyncio.to_thread(
-            services.redactor.redact_texts, texts, entities.value
-        )
+        try:
+            texts, counts = await asyncio.to_thread(
+                services.redactor.redact_texts, texts, entities.value
+            )
+        except Exception as error:
+            # Fail closed: text that could not be redacted is never returned.
+            raise DependencyUnavailableError("redactor") from error
         count_redactions(services.telemetry, counts)
         timings["redact"] = _ms_since(mark)
     # -- end PII redaction

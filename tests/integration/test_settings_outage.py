@@ -1,0 +1,82 @@
+"""With Redis down and nothing cached about a workspace, a turn falls back to a KB cap of 3."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway import knowledge, provisioning, workspace
+from gateway.auth import principal_of
+from gateway.services import build_services
+from gateway.telemetry import Telemetry, build_logger
+from gateway.turn import plan_turn
+from ingest.embedding import Embedder, build_embedder
+from settings.config import load_config
+from tests.support.redis_server import RedisServer
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    return build_embedder(tmp_path_factory.mktemp("models"), None, None, 16)
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    with RedisServer(tmp_path / "redis") as server:
+        yield server
+
+
+async def test_unknown_workspace_settings_fall_back_to_cap_3(
+    tmp_path: Path, redis: RedisServer, embedder: Embedder
+) -> None:
+    """The stored cap (1) cannot be read and was never cached: the turn plans 3 KBs; once the
+    workspace has been read, its last known cap (1) is used through the outage instead."""
+    config = load_config(
+        {},
+        data_dir=tmp_path / "data",
+        platform_key="x" * 20,
+        redis_url=redis.url,
+        redis_timeout_s=0.5,
+    )
+    services = await build_services(config, Telemetry(build_logger("INFO")), embedder=embedder)
+    try:
+        await provisioning.create_org(services, "acme")
+        await provisioning.create_workspace(services, "acme", "ws", None)
+        _, record = await provisioning.create_key(
+            services, org_id="acme", tenant_id="ws", roles=["admin", "retrieve"], clearance=None
+        )
+        principal = principal_of(record)
+        for kb in ("k1", "k2", "k3", "k4"):
+            await knowledge.put_knowledge_base(
+                services, principal, kb, name="", storage="org", settings={}
+            )
+        await knowledge.put_agent(services, principal, "bot", ["k1", "k2", "k3", "k4"], {})
+        await workspace.change_settings(services, principal, {"max_knowledge_bases_per_agent": 1})
+        await services.settings.agent("ws", "bot")
+        for kb in ("k1", "k2", "k3"):
+            await services.settings.knowledge_base("ws", kb)
+
+        redis.stop()
+        unknown = await plan_turn(services, principal, "bot")
+        assert unknown.workspace is None
+        assert unknown.cap.value == 3
+        assert [plan.kb.kb_id for plan in unknown.plans] == ["k1", "k2", "k3"]
+
+        redis.start()
+        await services.settings.workspace("ws")
+        redis.stop()
+        services.settings.invalidate_all()
+        known = await plan_turn(services, principal, "bot")
+        assert known.cap.value == 1
+        assert [plan.kb.kb_id for plan in known.plans] == ["k1"]
+    finally:
+        await services.close()
