@@ -182,7 +182,7 @@ async def search_plans(
     """Query every KB concurrently; all or nothing (no partial answers across KBs)."""
 
     async def one(plan: KbPlan) -> list[RankedLeg]:
-        legs = _legs(plan, embeddings, leg_limit)
+        legs = legs_for(plan, embeddings, leg_limit)
         result = await asyncio.wait_for(
             asyncio.to_thread(services.index.query, plan.collection, plan.scope, legs),
             timeout=services.config.qdrant_timeout_s,
@@ -206,7 +206,7 @@ def _only(hits: Sequence[Hit], keep: set[str]) -> list[Hit]:
     return [hit for hit in hits if hit.point_id in keep]
 
 
-def _legs(plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int) -> list[Leg]:
+def legs_for(plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int) -> list[Leg]:
     legs: list[Leg] = []
     for embedding in embeddings:
         if plan.dense_weight > 0:
