@@ -20,11 +20,13 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.console import ConsoleController, ConsoleSessions, console_template_config
 from gateway.errors import GatewayError
 from gateway.routes.errors import problem_details_plugin
 from gateway.routes.grounding import GroundingController
 from gateway.routes.health import HealthController
 from gateway.routes.knowledge import AgentController, KnowledgeBaseController
+from gateway.routes.openapi import document_problems
 from gateway.routes.provisioning import ProvisioningController
 from gateway.routes.redaction import RedactionController
 from gateway.routes.retrieval import RetrievalController
@@ -76,7 +78,8 @@ def create_app(config: Config, services: Services | None = None) -> Litestar:
             route=scope.get("path_template", "unmatched"),
         )
 
-    return Litestar(
+    console_sessions = ConsoleSessions.build(config)  # admin console (issue 11)
+    app = Litestar(
         route_handlers=[
             HealthController,
             ProvisioningController,
@@ -86,12 +89,19 @@ def create_app(config: Config, services: Services | None = None) -> Litestar:
             RedactionController,
             WorkspaceController,
             GroundingController,
+            ConsoleController,
         ],
         lifespan=[lifespan],
-        state=State({"telemetry": telemetry}),
+        state=State({"telemetry": telemetry, "console_sessions": console_sessions}),
+        on_shutdown=[console_sessions.close],
+        template_config=console_template_config(),
         middleware=[
             DefineMiddleware(_RequestTelemetry, telemetry=telemetry),
-            DefineMiddleware(BearerKeyMiddleware, exclude=list(PUBLIC_PATHS)),
+            DefineMiddleware(
+                BearerKeyMiddleware,
+                exclude=list(PUBLIC_PATHS),
+                exclude_http_methods=[],  # OPTIONS and HEAD are authenticated too
+            ),
         ],
         plugins=[problem_details_plugin()],
         before_request=enforce_strict_body,
@@ -107,6 +117,8 @@ def create_app(config: Config, services: Services | None = None) -> Litestar:
         logging_config=None,
         debug=False,
     )
+    document_problems(app.openapi_schema)
+    return app
 
 
 def _follow_invalidations(services: Services) -> asyncio.Task[None] | None:

@@ -192,3 +192,10 @@ async def test_logs_and_metrics_carry_no_key_material(gateway: Gateway) -> None:
     for material in (secret, hash_key(secret), PLATFORM_KEY, "kbg_guess", "acme", "ws1"):
         assert material not in logs
         assert material not in metrics
+
+
+@pytest.mark.parametrize("method", ["OPTIONS", "HEAD"])
+async def test_every_method_is_authenticated(gateway: Gateway, method: str) -> None:
+    """OPTIONS and HEAD on v1 paths need a key like any other method (found by schemathesis)."""
+    response = await gateway.client.request(method, "/v1/keys")
+    assert response.status_code == 401
