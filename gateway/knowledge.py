@@ -57,6 +57,12 @@ async def knowledge_base_of(services: Services, principal: Principal, kb_id: str
     return kb
 
 
+async def knowledge_bases(services: Services, principal: Principal) -> list[KnowledgeBase]:
+    """Every KB of the caller's workspace, by id."""
+    found = await services.store.list_knowledge_bases(principal.tenant_id)
+    return sorted(found, key=lambda kb: kb.kb_id)
+
+
 def target_of(kb: KnowledgeBase) -> Target:
     return Target(org_id=kb.org_id, tenant_id=kb.tenant_id, kb_id=kb.kb_id, storage=kb.storage)
 
@@ -172,6 +178,12 @@ async def put_agent(
     created = await services.store.put_agent(agent)
     services.settings.invalidate(principal.tenant_id)
     return agent, created
+
+
+async def agents(services: Services, principal: Principal) -> list[Agent]:
+    """Every agent of the caller's workspace, by id."""
+    found = await services.store.list_agents(principal.tenant_id)
+    return sorted(found, key=lambda agent: agent.agent_id)
 
 
 async def agent_of(services: Services, principal: Principal, agent_id: str) -> Agent:

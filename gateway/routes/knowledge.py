@@ -40,6 +40,28 @@ def effective_out(values: dict[str, Resolved[Any]]) -> dict[str, EffectiveValue]
     }
 
 
+def knowledge_base_settings(data: PutKnowledgeBase) -> dict[str, Any]:
+    """The settings a PUT stores (None: not set here). Shared with the admin console."""
+    return {
+        "top_k": data.top_k,
+        "score_threshold": data.score_threshold,
+        "keyword_floor": data.keyword_floor,
+        "grounding_floor": data.grounding_floor,
+        "fusion": None
+        if data.fusion is None
+        else {"dense": data.fusion.dense, "keyword": data.fusion.keyword},
+    }
+
+
+def agent_settings(data: PutAgent) -> dict[str, Any]:
+    """The settings an agent PUT stores (None: not set here). Shared with the admin console."""
+    return {
+        "top_k": data.top_k,
+        "score_threshold": data.score_threshold,
+        "pii_redaction": data.pii_redaction,
+    }
+
+
 def _kb_out(services: Services, kb: KnowledgeBase) -> KnowledgeBaseOut:
     return KnowledgeBaseOut(
         kb_id=kb.kb_id,
@@ -76,17 +98,13 @@ class KnowledgeBaseController(Controller):
         data: JSONBody[PutKnowledgeBase],
     ) -> Response[KnowledgeBaseOut]:
         services: Services = state.services
-        settings = {
-            "top_k": data.top_k,
-            "score_threshold": data.score_threshold,
-            "keyword_floor": data.keyword_floor,
-            "grounding_floor": data.grounding_floor,
-            "fusion": None
-            if data.fusion is None
-            else {"dense": data.fusion.dense, "keyword": data.fusion.keyword},
-        }
         kb, created = await knowledge.put_knowledge_base(
-            services, request.user, kb_id, name=data.name, storage=data.storage, settings=settings
+            services,
+            request.user,
+            kb_id,
+            name=data.name,
+            storage=data.storage,
+            settings=knowledge_base_settings(data),
         )
         return _created_or_ok(_kb_out(services, kb), created)
 
@@ -163,13 +181,8 @@ class AgentController(Controller):
         self, request: AnyRequest, state: State, agent_id: FromPath[str], data: JSONBody[PutAgent]
     ) -> Response[AgentOut]:
         services: Services = state.services
-        settings = {
-            "top_k": data.top_k,
-            "score_threshold": data.score_threshold,
-            "pii_redaction": data.pii_redaction,
-        }
         agent, created = await knowledge.put_agent(
-            services, request.user, agent_id, data.knowledge_base_ids, settings
+            services, request.user, agent_id, data.knowledge_base_ids, agent_settings(data)
         )
         return _created_or_ok(await _agent_out(services, request.user, agent), created)
 

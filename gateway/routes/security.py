@@ -12,7 +12,8 @@ from gateway.errors import RateLimitedError
 from gateway.services import Services
 from settings.records import Role
 
-PUBLIC_PATHS = ("^/health", "^/metrics", "^/schema")
+# The admin console authenticates its own pages with a session (gateway/console).
+PUBLIC_PATHS = ("^/health", "^/metrics", "^/schema", "^/console")
 
 
 class BearerKeyMiddleware(AbstractAuthenticationMiddleware):

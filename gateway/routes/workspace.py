@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from litestar import Controller, Request, get, patch
 from litestar.datastructures import State
@@ -21,6 +23,15 @@ from gateway.services import Services
 from settings.records import Role, Workspace
 
 AnyRequest = Request[Principal, str, State]
+
+
+def settings_changes(data: PatchWorkspaceSettings) -> dict[str, Any]:
+    """The fields a PATCH sent (None resets). Shared with the admin console."""
+    return {
+        name: value
+        for name, value in msgspec.structs.asdict(data).items()
+        if value is not msgspec.UNSET
+    }
 
 
 def _out(services: Services, found: Workspace) -> WorkspaceSettingsOut:
@@ -48,12 +59,7 @@ class WorkspaceController(Controller):
         self, request: AnyRequest, state: State, data: JSONBody[PatchWorkspaceSettings]
     ) -> WorkspaceSettingsOut:
         services: Services = state.services
-        changes = {
-            name: value
-            for name, value in msgspec.structs.asdict(data).items()
-            if value is not msgspec.UNSET
-        }
-        updated = await workspace.change_settings(services, request.user, changes)
+        updated = await workspace.change_settings(services, request.user, settings_changes(data))
         return _out(services, updated)
 
     @get("/settings/history", summary="Every settings change: who (key id), when, old, new")
