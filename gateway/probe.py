@@ -79,6 +79,8 @@ KB_SETTINGS: dict[str, Any] = {
     "grounding_floor": 0.7,
 }
 GROUNDING_TOP = 3
+RATE_LIMIT_RETRIES = 5
+RATE_LIMIT_MAX_WAIT_S = 10.0
 #: After a state change, retrieval is probed with the keys of these clearances only.
 LIGHT_CLEARANCES = frozenset({"public", "restricted"})
 PHASES = ("strict-on", "strict-off", "toggle-1", "toggle-2", "moved", "writes")
@@ -99,6 +101,7 @@ class Reply:
 
     status: int
     text: str
+    retry_after: float | None = None  # seconds, from a 429's Retry-After header
 
     def json(self) -> Any:
         try:
@@ -145,9 +148,20 @@ class UrllibTransport:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:  # noqa: S310 — as above
                 return Reply(answer.status, answer.read().decode("utf-8", "replace"))
         except urllib.error.HTTPError as error:
-            return Reply(error.code, error.read().decode("utf-8", "replace"))
+            text = error.read().decode("utf-8", "replace")
+            return Reply(error.code, text, retry_after_s(error.headers.get("Retry-After")))
         except (urllib.error.URLError, OSError) as error:
             raise TransportError(f"{method} {path}: {error}") from error
+
+
+def retry_after_s(header: str | None) -> float | None:
+    """A Retry-After header in seconds (the HTTP-date form counts as one second)."""
+    if header is None:
+        return None
+    try:
+        return max(0.0, float(header))
+    except ValueError:
+        return 1.0
 
 
 # ---- the world model -------------------------------------------------------------------
@@ -437,6 +451,7 @@ class Report:
     left_behind: list[str] = field(default_factory=list)
     phases: list[tuple[str, int, float]] = field(default_factory=list)
     setup_error: str | None = None
+    rate_limited: int = 0
     provision_s: float = 0.0
     cleanup_s: float = 0.0
     total_s: float = 0.0
@@ -479,6 +494,7 @@ class Report:
             "modes": len({r.mode for r in self.records}),
             "leaks": len(self.leaks),
             "failures": len(self.failures),
+            "rate_limited": self.rate_limited,
             "exit_code": self.exit_code,
             "provision_s": round(self.provision_s, 2),
             "cleanup_s": round(self.cleanup_s, 2),
@@ -534,6 +550,8 @@ class Report:
                 f"  {endpoint:<52} {len(ms):5d}  median {statistics.median(ms):7.1f} ms"
                 f"  p95 {_percentile(ms, 0.95):7.1f} ms"
             )
+        if self.rate_limited:
+            lines.append(f"rate limited {self.rate_limited} times (waited out, then retried)")
         lines.append(f"leaks: {len(self.leaks)}")
         lines.extend("  " + f.line() for f in self.leaks[:limit])
         lines.append(f"failures (not leaks, but the probe cannot vouch): {len(self.failures)}")
@@ -555,6 +573,14 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 class SetupError(RuntimeError):
     """Provisioning the probe world failed; nothing was probed."""
+
+
+async def _all(steps: Iterable[Awaitable[Any]]) -> None:
+    """Run setup steps concurrently; when one fails, let the others finish, then raise."""
+    results = await asyncio.gather(*steps, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 # ---- checks (what must hold of a body) -------------------------------------------------
@@ -640,17 +666,27 @@ class Campaign:
     # -- running probes
 
     async def execute(self, probe: Probe) -> Reply | None:
-        """Send one probe, record it, and file what is wrong with the answer."""
+        """Send one probe, record it, and file what is wrong with the answer.
+
+        A 429 (a per-key rate limit) is waited out as its Retry-After says, a few times:
+        the probe should be polite to a production deployment, not fail on it.
+        """
         async with self._semaphore:
-            started = time.perf_counter()
-            try:
-                reply = await self.transport.request(
-                    probe.method, probe.path, key=probe.principal.secret, body=probe.body
-                )
-            except TransportError as error:
-                self._file(probe, Issue("failure", str(error)))
-                return None
-            elapsed = (time.perf_counter() - started) * 1000
+            for attempt in itertools.count(1):
+                started = time.perf_counter()
+                try:
+                    reply = await self.transport.request(
+                        probe.method, probe.path, key=probe.principal.secret, body=probe.body
+                    )
+                except TransportError as error:
+                    self._file(probe, Issue("failure", str(error)))
+                    return None
+                elapsed = (time.perf_counter() - started) * 1000
+                if reply.status != 429 or attempt > RATE_LIMIT_RETRIES:
+                    break
+                self.report.rate_limited += 1
+                wait = 1.0 if reply.retry_after is None else reply.retry_after
+                await asyncio.sleep(min(wait, RATE_LIMIT_MAX_WAIT_S))
         self.report.records.append(
             Record(probe.endpoint, probe.principal.label, probe.mode, reply.status, elapsed)
         )
@@ -670,7 +706,12 @@ class Campaign:
                 Issue(kind, f"answered {reply.status}, expected {probe.expect}: {reply.text[:160]}")
             )
         elif probe.check is not None:
-            issues.extend(probe.check(reply))
+            try:
+                issues.extend(probe.check(reply))
+            except (KeyError, TypeError, ValueError, AttributeError) as error:
+                issues.append(
+                    Issue("failure", f"unexpected answer ({error!r}): {reply.text[:160]}")
+                )
         return issues
 
     def _file(self, probe: Probe, issue: Issue) -> None:
@@ -733,7 +774,7 @@ class Campaign:
         before = len(self.report.records)
         started = time.perf_counter()
         full = name in {"strict-on", "strict-off"}
-        depth = "light" if not full else ("full" if self._probed else "first")
+        depth = "first" if not self._probed else ("full" if full else "light")
         if name in {"strict-on", "strict-off"}:
             await self.set_strict(dict.fromkeys(self._labels(), name == "strict-on"))
         elif name.startswith("toggle"):
@@ -780,7 +821,7 @@ class Campaign:
             world.add_marker(org_id, "org", None)
             for number in range(1, WORKSPACES_PER_ORG + 1):
                 await self._provision_workspace(org, org_id, number)
-        await asyncio.gather(*(self._provision_content(ws) for ws in world.workspaces))
+        await _all(self._provision_content(ws) for ws in world.workspaces)
         self.redact_deployed = await self._route_exists_redact()
         self.metrics_exposed = await self._metrics_exposed()
 
@@ -875,7 +916,7 @@ class Campaign:
         ]
         docs.append(world.new_doc(ws, KB_GROUND, "doc-ground-public", "public"))
         docs.append(world.new_doc(ws, KB_GROUND, "doc-ground-restricted", "restricted"))
-        await asyncio.gather(*(self.put_document(ws, doc) for doc in docs))
+        await _all(self.put_document(ws, doc) for doc in docs)
         held = [world.new_doc(ws, KB_MAIN, f"doc-held-{n}", None) for n in range(ws.index + 1)]
         for doc in held:
             await self.put_document(ws, doc)
@@ -965,11 +1006,9 @@ class Campaign:
             raise SetupError(f"{ws.label}: strict isolation did not change as asked")
 
     async def set_strict(self, wanted: Mapping[str, bool]) -> None:
-        await asyncio.gather(
-            *(
-                self.patch_settings(self.world.workspace(label), {"strict_rag_isolation": on})
-                for label, on in wanted.items()
-            )
+        await _all(
+            self.patch_settings(self.world.workspace(label), {"strict_rag_isolation": on})
+            for label, on in wanted.items()
         )
 
     async def _route_exists_redact(self) -> bool:
@@ -998,14 +1037,12 @@ class Campaign:
 
     async def move_knowledge_bases(self) -> None:
         """kb-main leaves agent-main and joins agent-extra, in every workspace."""
-        await asyncio.gather(
-            *(
-                step
-                for ws in self.world.workspaces
-                for step in (
-                    self.put_agent(ws, AGENT_MAIN, [KB_COMMON]),
-                    self.put_agent(ws, AGENT_EXTRA, [KB_EXTRA, KB_MAIN]),
-                )
+        await _all(
+            step
+            for ws in self.world.workspaces
+            for step in (
+                self.put_agent(ws, AGENT_MAIN, [KB_COMMON]),
+                self.put_agent(ws, AGENT_EXTRA, [KB_EXTRA, KB_MAIN]),
             )
         )
 
@@ -1921,7 +1958,9 @@ def run_probe_command(args: argparse.Namespace) -> int:
         return 2
     phases = [name.strip() for name in str(args.phases).split(",") if name.strip()]
     unknown = [name for name in phases if name not in PHASES]
-    if unknown:
+    if len(set(phases)) != len(phases):
+        unknown.append("(a phase twice)")
+    if unknown or not phases:
         sys.stderr.write(f"kbgate probe: unknown phases {unknown}; choose from {list(PHASES)}\n")
         return 2
     return probe(

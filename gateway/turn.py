@@ -42,6 +42,7 @@ from settings.resolve import (
 from settings.store import StoreUnavailableError
 
 _CHARS_PER_TOKEN = 4
+_TITLE = "\x1ftitle:"  # key prefix for titles redacted alongside passage texts
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,7 @@ class TurnResult:
     effective: dict[str, Any]
     reason: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+    titles: dict[str, str] = field(default_factory=dict)
 
 
 def validate_question(services: Services, question: str, variations: Sequence[str]) -> None:
@@ -266,6 +268,7 @@ async def retrieve(
     timings["fuse"] = _ms_since(mark)
 
     texts = {c.point_id: c.hit.payload.text for c in chosen}
+    titles = {c.point_id: c.hit.payload.title for c in chosen}
     _count(services, context, legs=legs, fused=fused, chosen=chosen)
     if not chosen:
         services.telemetry.count("turns_abstained")
@@ -277,13 +280,16 @@ async def retrieve(
     if context.redaction.value:
         mark = time.perf_counter()
         entities = resolve_pii_entities(context.workspace.settings if context.workspace else None)
+        outgoing = {**texts, **{_TITLE + key: title for key, title in titles.items() if title}}
         try:
-            texts, counts = await asyncio.to_thread(
-                services.redactor.redact_texts, texts, entities.value
+            redacted, counts = await asyncio.to_thread(
+                services.redactor.redact_texts, outgoing, entities.value
             )
         except Exception as error:
             # Fail closed: text that could not be redacted is never returned.
             raise DependencyUnavailableError("redactor") from error
+        texts = {key: redacted[key] for key in texts}
+        titles = {key: redacted.get(_TITLE + key, title) for key, title in titles.items()}
         count_redactions(services.telemetry, counts)
         timings["redact"] = _ms_since(mark)
     # -- end PII redaction
@@ -297,7 +303,9 @@ async def retrieve(
     timings["total"] = _ms_since(started)
     for stage, value in timings.items():
         services.telemetry.stage_seconds.labels(stage=f"turn_{stage}").observe(value / 1000)
-    return TurnResult(turn_id, False, chosen, texts, fence(blocks), effective, timings_ms=timings)
+    return TurnResult(
+        turn_id, False, chosen, texts, fence(blocks), effective, timings_ms=timings, titles=titles
+    )
 
 
 async def _record(

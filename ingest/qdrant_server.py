@@ -12,7 +12,7 @@ import math
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 import grpc  # type: ignore[import-untyped]  # grpcio ships no type hints
@@ -73,11 +73,17 @@ class ServerIndex:
     def __init__(self, client: QdrantClient, dense_dim: int = 384) -> None:
         self._client = client
         self._dense_dim = dense_dim
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        # Local mode is a single-threaded emulation (no locks inside); the gateway calls
+        # the index from worker threads, so there every engine call takes the lock.
+        self._serialize = False
         self._known: set[str] = set()  # collections seen to exist (kbgate never drops one)
         self._ensured: set[str] = set()  # ... and whose payload indexes were checked
         self._payload_indexes = True
         self._closed = False
+
+    def _serialized(self) -> AbstractContextManager[object]:
+        return self._lock if self._serialize else nullcontext()
 
     @classmethod
     def connect(
@@ -98,6 +104,7 @@ class ServerIndex:
         client = QdrantClient(location=":memory:") if path is None else QdrantClient(path=str(path))
         index = cls(client, dense_dim)
         index._payload_indexes = False  # local mode ignores them and warns
+        index._serialize = True
         return index
 
     def ensure_collection(self, collection: str) -> None:
@@ -123,7 +130,7 @@ class ServerIndex:
         if not points:
             return
         self.ensure_collection(collection)
-        with _engine_errors(collection):
+        with self._serialized(), _engine_errors(collection):
             for start in range(0, len(points), _UPSERT_BATCH):
                 batch = points[start : start + _UPSERT_BATCH]
                 self._client.upsert(collection, batch, wait=True)
@@ -133,7 +140,7 @@ class ServerIndex:
         requests = [self._leg_request(leg, where) for leg in legs]
         if not requests or not self._exists(collection):
             return QueryResult(legs=tuple(() for _ in legs))
-        with _engine_errors(collection):
+        with self._serialized(), _engine_errors(collection):
             responses = self._client.query_batch_points(collection, requests)
         return QueryResult(
             legs=tuple(
@@ -150,7 +157,7 @@ class ServerIndex:
         where = _scope_filter(scope, *extra)
         if not self._exists(collection):
             return 0
-        with _engine_errors(collection):
+        with self._serialized(), _engine_errors(collection):
             return self._client.count(collection, where, exact=True).count
 
     def scroll_document(
@@ -161,7 +168,7 @@ class ServerIndex:
             return []
         records: list[models.Record] = []
         offset: models.ExtendedPointId | None = None
-        with _engine_errors(collection):
+        with self._serialized(), _engine_errors(collection):
             while True:
                 page, offset = self._client.scroll(
                     collection, where, limit=_SCROLL_PAGE, offset=offset, with_payload=True
@@ -176,7 +183,7 @@ class ServerIndex:
         where = _scope_filter(scope)
         if not self._exists(collection):
             return set()
-        with _engine_errors(collection):
+        with self._serialized(), _engine_errors(collection):
             # A facet returns its top `limit` values: the point count bounds the distinct ones.
             points = self._client.count(collection, where, exact=True).count
             if points == 0:
@@ -205,7 +212,7 @@ class ServerIndex:
         where = _scope_filter(scope, legacy)
         if not self._exists(collection):
             return 0
-        with _engine_errors(collection):
+        with self._serialized(), _engine_errors(collection):
             updated = self._client.count(collection, where, exact=True).count
             if updated:
                 payload = {PayloadKey.ORG_ID.value: scope.org_id}
@@ -215,7 +222,7 @@ class ServerIndex:
     def ping(self) -> None:
         if self._closed:
             raise IndexUnavailableError("the Qdrant index is closed")
-        with _engine_errors("(ping)"):
+        with self._serialized(), _engine_errors("(ping)"):
             self._client.get_collections()
 
     def close(self) -> None:
@@ -225,7 +232,7 @@ class ServerIndex:
     def _delete(self, collection: str, where: models.Filter) -> int:
         if not self._exists(collection):
             return 0
-        with _engine_errors(collection):
+        with self._serialized(), _engine_errors(collection):
             deleted = self._client.count(collection, where, exact=True).count
             if deleted:
                 self._client.delete(collection, models.FilterSelector(filter=where), wait=True)
@@ -240,7 +247,7 @@ class ServerIndex:
         self._check(collection)
         if collection in self._known:
             return True
-        with _engine_errors(collection):
+        with self._serialized(), _engine_errors(collection):
             exists = self._client.collection_exists(collection)
         if exists:
             self._known.add(collection)

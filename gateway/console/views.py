@@ -376,7 +376,7 @@ def try_view(result: TurnResult) -> TryView:
                 passage_id=candidate.point_id,
                 knowledge_base_id=candidate.hit.payload.knowledge_base_id,
                 document_id=candidate.hit.payload.document_id,
-                title=candidate.hit.payload.title,
+                title=result.titles.get(candidate.point_id, ""),
                 segments=_segments(text),
                 redacted=dict(sorted(redacted.items())),
                 score=candidate.score,

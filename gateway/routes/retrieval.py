@@ -43,7 +43,7 @@ class RetrievalController(Controller):
                     passage_id=c.point_id,
                     document_id=c.hit.payload.document_id,
                     knowledge_base_id=c.hit.payload.knowledge_base_id,
-                    title=c.hit.payload.title,
+                    title=result.titles.get(c.point_id, ""),
                     text=result.texts[c.point_id],
                     score=round(c.score, 6),
                     dense_score=c.dense_score,

@@ -320,3 +320,16 @@ async def test_a_failing_redactor_fails_closed(gateway: Gateway) -> None:
         assert response.status_code == 503
         assert response.headers["retry-after"]
         assert "jane.doe@example.com" not in response.text
+
+
+async def test_titles_are_redacted_like_texts(gateway: Gateway) -> None:
+    """A title carrying PII comes back with placeholders, as the passage text does."""
+    tenant = await provision(gateway, "acme", "titled")
+    await tenant.kb("kb", score_threshold=0.0)
+    await tenant.doc(
+        "kb", "memo", "The refund policy covers thirty days.", title=f"Memo for {EMAIL}"
+    )
+    await tenant.agent("bot", ["kb"])
+    body = (await tenant.retrieve("bot", "refund policy")).json()
+    assert body["passages"][0]["title"] == "Memo for <EMAIL_ADDRESS>"
+    assert EMAIL not in str(body)

@@ -22,18 +22,21 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from litestar.testing import AsyncTestClient
+from hypothesis import Phase, settings
+from litestar import Litestar
 
 from gateway.app import create_app
-from gateway.probe import PHASES, Campaign, LegacyDocument, Reply, Report
+from gateway.probe import PHASES, Campaign, LegacyDocument, Reply, Report, retry_after_s
 from gateway.redaction import Redactor
 from gateway.services import Services, build_services
 from gateway.telemetry import Telemetry, build_logger
@@ -44,6 +47,7 @@ from ingest.qdrant_server import ServerIndex
 from ingest.sync import Document, Target
 from settings.config import Config, load_config
 from tests.isolation.faults import CLAUSES, break_scope_filters
+from tests.support.redis_server import RedisServer
 from tests.support.services import require_docker
 
 PLATFORM_KEY = "isolation-platform-key-0123456789"
@@ -60,10 +64,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under fault injection, report failing property examples as found (no shrinking:
+    shrinking against a broken filter only makes the expected failure slow)."""
+    if broken_clause(config):
+        settings.register_profile("broken-scope", phases=[Phase.explicit, Phase.generate])
+        settings.load_profile("broken-scope")
+
+
 def broken_clause(config: pytest.Config) -> str | None:
-    chosen = config.getoption("--break-scope", default=None) or os.environ.get(
-        "KBGATE_BREAK_SCOPE"
-    )
+    chosen = config.getoption("--break-scope", default=None) or os.environ.get("KBGATE_BREAK_SCOPE")
     return str(chosen) if chosen else None
 
 
@@ -85,11 +95,16 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="session")
-def embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
-    """The real model, loaded once per session."""
-    return build_embedder(
-        model_dir=tmp_path_factory.mktemp("models"), model_name=None, threads=None, batch_size=16
-    )
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the model is assembled once (a served gateway reuses it)."""
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def embedder(model_dir: Path) -> Embedder:
+    """The real model, loaded once per session. One onnxruntime thread: the campaign keeps
+    several requests in flight, and on a small machine per-call thread pools only contend."""
+    return build_embedder(model_dir=model_dir, model_name=None, threads=1, batch_size=16)
 
 
 @pytest.fixture(scope="session")
@@ -113,16 +128,16 @@ def fast_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @dataclass
 class LiveGateway:
     engine: str
-    client: AsyncTestClient  # type: ignore[type-arg]  # Litestar's client is generic over the app
+    client: httpx.AsyncClient
     services: Services
     logs: io.StringIO
     config: Config
 
 
 class ClientTransport:
-    """The probe campaign's transport over Litestar's in-process test client."""
+    """The probe campaign's transport over the in-process app (httpx's ASGI transport)."""
 
-    def __init__(self, client: AsyncTestClient) -> None:  # type: ignore[type-arg]  # as above
+    def __init__(self, client: httpx.AsyncClient) -> None:
         self.client = client
 
     async def request(self, method: str, path: str, *, key: str | None, body: Any) -> Reply:
@@ -131,7 +146,28 @@ class ClientTransport:
             response = await self.client.request(method, path, headers=headers)
         else:
             response = await self.client.request(method, path, headers=headers, json=body)
-        return Reply(response.status_code, response.text)
+        return Reply(
+            response.status_code, response.text, retry_after_s(response.headers.get("Retry-After"))
+        )
+
+
+class SerializedIndex:
+    """One engine call at a time: qdrant-client's local mode is a single-threaded emulation
+    (plain dicts and numpy arrays, no locks), while the gateway calls its index from worker
+    threads. Requests still overlap everywhere else (embedding, fusion, the store)."""
+
+    def __init__(self, inner: Index) -> None:
+        self._inner = inner
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._inner, name)
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return method(*args, **kwargs)
+
+        return locked
 
 
 @asynccontextmanager
@@ -142,13 +178,14 @@ async def live_gateway(
     redactor: Redactor,
     *,
     qdrant_url: str | None = None,
+    redis_url: str | None = None,
 ) -> AsyncIterator[LiveGateway]:
-    """The app on one engine (edge, local, server), SQLite settings, logs captured."""
-    config = load_config({}, data_dir=data_dir, platform_key=PLATFORM_KEY)
+    """The app on one engine (edge, local, server), SQLite or Redis settings, logs captured."""
+    config = load_config({}, data_dir=data_dir, platform_key=PLATFORM_KEY, redis_url=redis_url)
     logs = io.StringIO()
-    engines: dict[str, tuple[Index, str] | None] = {"edge": None}
+    engines: dict[str, tuple[Any, str] | None] = {"edge": None}
     if engine == "local":
-        engines["local"] = (ServerIndex.local(None), "qdrant-local")
+        engines["local"] = (SerializedIndex(ServerIndex.local(None)), "qdrant-local")
     if engine == "server" and qdrant_url is not None:
         engines["server"] = (ServerIndex.connect(qdrant_url, None, 10.0), "qdrant-server")
     services = await build_services(
@@ -158,11 +195,53 @@ async def live_gateway(
         redactor=redactor,
         engine=engines[engine],
     )
+    app = create_app(config, services)
     try:
-        async with AsyncTestClient(create_app(config, services)) as client:
+        async with (
+            asgi_lifespan(app),
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app),  # type: ignore[arg-type]  # Litestar types __call__ with its own ASGI event unions
+                base_url="http://kbgate.test",
+            ) as client,
+        ):
             yield LiveGateway(engine, client, services, logs, config)
     finally:
         await services.close()
+
+
+@asynccontextmanager
+async def asgi_lifespan(app: Litestar) -> AsyncIterator[None]:
+    """Run the app's ASGI lifespan around a block.
+
+    Litestar's AsyncTestClient serves each request synchronously through a blocking portal,
+    so requests never overlap; httpx's ASGI transport runs them as real concurrent tasks on
+    this loop, but does not run the lifespan itself.
+    """
+    incoming: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    started, stopped = asyncio.Event(), asyncio.Event()
+    failed: list[str] = []
+
+    async def receive() -> dict[str, Any]:
+        return await incoming.get()
+
+    async def send(message: Any) -> None:
+        kind = str(message["type"])
+        if kind.endswith(".failed"):
+            failed.append(str(message.get("message", kind)))
+        (started if kind.startswith("lifespan.startup") else stopped).set()
+
+    scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"}, "state": {}}
+    task = asyncio.create_task(app(scope, receive, send))  # type: ignore[arg-type]  # a plain dict scope
+    await incoming.put({"type": "lifespan.startup"})
+    await started.wait()
+    if failed:
+        raise RuntimeError(f"app start-up failed: {failed[0]}")
+    try:
+        yield
+    finally:
+        await incoming.put({"type": "lifespan.shutdown"})
+        await stopped.wait()
+        await task
 
 
 def legacy_writer(services: Services) -> Any:
@@ -190,11 +269,10 @@ class CampaignRun:
     """One engine's campaign: its report, the fault-injection spot check, its duration."""
 
     engine: str
-    campaign: Campaign
-    report: Report
-    bite: Report | None = None
+    campaign: Campaign = field(repr=False)
+    report: Report = field(repr=False)
+    bite: Report | None = field(default=None, repr=False)
     seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def qdrant_url_for(engine: str) -> Iterator[str | None]:
@@ -214,17 +292,25 @@ async def campaign_run(
     request: pytest.FixtureRequest, embedder: Embedder, redactor: Redactor, fast_root: Path
 ) -> AsyncIterator[CampaignRun]:
     """The whole probe campaign on one engine, then a spot check with the tenant clause
-    dropped (which must find leaks), then cleanup."""
+    dropped (which must find leaks), then cleanup. Qdrant Edge runs with the embedded
+    SQLite store; qdrant-client (local mode, or a server) with Redis, the deployed pairing,
+    when a redis-server binary is installed (SQLite otherwise)."""
     engine = str(request.param)
     urls = qdrant_url_for(engine)
     url = next(urls)
     data_dir = Path(tempfile.mkdtemp(prefix=f"{engine}-", dir=fast_root))
-    try:
-        async with live_gateway(engine, data_dir, embedder, redactor, qdrant_url=url) as gw:
+    with ExitStack() as stack:
+        redis_url = None
+        if engine != "edge" and shutil.which("redis-server"):
+            redis_url = stack.enter_context(RedisServer(data_dir / "redis")).url
+        store = "Redis" if redis_url else "SQLite"
+        async with live_gateway(
+            engine, data_dir, embedder, redactor, qdrant_url=url, redis_url=redis_url
+        ) as gw:
             campaign = Campaign(
                 ClientTransport(gw.client),
                 PLATFORM_KEY,
-                target=f"in-process app on {engine}",
+                target=f"in-process app on {engine} with {store}",
                 legacy_writer=legacy_writer(gw.services),
                 log_reader=gw.logs.getvalue,
             )
@@ -238,12 +324,23 @@ async def campaign_run(
             started = time.perf_counter()
             run.report = await campaign.run_campaign(PHASES, before_cleanup=bite)
             run.seconds = time.perf_counter() - started
-            SUMMARIES.append({"engine": engine, **run.report.summary()})
+            summary = run.report.summary()
+            SUMMARIES.append(
+                {
+                    "suite": f"campaign on {engine} + {store}",
+                    "line": (
+                        f"{summary['distinct_probes']} distinct probes (endpoint x principal "
+                        f"x mode), {summary['requests']} requests over {summary['endpoints']} "
+                        f"endpoints and {summary['principals']} principals, {summary['leaks']} "
+                        f"leaks, {summary['failures']} failures, {summary['total_s']} s"
+                    ),
+                    **summary,
+                }
+            )
             yield run
-    finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
-        for _ in urls:  # stop the container, if one was started
-            pass
+    shutil.rmtree(data_dir, ignore_errors=True)
+    for _ in urls:  # stop the container, if one was started
+        pass
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -252,13 +349,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         return
     terminalreporter.section("isolation probes")
     for summary in SUMMARIES:
-        terminalreporter.write_line(
-            f"{summary['engine']:>6}: {summary['distinct_probes']} distinct probes "
-            f"(endpoint x principal x mode), {summary['requests']} requests over "
-            f"{summary['endpoints']} endpoints and {summary['principals']} principals, "
-            f"{summary['leaks']} leaks, {summary['failures']} failures, "
-            f"{summary['total_s']} s"
-        )
+        terminalreporter.write_line(f"{summary['suite']}: {summary['line']}")
     target = os.environ.get("KBGATE_ISOLATION_REPORT")
     if target:
         Path(target).write_text(json.dumps(SUMMARIES, indent=2) + "\n")

@@ -74,19 +74,19 @@ async def test_retrieval_returns_exactly_the_callers_visible_documents(
     """/v1/retrieve, with foreign canaries as the question, as variations, paraphrased, and
     replaying other workspaces' exact questions, returns no canary the key may not see and
     (for canary questions) every one it may: positive controls included."""
-    _assert_clean(campaign_run, lambda e, _: e == "POST /v1/retrieve", minimum=300)
+    _assert_clean(campaign_run, lambda e, _: e == "POST /v1/retrieve", minimum=200)
 
 
 async def test_grounding_never_supports_or_counts_foreign_text(campaign_run: CampaignRun) -> None:
     """/v1/grounding/check with another workspace's document as the answer: never
     `supported`, `matches` equals the passages the caller can see, and no canary returns."""
-    _assert_clean(campaign_run, lambda e, _: e == "POST /v1/grounding/check", minimum=150)
+    _assert_clean(campaign_run, lambda e, _: e == "POST /v1/grounding/check", minimum=120)
 
 
 async def test_citations_refuse_foreign_turns_and_passages(campaign_run: CampaignRun) -> None:
     """/v1/citations/verify: another workspace's turn is 404; another workspace's passage
     ids in the caller's own turn are invalid; deleted passages are invalid."""
-    _assert_clean(campaign_run, lambda e, _: e == "POST /v1/citations/verify", minimum=150)
+    _assert_clean(campaign_run, lambda e, _: e == "POST /v1/citations/verify", minimum=100)
     modes = {r.mode for r in campaign_run.report.records if r.endpoint.endswith("/verify")}
     assert "writes:own-turn-deleted" in modes
 

@@ -1,0 +1,521 @@
+"""Properties of the Scope -> filter translation, on Qdrant Edge, qdrant-client local mode
+and (where Docker runs) a Qdrant server.
+
+`tests/integration/test_scope_filter_property.py` already shows that `count`, one dense
+and one keyword leg with big limits, and `document_ids` admit exactly what
+`Scope.admits` admits. This file adds what it does not cover:
+
+- no Scope can be built without a tenant and a knowledge base, whatever the input;
+- each adapter builds engine filters in exactly one function, and never reads or
+  deletes without one (a structural check of the source);
+- queries with several legs of both kinds, with limits and floors, agree with an
+  exact-search oracle over the admitted points (dense: the cosine top-k);
+- points outside a scope never change what the scope sees, BM25 scores included
+  (per-scope IDF);
+- `scroll_document`, `count` of one document, `delete_document`, `delete_points` and
+  `backfill_org` touch exactly the points the scope admits.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import itertools
+import math
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, closing, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import ingest.qdrant_edge
+import ingest.qdrant_server
+from ingest.index import Hit, Index, Leg, LegKind, Passage, SparseVector, org_collection
+from ingest.payload import (
+    Classification,
+    PassagePayload,
+    Scope,
+    ScopeError,
+    to_payload,
+)
+from ingest.qdrant_edge import EdgeIndex
+from ingest.qdrant_server import ServerIndex
+from tests.isolation.conftest import QDRANT_IMAGE
+from tests.support.services import require_docker
+
+DIM = 4
+TENANTS = ("t1", "t2")
+KBS = ("kb1", "kb2", "kb3")
+ORGS = ("o1", "o2", None)
+DOCS = ("d1", "d2")
+VOCABULARY = (1, 2, 3, 4, 5, 6)
+COLLECTION = org_collection("props")
+TOLERANCE = 1e-4
+_run = itertools.count()
+
+# ---- construction --------------------------------------------------------------------
+
+_junk = st.one_of(
+    st.none(),
+    st.just(""),
+    st.text(max_size=3),
+    st.integers(-2, 2),
+    st.binary(max_size=2),
+    st.lists(st.text(max_size=2), max_size=2),
+)
+_kb_sets = st.one_of(
+    st.none(),
+    st.just(frozenset()),
+    st.frozensets(st.one_of(st.just(""), st.text(max_size=3), st.integers(0, 3)), max_size=3),
+    st.sets(st.text(min_size=1, max_size=3), max_size=2),
+    st.lists(st.text(max_size=3), max_size=2),
+    st.text(max_size=3),
+)
+
+
+def _well_formed(scope: Any) -> bool:
+    """Checked at run time: a Scope built from bad input may hold anything."""
+    return (
+        isinstance(scope.tenant_id, str)
+        and bool(scope.tenant_id)
+        and isinstance(scope.kb_ids, frozenset)
+        and bool(scope.kb_ids)
+        and all(isinstance(kb, str) and kb for kb in scope.kb_ids)
+        and isinstance(scope.clearance, Classification)
+        and (not scope.strict or (isinstance(scope.org_id, str) and bool(scope.org_id)))
+    )
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    org=_junk,
+    tenant=_junk,
+    kbs=_kb_sets,
+    clearance=st.sampled_from(tuple(Classification)),
+    strict=st.booleans(),
+)
+def test_no_scope_without_a_tenant_and_a_knowledge_base(
+    org: Any, tenant: Any, kbs: Any, clearance: Classification, strict: bool
+) -> None:
+    """Whatever is passed in — None, empty strings, numbers, bytes, lists, empty or odd KB
+    sets — a Scope either refuses to exist or names a tenant, at least one KB (all non-empty
+    strings) and, when strict, an organization. Neither constructor nor `replace` slips by."""
+    makers: list[Callable[[], Scope]] = [
+        lambda: Scope(org, tenant, kbs, clearance, strict),
+        lambda: Scope.of(
+            org_id=org, tenant_id=tenant, kb_ids=kbs, clearance=clearance, strict=strict
+        ),
+    ]
+    built: list[Scope] = []
+    for make in makers:
+        try:
+            built.append(make())
+        except (ScopeError, TypeError, ValueError):
+            continue
+    breakages: list[dict[str, Any]] = [
+        {"tenant_id": ""},
+        {"kb_ids": frozenset()},
+        {"kb_ids": frozenset({""})},
+    ]
+    for scope in built:
+        assert _well_formed(scope)
+        for broken in breakages:
+            with pytest.raises(ScopeError):
+                dataclasses.replace(scope, **broken)
+
+
+# ---- structure: one filter builder, no unscoped engine call --------------------------
+
+_ENGINE_CALLS = {
+    "CountRequest",
+    "ScrollRequest",
+    "FacetRequest",
+    "QueryRequest",
+    "delete_points_by_filter",
+    "set_payload_by_filter",
+    "count",
+    "scroll",
+    "facet",
+    "delete",
+    "set_payload",
+    "_delete",
+}
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _called(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+@pytest.mark.parametrize("module", [ingest.qdrant_edge, ingest.qdrant_server])
+def test_each_adapter_builds_filters_in_one_function_and_always_uses_one(module: Any) -> None:
+    """In each adapter, engine filters are constructed only inside `_scope_filter`; every
+    variable named `where` comes from it; and every engine read, count, facet, delete and
+    payload update is handed such a filter (there is no unscoped call)."""
+    tree = ast.parse(inspect.getsource(module))
+    builders = [
+        fn
+        for fn in ast.walk(tree)
+        if isinstance(fn, ast.FunctionDef)
+        and any(isinstance(c, ast.Call) and _called(c) == "Filter" for c in ast.walk(fn))
+    ]
+    assert [fn.name for fn in builders] == ["_scope_filter"]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and "where" in {
+            t.id for t in node.targets if isinstance(t, ast.Name)
+        }:
+            assert isinstance(node.value, ast.Call), ast.unparse(node)
+            assert _called(node.value) == "_scope_filter", ast.unparse(node)
+        if isinstance(node, ast.Call) and _called(node) in _ENGINE_CALLS:
+            scoped = "where" in _names(node) or any(
+                isinstance(c, ast.Call) and _called(c) == "_scope_filter" for c in ast.walk(node)
+            )
+            assert scoped, f"unscoped engine call: {ast.unparse(node)}"
+
+
+def test_the_index_port_takes_scopes_never_raw_filters() -> None:
+    """Every read, count, delete and update of the Index port and both adapters takes a
+    Scope, and no method takes anything named like a filter."""
+    from ingest.index import Index as Port
+
+    for cls in (Port, EdgeIndex, ServerIndex):
+        for name in (
+            "query",
+            "count",
+            "scroll_document",
+            "document_ids",
+            "delete_points",
+            "delete_document",
+            "backfill_org",
+        ):
+            parameters = inspect.signature(getattr(cls, name)).parameters
+            assert "scope" in parameters, f"{cls.__name__}.{name}"
+            assert str(parameters["scope"].annotation) in {"Scope", "ingest.payload.Scope"}
+        for name, member in inspect.getmembers(cls, inspect.isfunction):
+            if not name.startswith("_"):
+                assert not {"filter", "where", "conditions"} & set(
+                    inspect.signature(member).parameters
+                ), f"{cls.__name__}.{name}"
+
+
+# ---- engines ---------------------------------------------------------------------------
+
+Engine = Callable[[], AbstractContextManager[Index]]
+
+
+@pytest.fixture(scope="module", params=["edge", "local", "server"])
+def engine(request: pytest.FixtureRequest, fast_root: Path) -> Iterator[Engine]:
+    """An index per example: a fresh local-mode client (its pure-Python filters slow down
+    with every point), or one Edge shard / server collection where earlier examples' points
+    are noise under other tenant ids."""
+    if request.param == "local":
+        yield lambda: closing(ServerIndex.local(None, dense_dim=DIM))
+        return
+    if request.param == "edge":
+        index = EdgeIndex(fast_root / f"props-{uuid.uuid4().hex[:8]}", dense_dim=DIM)
+        index.ensure_collection(COLLECTION)
+        yield lambda: nullcontext(index)
+        index.close()
+        return
+    require_docker()
+    from testcontainers.community.qdrant import QdrantContainer
+
+    with QdrantContainer(image=QDRANT_IMAGE) as container:
+        server = ServerIndex.connect(f"http://{container.rest_host_address}", None, 10.0, DIM)
+        server.ensure_collection(COLLECTION)
+        yield lambda: nullcontext(server)
+        server.close()
+
+
+@dataclass(frozen=True)
+class Point:
+    tenant: str
+    kb: str
+    org: str | None
+    label: Classification
+    doc: str
+    dense: tuple[float, ...]
+    terms: tuple[int, ...]
+
+
+_unit = st.lists(st.integers(-4, 4), min_size=DIM, max_size=DIM).filter(any)
+points_st = st.lists(
+    st.builds(
+        Point,
+        tenant=st.sampled_from(TENANTS),
+        kb=st.sampled_from(KBS),
+        org=st.sampled_from(ORGS),
+        label=st.sampled_from(tuple(Classification)),
+        doc=st.sampled_from(DOCS),
+        dense=_unit.map(lambda v: tuple(float(x) for x in v)),
+        terms=st.sets(st.sampled_from(VOCABULARY), min_size=1, max_size=3).map(
+            lambda s: tuple(sorted(s))
+        ),
+    ),
+    min_size=1,
+    max_size=20,
+)
+scopes_st = st.builds(
+    Scope.of,
+    org_id=st.sampled_from(("o1", "o2")),
+    tenant_id=st.sampled_from(TENANTS),
+    kb_ids=st.frozensets(st.sampled_from(KBS), min_size=1),
+    clearance=st.sampled_from(tuple(Classification)),
+    strict=st.booleans(),
+)
+dense_legs = st.builds(
+    lambda v, limit, floor: Leg(
+        LegKind.DENSE, dense=tuple(float(x) for x in v), limit=limit, floor=floor
+    ),
+    _unit,
+    st.integers(1, 25),
+    st.one_of(st.none(), st.sampled_from((-0.5, 0.0, 0.3, 0.6, 0.9))),
+)
+keyword_legs = st.builds(
+    lambda terms, limit: Leg(
+        LegKind.KEYWORD,
+        sparse=SparseVector(indices=tuple(sorted(terms)), values=tuple(1.0 for _ in terms)),
+        limit=limit,
+    ),
+    st.sets(st.sampled_from(VOCABULARY), min_size=1, max_size=3),
+    st.integers(1, 25),
+)
+legs_st = st.tuples(
+    st.lists(dense_legs, min_size=1, max_size=3), st.lists(keyword_legs, min_size=1, max_size=3)
+).flatmap(lambda pair: st.permutations([*pair[0], *pair[1]]))
+
+
+def _passage(point: Point, prefix: str, n: int) -> Passage:
+    norm = math.sqrt(sum(x * x for x in point.dense))
+    return Passage(
+        point_id=str(uuid.uuid4()),
+        dense=tuple(x / norm for x in point.dense),
+        sparse=SparseVector(indices=point.terms, values=tuple(1.0 for _ in point.terms)),
+        payload=PassagePayload(
+            tenant_id=prefix + point.tenant,
+            knowledge_base_id=point.kb,
+            document_id=point.doc,
+            document_version="v1",
+            passage_index=n,
+            classification=point.label,
+            text="x",
+            title="x",
+            source="x",
+            checksum="x",
+            indexed_at="2026-01-01T00:00:00Z",
+            org_id=point.org,
+        ),
+    )
+
+
+def _prefixed(scope: Scope, prefix: str, **changes: Any) -> Scope:
+    values = {
+        "org_id": scope.org_id,
+        "tenant_id": prefix + scope.tenant_id,
+        "kb_ids": scope.kb_ids,
+        "clearance": scope.clearance,
+        "strict": scope.strict,
+        **changes,
+    }
+    return Scope.of(**values)
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(x * x for x in b))
+    return sum(x * y for x, y in zip(a, b, strict=True)) / (na * nb)
+
+
+def _admitted(scope: Scope, passages: Sequence[Passage]) -> list[Passage]:
+    return [p for p in passages if scope.admits(to_payload(p.payload))]
+
+
+def _check_dense(leg: Leg, hits: Sequence[Hit], admitted: Sequence[Passage]) -> None:
+    assert leg.dense is not None
+    by_id = {p.point_id: p for p in admitted}
+    for hit in hits:
+        assert hit.point_id in by_id, "a hit outside the scope"
+        assert hit.score == pytest.approx(
+            _cosine(leg.dense, by_id[hit.point_id].dense), abs=TOLERANCE
+        )
+    scores = sorted((_cosine(leg.dense, p.dense) for p in admitted), reverse=True)
+    floor = -math.inf if leg.floor is None else leg.floor
+    at_least = [s for s in scores if s >= floor + TOLERANCE][: leg.limit]
+    at_most = [s for s in scores if s >= floor - TOLERANCE][: leg.limit]
+    assert len(at_least) <= len(hits) <= len(at_most)
+    got = sorted((h.score for h in hits), reverse=True)
+    assert got == pytest.approx(at_most[: len(got)], abs=TOLERANCE), "not the exact top-k"
+
+
+def _check_keyword(leg: Leg, hits: Sequence[Hit], admitted: Sequence[Passage]) -> None:
+    assert leg.sparse is not None
+    query = set(leg.sparse.indices)
+    matching = {p.point_id for p in admitted if query & set(p.sparse.indices)}
+    got = {h.point_id for h in hits}
+    assert got <= matching, "a keyword hit outside the scope or without a shared term"
+    assert len(got) == min(leg.limit, len(matching))
+    assert all(h.score > 0 for h in hits)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(points=points_st, scope=scopes_st, legs=legs_st)
+def test_mixed_legs_agree_with_an_exact_search_oracle(
+    engine: Engine, points: list[Point], scope: Scope, legs: list[Leg]
+) -> None:
+    """One query with several dense and keyword legs (limits, floors): every hit is
+    admitted by the scope; each dense leg is exactly the cosine top-`limit` of the admitted
+    points above its floor; each keyword leg returns `limit` admitted points sharing a term
+    with the query (or all of them)."""
+    prefix = f"m{next(_run)}-"
+    passages = [_passage(point, prefix, n) for n, point in enumerate(points)]
+    scope = _prefixed(scope, prefix)
+    admitted = _admitted(scope, passages)
+    with engine() as index:
+        index.upsert(COLLECTION, passages)
+        result = index.query(COLLECTION, scope, legs)
+    assert len(result.legs) == len(legs)
+    for leg, hits in zip(legs, result.legs, strict=True):
+        assert all(scope.admits(to_payload(h.payload)) for h in hits)
+        if leg.kind is LegKind.DENSE:
+            _check_dense(leg, hits, admitted)
+        else:
+            _check_keyword(leg, hits, admitted)
+
+
+def _ranked(hits: Sequence[Hit]) -> tuple[list[float], set[str]]:
+    """A leg's scores, and the ids of the hits strictly above its last score (the hits at
+    the cut may tie with points left out, and ties may break either way)."""
+    scores = sorted((round(h.score, 5) for h in hits), reverse=True)
+    cut = scores[-1] if scores else math.inf
+    return scores, {h.point_id for h in hits if round(h.score, 5) > cut}
+
+
+def _snapshot(index: Index, scope: Scope, legs: Sequence[Leg]) -> Any:
+    result = index.query(COLLECTION, scope, legs)
+    assert all(scope.admits(to_payload(h.payload)) for hits in result.legs for h in hits)
+    return (
+        [_ranked(hits) for hits in result.legs],
+        index.count(COLLECTION, scope),
+        sorted(index.document_ids(COLLECTION, scope)),
+        [[p.point_id for p in index.scroll_document(COLLECTION, scope, doc)] for doc in DOCS],
+    )
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(points=points_st, noise=points_st, scope=scopes_st, legs=legs_st)
+def test_points_outside_a_scope_never_change_what_it_sees(
+    engine: Engine, points: list[Point], noise: list[Point], scope: Scope, legs: list[Leg]
+) -> None:
+    """Writing points the scope does not admit (other tenants, KBs, labels, orgs; same
+    document ids and terms) changes nothing the scope sees: the same hits with the same
+    scores on every leg (BM25's IDF included), the same counts, documents and scrolls."""
+    prefix = f"n{next(_run)}-"
+    scope = _prefixed(scope, prefix)
+    passages = [_passage(point, prefix, n) for n, point in enumerate(points)]
+    outside = [
+        p
+        for p in (_passage(point, prefix, 100 + n) for n, point in enumerate(noise))
+        if not scope.admits(to_payload(p.payload))
+    ]
+    assume(outside)
+    with engine() as index:
+        index.upsert(COLLECTION, passages)
+        before = _snapshot(index, scope, legs)
+        index.upsert(COLLECTION, outside)
+        after = _snapshot(index, scope, legs)
+    assert after == before
+
+
+def _everything(index: Index, prefix: str) -> dict[str, PassagePayload]:
+    """Every point of this example, read back through wide (non-strict) scopes."""
+    found: dict[str, PassagePayload] = {}
+    for tenant, doc in itertools.product(TENANTS, DOCS):
+        wide = Scope.of(
+            org_id="any",
+            tenant_id=prefix + tenant,
+            kb_ids=KBS,
+            clearance=Classification.RESTRICTED,
+            strict=False,
+        )
+        found.update({p.point_id: p.payload for p in index.scroll_document(COLLECTION, wide, doc)})
+    return found
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    points=points_st,
+    scope=scopes_st,
+    doc=st.sampled_from(DOCS),
+    picks=st.lists(st.integers(0, 19), max_size=8),
+    backfill=scopes_st,
+)
+def test_scroll_count_delete_and_backfill_touch_exactly_the_scope(
+    engine: Engine,
+    *,
+    points: list[Point],
+    scope: Scope,
+    doc: str,
+    picks: list[int],
+    backfill: Scope,
+) -> None:
+    """`scroll_document` and `count` of a document return exactly its admitted points (in
+    passage order); `delete_points` with ids from anywhere deletes only admitted ones;
+    `delete_document` deletes exactly the admitted points of that document and nothing
+    else; `backfill_org` sets orgId only on admitted points that lacked one."""
+    prefix = f"s{next(_run)}-"
+    scope = _prefixed(scope, prefix)
+    passages = [_passage(point, prefix, n) for n, point in enumerate(points)]
+    admitted = _admitted(scope, passages)
+    of_doc = [p.point_id for p in admitted if p.payload.document_id == doc]
+    with engine() as index:
+        index.upsert(COLLECTION, passages)
+        assert [p.point_id for p in index.scroll_document(COLLECTION, scope, doc)] == of_doc
+        assert index.count(COLLECTION, scope, doc) == len(of_doc)
+
+        chosen = {passages[i % len(passages)].point_id for i in picks}
+        hit = chosen & {p.point_id for p in admitted}
+        assert index.delete_points(COLLECTION, scope, sorted(chosen)) == len(hit)
+        assert set(_everything(index, prefix)) == {p.point_id for p in passages} - hit
+
+        remaining = [p for p in of_doc if p not in hit]
+        assert index.delete_document(COLLECTION, scope, doc) == len(remaining)
+        gone = hit | set(remaining)
+        left = {p.point_id: p for p in passages if p.point_id not in gone}
+        assert set(_everything(index, prefix)) == set(left)
+
+        wide = _prefixed(backfill, prefix, strict=False)
+        legacy = {
+            pid
+            for pid, p in left.items()
+            if p.payload.org_id is None and wide.admits(to_payload(p.payload))
+        }
+        assert index.backfill_org(COLLECTION, wide) == len(legacy)
+        stored = _everything(index, prefix)
+        for pid, passage in left.items():
+            expected = wide.org_id if pid in legacy else passage.payload.org_id
+            assert stored[pid].org_id == expected
