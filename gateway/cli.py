@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 from gateway import knowledge
 from gateway.auth import PLATFORM_KEY_ID, Principal, hash_key, new_secret
 from gateway.errors import GatewayError, NotFoundError
+from gateway.evaluation import add_eval_command
+from gateway.probe import add_probe_command
 from ingest.connector import (
     DocumentRejectedError,
     DocumentSink,
@@ -60,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
     _add_ingest(commands)
     _add_backfill(commands)
+    add_eval_command(commands)
+    add_probe_command(commands)
     return parser
 
 
@@ -77,6 +81,7 @@ def _serve(args: argparse.Namespace) -> int:
             f"your own):\n  {generated}"
         )
     _say(f"kbgate: serving on http://{config.host}:{config.port} (API schema at /schema)")
+    _say(f"kbgate: admin console at http://{config.host}:{config.port}/console")
     uvicorn.run(
         create_app(config),
         host=config.host,
