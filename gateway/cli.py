@@ -1,4 +1,4 @@
-"""The `kbgate` command: serve, ingest a directory, backfill org ids."""
+"""The `kbgate` command: serve, ingest, backfill-org, eval, probe."""
 
 from __future__ import annotations
 
