@@ -46,6 +46,7 @@ TARGET = Target(org_id="bench", tenant_id="bench", kb_id="scifact", storage="org
 WHOLE_DOCUMENT = ChunkingParams(max_words=100_000, overlap_words=0)
 SETTINGS: tuple[tuple[str, ChunkingParams], ...] = (
     ("80/20", ChunkingParams(80, 20)),
+    ("100/25", ChunkingParams(100, 25)),
     ("120/30", ChunkingParams(120, 30)),
     ("160/40", ChunkingParams(160, 40)),
     ("220/50", ChunkingParams(220, 50)),
@@ -149,7 +150,23 @@ def evaluate(
     for leg_name, run in runs.items():
         scores = ir_measures.calc_aggregate(MEASURES, list(qrels), run)
         row[leg_name] = {str(measure): round(float(value), 4) for measure, value in scores.items()}
+    per_query = dict.fromkeys(query_ids, 0.0)  # no hit at all scores 0
+    for metric in ir_measures.iter_calc([nDCG @ 10], list(qrels), runs["dense"]):
+        per_query[metric.query_id] = float(metric.value)
+    row["dense_ndcg10_per_query"] = per_query
     return row
+
+
+def paired_p_value(left: dict[str, float], right: dict[str, float], seed: int) -> float:
+    """Two-sided paired randomisation (sign-flip) test on per-query differences."""
+    diffs = [left[query] - right[query] for query in sorted(left)]
+    observed = abs(sum(diffs))
+    rng = random.Random(seed)
+    rounds, extreme = 10_000, 0
+    for _ in range(rounds):
+        flipped = sum(diff if rng.random() < 0.5 else -diff for diff in diffs)
+        extreme += abs(flipped) >= observed - 1e-12
+    return (extreme + 1) / (rounds + 1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -159,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument(
         "--settings",
-        default=",".join(name for name, _ in SETTINGS),
+        default="80/20,120/30,160/40,220/50,whole",
         help="comma-separated names from: " + ", ".join(name for name, _ in SETTINGS),
     )
     parser.add_argument(
@@ -210,6 +227,19 @@ def _write(
     rows: list[dict[str, Any]],
 ) -> None:
     best = max(rows, key=lambda row: row["dense"]["nDCG@10"])
+    for row in rows:
+        row["dense_ndcg10_vs_best"] = {
+            "best": best["setting"],
+            "delta": round(row["dense"]["nDCG@10"] - best["dense"]["nDCG@10"], 4),
+            "p_value": None
+            if row is best
+            else round(
+                paired_p_value(
+                    row["dense_ndcg10_per_query"], best["dense_ndcg10_per_query"], args.seed
+                ),
+                4,
+            ),
+        }
     result = {
         "dataset": str(args.dataset),
         "documents": len(docs),
@@ -237,17 +267,22 @@ def _line(row: dict[str, Any]) -> str:
 
 def _table(rows: list[dict[str, Any]]) -> str:
     header = (
-        "| setting | passages | words/passage | truncated | dense nDCG@10 | dense R@100 | "
-        "dense MRR@10 | keyword nDCG@10 | keyword R@100 |\n"
-        "|---|---|---|---|---|---|---|---|---|"
+        "| setting | passages | words/passage | truncated | dense nDCG@10 | p vs best | "
+        "dense R@100 | dense MRR@10 | keyword nDCG@10 | keyword R@100 |\n"
+        "|---|---|---|---|---|---|---|---|---|---|"
     )
     lines = [
         f"| {r['setting']} | {r['passages']} | {r['words_per_passage_mean']:.0f} | "
-        f"{r['truncated_share']:.1%} | {r['dense']['nDCG@10']:.4f} | {r['dense']['R@100']:.4f} | "
+        f"{r['truncated_share']:.1%} | {r['dense']['nDCG@10']:.4f} | "
+        f"{_p(r['dense_ndcg10_vs_best']['p_value'])} | {r['dense']['R@100']:.4f} | "
         f"{r['dense']['RR@10']:.4f} | {r['keyword']['nDCG@10']:.4f} | {r['keyword']['R@100']:.4f} |"
         for r in rows
     ]
     return "\n".join([header, *lines])
+
+
+def _p(value: float | None) -> str:
+    return "best" if value is None else f"{value:.3f}"
 
 
 if __name__ == "__main__":

@@ -639,7 +639,9 @@ async def evaluate(
             figures["seconds"] = round(run.seconds, 1)
             figures["errors"] = run.errors
             channels[channel] = figures
-        abstention = await _abstention(session, options.kb_settings, questions, offtopic)
+        abstention = await _abstention(
+            session, options.kb_settings, questions, offtopic, dataset.qrels
+        )
     return {
         "dataset": {
             "name": dataset.name,
@@ -669,15 +671,22 @@ async def _abstention(
     kb_settings: Mapping[str, Any],
     questions: Mapping[str, str],
     offtopic: Mapping[str, str],
+    qrels: Mapping[str, Mapping[str, int]],
 ) -> dict[str, Any]:
-    """The share of questions that abstain with the floors in force (no eval overrides)."""
+    """The share of questions that abstain with the floors in force (no eval overrides).
+
+    Also the hybrid nDCG@10 of that run: what a caller gets with the floors and `top_k`
+    in force, beside the unfloored ranking of the channels.
+    """
     answerable = await run_questions(session, kb_settings, questions, "abstention")
     plan = answerable.kb_effective(session.kb_id)
     report: dict[str, Any] = {
         "score_threshold": plan.get("score_threshold"),
         "keyword_floor": plan.get("keyword_floor"),
+        "top_k": plan.get("top_k"),
         "answerable": round(answerable.abstained / len(questions), 4),
         "answerable_questions": len(questions),
+        "nDCG@10": score_run(answerable.ranking, qrels)["nDCG@10"],
     }
     if offtopic:
         off = await run_questions(session, kb_settings, offtopic, "off-topic")
@@ -919,7 +928,8 @@ def _summary(report: Mapping[str, Any]) -> str:
         f"  abstained: answerable {abstention['answerable']:.1%}"
         + (f", off-topic {off:.1%}" if off is not None else "")
         + f" (score_threshold {abstention['score_threshold']}, "
-        f"keyword_floor {abstention['keyword_floor']})"
+        f"keyword_floor {abstention['keyword_floor']}; hybrid nDCG@10 with these floors and "
+        f"top_k {abstention['top_k']}: {abstention['nDCG@10']:.4f})"
     )
     lines.append(f"  {report['seconds']:.0f} s")
     return "\n".join(lines)

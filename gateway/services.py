@@ -124,9 +124,7 @@ async def build_services(
         telemetry=telemetry,
         index_engine=index_engine,
         store_engine=store_engine,
-        writer=DocumentWriter(
-            index, model, model_id=config.embedding_model or MINILM_MODEL_NAME
-        ),
+        writer=DocumentWriter(index, model, model_id=config.embedding_model or MINILM_MODEL_NAME),
         settings=CachedSettings(
             store,
             config.settings_staleness_s,

@@ -169,9 +169,7 @@ class DocumentWriter:
 
 def point_id(target: Target, document_id: str, version: str, position: int) -> str:
     """Deterministic: the same passage of the same version always has the same id."""
-    name = "\x1f".join(
-        [target.tenant_id, target.kb_id, document_id, version, str(position)]
-    )
+    name = "\x1f".join([target.tenant_id, target.kb_id, document_id, version, str(position)])
     return str(uuid.uuid5(_POINT_NAMESPACE, name))
 
 
