@@ -1,16 +1,22 @@
 """Ingest throughput on the SciFact corpus: DocumentWriter on Qdrant Edge vs the raw embedder.
 
-Each repetition, in one process and with one loaded model:
+Each repetition, in one process and with one loaded model, runs four stages over the same
+passages, interleaved block by block (25 documents each by default) so that every stage
+sees the same share of a machine whose load changes minute to minute:
 
 1. `ingest`: every document through `DocumentWriter.put` into a fresh Edge data dir
    (chunk, embed the document's passages in one call, upsert both vectors, flush);
 2. `raw_per_document`: `embed_documents` on the same passages, one call per document
    (the writer's call pattern, with no index);
-3. `raw_bulk`: `embed_documents` on all the same passages in one call (the embedder
-   batches them by length: the best the model does on this hardware).
+3. `raw_bulk`: `embed_documents` on all the block's passages in one call (the embedder
+   batches them by length: the best the model does on this hardware);
+4. `index_only`: the writer again, into another fresh dir, with the embeddings of
+   step 3 replayed: what chunking, scrolls, upserts and flushes cost without the model.
 
 Reported: passages/s of each (median of the repetitions), the ratios ingest/raw, and
-peak RSS. Ratios measured in one run are what to compare across machines.
+peak RSS (overall and per phase). Ratios measured in one run are what to compare
+across machines; absolute figures move with whatever else the machine is doing
+(Edge flushes every write to disk, so disk contention shows in `index_only`).
 
     uv run python -m bench.ingest_throughput --limit 500 --runs 3
 """
@@ -24,6 +30,7 @@ import platform
 import resource
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ingest.chunking import ChunkingParams, chunk_text
-from ingest.embedding import FastEmbedder, build_embedder
+from ingest.embedding import Embedding, FastEmbedder, build_embedder
 from ingest.payload import Classification
 from ingest.qdrant_edge import EdgeIndex
 from ingest.sync import Document, DocumentWriter, Target, embedding_input
@@ -74,23 +81,123 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def ingest_once(
-    embedder: FastEmbedder, docs: Sequence[CorpusDoc], params: ChunkingParams
-) -> tuple[int, float]:
-    """Passages written and seconds taken, into a fresh Edge data dir."""
-    with tempfile.TemporaryDirectory(prefix="kbgate-bench-") as tmp:
-        index = EdgeIndex(Path(tmp))
-        writer = DocumentWriter(index, embedder, chunking=params)
-        passages = 0
-        started = time.perf_counter()
-        for doc in docs:
-            outcome = writer.put(
-                TARGET, Document(doc.doc_id, doc.text, Classification.PUBLIC, title=doc.title)
-            )
-            passages += outcome.passages
-        elapsed = time.perf_counter() - started
-        index.close()
-    return passages, elapsed
+class RssByPhase:
+    """Samples RSS every 20 ms on a daemon thread; keeps the highest value per named phase."""
+
+    def __init__(self) -> None:
+        self.phase = "start"
+        self.peaks: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RssByPhase:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            phase, value = self.phase, rss_mb()
+            self.peaks[phase] = max(self.peaks.get(phase, 0.0), value)
+            self._stop.wait(0.02)
+
+
+class ReplayEmbedder:
+    """Answers with embeddings computed earlier: the writer's cost without the model's."""
+
+    def __init__(self, dense_dim: int) -> None:
+        self._known: dict[str, Embedding] = {}
+        self._dense_dim = dense_dim
+
+    def remember(self, texts: Sequence[str], embeddings: Sequence[Embedding]) -> None:
+        self._known.update(zip(texts, embeddings, strict=True))
+
+    @property
+    def dense_dim(self) -> int:
+        return self._dense_dim
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+        return [self._known[text] for text in texts]
+
+    def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
+        raise NotImplementedError("documents only")
+
+
+STAGES = ("ingest", "raw_per_document", "raw_bulk", "index_only")
+
+
+def _put_all(writer: DocumentWriter, docs: Sequence[CorpusDoc]) -> int:
+    return sum(
+        writer.put(
+            TARGET, Document(doc.doc_id, doc.text, Classification.PUBLIC, title=doc.title)
+        ).passages
+        for doc in docs
+    )
+
+
+def _one_run(
+    run: int,
+    *,
+    embedder: FastEmbedder,
+    docs: Sequence[CorpusDoc],
+    params: ChunkingParams,
+    block: int,
+    rss: RssByPhase,
+) -> dict[str, float]:
+    """One repetition into fresh Edge dirs, the four stages interleaved block by block, so
+    each stage gets the same share of a machine whose load changes minute to minute."""
+    seconds = dict.fromkeys(STAGES, 0.0)
+    passages = 0
+    replay = ReplayEmbedder(embedder.dense_dim)
+    with (
+        tempfile.TemporaryDirectory(prefix="kbgate-bench-") as live_dir,
+        tempfile.TemporaryDirectory(prefix="kbgate-bench-") as replay_dir,
+    ):
+        live, replayed = EdgeIndex(Path(live_dir)), EdgeIndex(Path(replay_dir))
+        writer = DocumentWriter(live, embedder, chunking=params)
+        replay_writer = DocumentWriter(replayed, replay, chunking=params)
+        for start in range(0, len(docs), block):
+            chunk = docs[start : start + block]
+            groups = [
+                [embedding_input(doc.title, passage) for passage in chunk_text(doc.text, params)]
+                for doc in chunk
+            ]
+            flat = [text for group in groups for text in group]
+
+            rss.phase, started = "ingest", time.perf_counter()
+            passages += _put_all(writer, chunk)
+            seconds["ingest"] += time.perf_counter() - started
+
+            rss.phase, started = "raw_per_document", time.perf_counter()
+            for group in groups:
+                embedder.embed_documents(group)
+            seconds["raw_per_document"] += time.perf_counter() - started
+
+            rss.phase, started = "raw_bulk", time.perf_counter()
+            replay.remember(flat, embedder.embed_documents(flat))
+            seconds["raw_bulk"] += time.perf_counter() - started
+
+            rss.phase, started = "index_only", time.perf_counter()
+            _put_all(replay_writer, chunk)
+            seconds["index_only"] += time.perf_counter() - started
+        live.close()
+        replayed.close()
+    row = {f"{stage}_passages_per_s": passages / seconds[stage] for stage in STAGES}
+    row.update({f"{stage}_s": seconds[stage] for stage in STAGES})
+    row["passages"] = passages
+    row["rss_mb_after"] = rss_mb()
+    row["load_avg_1m_after"] = _load()[0]
+    print(
+        f"run {run + 1}: ingest {row['ingest_passages_per_s']:.1f} p/s, raw per-document "
+        f"{row['raw_per_document_passages_per_s']:.1f} p/s, raw bulk "
+        f"{row['raw_bulk_passages_per_s']:.1f} p/s, index only "
+        f"{row['index_only_passages_per_s']:.0f} p/s, RSS {row['rss_mb_after']:.0f} MB",
+        flush=True,
+    )
+    return row
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -103,51 +210,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--block", type=int, default=25, help="documents per interleaved block")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
 
     docs = load_corpus(args.corpus, args.limit)
     params = ChunkingParams()
-    per_doc_inputs = [
-        [embedding_input(doc.title, passage) for passage in chunk_text(doc.text, params)]
-        for doc in docs
+    sample = [
+        embedding_input(doc.title, passage)
+        for doc in docs[:32]
+        for passage in chunk_text(doc.text, params)
     ]
-    inputs = [text for group in per_doc_inputs for text in group]
-    rss_start = rss_mb()
-    embedder = build_embedder(args.model_dir, None, args.threads, args.batch_size)
-    embedder.embed_documents(inputs[:32])  # warm-up: load, first shapes
-    rss_loaded = rss_mb()
-    print(f"{len(docs)} documents, {len(inputs)} passages; {args.runs} runs")
-
-    runs: list[dict[str, float]] = []
-    for run in range(args.runs):
-        passages, ingest_s = ingest_once(embedder, docs, params)
-        if passages != len(inputs):
-            raise RuntimeError(f"wrote {passages} passages, expected {len(inputs)}")
-        started = time.perf_counter()
-        for group in per_doc_inputs:
-            embedder.embed_documents(group)
-        per_doc_s = time.perf_counter() - started
-        started = time.perf_counter()
-        embedder.embed_documents(inputs)
-        bulk_s = time.perf_counter() - started
-        row = {
-            "ingest_passages_per_s": passages / ingest_s,
-            "raw_per_document_passages_per_s": passages / per_doc_s,
-            "raw_bulk_passages_per_s": passages / bulk_s,
-            "ingest_s": ingest_s,
-            "raw_per_document_s": per_doc_s,
-            "raw_bulk_s": bulk_s,
-            "rss_mb_after": rss_mb(),
-            "load_avg_1m_after": _load()[0],
-        }
-        runs.append(row)
-        print(
-            f"run {run + 1}: ingest {row['ingest_passages_per_s']:.1f} p/s, raw per-document "
-            f"{row['raw_per_document_passages_per_s']:.1f} p/s, raw bulk "
-            f"{row['raw_bulk_passages_per_s']:.1f} p/s, RSS {row['rss_mb_after']:.0f} MB",
-            flush=True,
-        )
+    with RssByPhase() as rss:
+        rss_start = rss_mb()
+        rss.phase = "model_load"
+        embedder = build_embedder(args.model_dir, None, args.threads, args.batch_size)
+        rss_loaded = rss_mb()
+        rss.phase = "warm_up"
+        embedder.embed_documents(sample[:32])  # first shapes
+        print(f"{len(docs)} documents; {args.runs} runs, blocks of {args.block}", flush=True)
+        runs = [
+            _one_run(run, embedder=embedder, docs=docs, params=params, block=args.block, rss=rss)
+            for run in range(args.runs)
+        ]
+        rss.phase = "end"
 
     def median(key: str) -> float:
         return statistics.median(run[key] for run in runs)
@@ -155,16 +241,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary: dict[str, Any] = {
         "corpus": str(args.corpus),
         "documents": len(docs),
-        "passages": len(inputs),
+        "passages": int(runs[0]["passages"]),
         "limit": args.limit,
         "runs": args.runs,
         "chunking": {"max_words": params.max_words, "overlap_words": params.overlap_words},
         "batch_size": args.batch_size,
+        "block": args.block,
         "threads": args.threads,
         "median": {
             "ingest_passages_per_s": median("ingest_passages_per_s"),
             "raw_per_document_passages_per_s": median("raw_per_document_passages_per_s"),
             "raw_bulk_passages_per_s": median("raw_bulk_passages_per_s"),
+            "index_only_passages_per_s": median("index_only_passages_per_s"),
         },
         "ratio": {
             "ingest_over_raw_bulk": median("ingest_passages_per_s")
@@ -176,6 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "process_start": rss_start,
             "model_loaded": rss_loaded,
             "peak": peak_rss_mb(),
+            "peak_by_phase": {phase: round(value, 1) for phase, value in rss.peaks.items()},
         },
         "runs_detail": runs,
         "machine": {"python": platform.python_version(), "cpus": _cpus(), "load_avg": _load()},

@@ -1,8 +1,9 @@
 """Sentence-aware, overlapping passages sized for the embedding model.
 
 A document becomes windows of whole sentences, each at most `max_words` words
-(MiniLM reads 256 word-pieces; English runs about 1.3 pieces a word, so the
-default 160 words stays under the limit with the title in front). Windows end
+(MiniLM reads 256 word-pieces. Scientific English runs well over 1.3 pieces a word:
+with the title in front, 29% of 160-word windows were cut off on SciFact; the default
+120 words rarely is, and scored dense nDCG@10 0.677 against 0.645 there). Windows end
 at sentence ends, so every sentence is whole in at least one passage; neighbours
 also share whole sentences (up to `overlap_words` words, and at least the last
 sentence when it is no longer than half a window) so context carries across.
@@ -71,8 +72,8 @@ _ABBREVIATIONS = frozenset(
 class ChunkingParams:
     """Window and overlap sizes, in words."""
 
-    max_words: int = 160
-    overlap_words: int = 40
+    max_words: int = 120
+    overlap_words: int = 30
 
     def __post_init__(self) -> None:
         if self.max_words < 1:

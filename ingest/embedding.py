@@ -56,6 +56,11 @@ MARKER_FILE = ".kbgate-assembled.json"
 LEFTOVER_AGE_S = 3600.0
 BM25_MODEL_NAME = "Qdrant/bm25"
 DEFAULT_BATCH_SIZE = 16
+#: BM25's length normalisation: the mean passage length in BM25 tokens (stopwords out).
+#: Default-sized passages (120 words with the title) hold about 77 on SciFact; 256, the
+#: fastembed default, is a whole document's and made every passage look short
+#: (keyword nDCG@10 0.687 with 80 against 0.678 with 256).
+BM25_AVG_LEN = 80.0
 
 _SPECIAL_TOKENS = {
     "unk_token": "[UNK]",
@@ -152,7 +157,7 @@ class FastEmbedder:
         batch_size: int = DEFAULT_BATCH_SIZE,
         bm25_k: float = 1.2,
         bm25_b: float = 0.75,
-        bm25_avg_len: float = 256.0,
+        bm25_avg_len: float = BM25_AVG_LEN,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
@@ -214,7 +219,7 @@ def build_embedder(
     *,
     bm25_k: float = 1.2,
     bm25_b: float = 0.75,
-    bm25_avg_len: float = 256.0,
+    bm25_avg_len: float = BM25_AVG_LEN,
 ) -> FastEmbedder:
     """Load the embedding models: the assembled MiniLM by default, else a named fastembed model.
 

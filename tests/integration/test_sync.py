@@ -67,23 +67,6 @@ class CrashBeforeCleanup:
         return getattr(self._inner, name)
 
 
-class PerCallLock:
-    """Serialises every call to an Index: one call at a time, each atomic."""
-
-    def __init__(self, inner: Index) -> None:
-        self._inner = inner
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._inner, name)
-
-        def locked(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                return method(*args, **kwargs)
-
-        return locked
-
-
 @pytest.fixture(params=["edge", "local"])
 def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Index]:
     """A fresh, empty index: Qdrant Edge in a temp dir, or qdrant-client in memory."""
@@ -175,12 +158,8 @@ def test_replacement_never_shows_both_versions_or_neither(
     """While a writer replaces a document again and again, a concurrent reader querying both
     legs always sees exactly one version of it once superseded hits are dropped with
     `newest_versions` — never a mix, never nothing."""
-    # qdrant-client local mode is not thread-safe (a query racing an upsert can fail inside
-    # it); a Qdrant server applies each call atomically, and so does Edge. The per-call lock
-    # gives local mode the same semantics; the writer's calls still interleave with reads.
-    shared = index if isinstance(index, EdgeIndex) else cast(Index, PerCallLock(index))
     writer = DocumentWriter(
-        shared, embedder, chunking=ChunkingParams(max_words=40, overlap_words=10)
+        index, embedder, chunking=ChunkingParams(max_words=40, overlap_words=10)
     )
     versions = [manual(release, 4 + release % 3) for release in range(1, 9)]
     writer.put(TARGET, Document("pumps.txt", versions[0], Classification.INTERNAL))
@@ -199,7 +178,7 @@ def test_replacement_never_shows_both_versions_or_neither(
         nonlocal observations, raw_overlaps
         try:
             while not done.is_set():
-                result = shared.query(COLLECTION, where, legs)
+                result = index.query(COLLECTION, where, legs)
                 hits = [hit for leg in result.legs for hit in leg]
                 seen = {hit.payload.document_version for hit in newest_versions(hits)}
                 raw_overlaps += len({hit.payload.document_version for hit in hits}) > 1
