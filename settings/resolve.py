@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, get_args
 
 from settings.config import Bounds, Defaults
 
@@ -35,23 +35,22 @@ PII_ENTITIES = "pii_entities"
 
 #: Entity types a workspace may ask to redact (presidio's names, plus kbgate's own
 #: URL_WITH_CREDENTIALS). PERSON takes effect only where a spaCy NER model is installed.
-KNOWN_PII_ENTITIES = frozenset(
-    {
-        "CREDIT_CARD",
-        "CRYPTO",
-        "EMAIL_ADDRESS",
-        "IBAN_CODE",
-        "IP_ADDRESS",
-        "MAC_ADDRESS",
-        "PERSON",
-        "PHONE_NUMBER",
-        "UK_NHS",
-        "URL",
-        "URL_WITH_CREDENTIALS",
-        "US_ITIN",
-        "US_SSN",
-    }
-)
+PiiEntityName = Literal[
+    "CREDIT_CARD",
+    "CRYPTO",
+    "EMAIL_ADDRESS",
+    "IBAN_CODE",
+    "IP_ADDRESS",
+    "MAC_ADDRESS",
+    "PERSON",
+    "PHONE_NUMBER",
+    "UK_NHS",
+    "URL",
+    "URL_WITH_CREDENTIALS",
+    "US_ITIN",
+    "US_SSN",
+]
+KNOWN_PII_ENTITIES: frozenset[str] = frozenset(get_args(PiiEntityName))
 #: Redacted when the workspace sets nothing (or something unreadable). Plain URLs
 #: are left out: links are what evidence cites; credentials inside them are not.
 DEFAULT_PII_ENTITIES: tuple[str, ...] = (

@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from settings.resolve import PiiEntityName
+
 
 class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Base of every request body: unknown fields are an error, not silently dropped."""
@@ -200,23 +202,6 @@ class VerifyOut(msgspec.Struct, kw_only=True):
 KbCap = Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
 
 
-# The entity types a workspace may redact: settings.resolve.KNOWN_PII_ENTITIES (a unit
-# test keeps the two equal). Issue 6.
-PiiEntityName = Literal[
-    "CREDIT_CARD",
-    "CRYPTO",
-    "EMAIL_ADDRESS",
-    "IBAN_CODE",
-    "IP_ADDRESS",
-    "MAC_ADDRESS",
-    "PERSON",
-    "PHONE_NUMBER",
-    "UK_NHS",
-    "URL",
-    "URL_WITH_CREDENTIALS",
-    "US_ITIN",
-    "US_SSN",
-]
 PiiEntities = Annotated[list[PiiEntityName], msgspec.Meta(min_length=1, max_length=32)]
 
 
