@@ -1,9 +1,7 @@
 """Properties of the Scope -> filter translation, on Qdrant Edge, qdrant-client local mode
 and (where Docker runs) a Qdrant server.
 
-`tests/integration/test_scope_filter_property.py` already shows that `count`, one dense
-and one keyword leg with big limits, and `document_ids` admit exactly what
-`Scope.admits` admits. This file adds what it does not cover:
+Checked here:
 
 - no Scope can be built without a tenant and a knowledge base, whatever the input;
 - each adapter builds engine filters in exactly one function, and never reads or
@@ -426,8 +424,9 @@ def _snapshot(index: Index, scope: Scope, legs: Sequence[Leg]) -> Any:
 def test_points_outside_a_scope_never_change_what_it_sees(
     engine: Engine, points: list[Point], noise: list[Point], scope: Scope, legs: list[Leg]
 ) -> None:
-    """Writing points the scope does not admit (other tenants, KBs, labels, orgs; same
-    document ids and terms) changes nothing the scope sees: the same hits with the same
+    """`count` and `document_ids` admit exactly what `Scope.admits` admits, and writing
+    points the scope does not admit (other tenants, KBs, labels, orgs; same document ids
+    and terms) changes nothing the scope sees: the same hits with the same
     scores on every leg (BM25's IDF included), the same counts, documents and scrolls."""
     prefix = f"n{next(_run)}-"
     scope = _prefixed(scope, prefix)
@@ -441,6 +440,9 @@ def test_points_outside_a_scope_never_change_what_it_sees(
     with engine() as index:
         index.upsert(COLLECTION, passages)
         before = _snapshot(index, scope, legs)
+        admitted = [p.payload for p in passages if scope.admits(to_payload(p.payload))]
+        assert before[1] == len(admitted)
+        assert before[2] == sorted({payload.document_id for payload in admitted})
         index.upsert(COLLECTION, outside)
         after = _snapshot(index, scope, legs)
     assert after == before
