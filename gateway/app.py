@@ -22,7 +22,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.console import ConsoleController, ConsoleSessions, console_template_config
 from gateway.errors import GatewayError
-from gateway.routes.errors import problem_details_plugin
+from gateway.routes.errors import problem_details_plugin, status_of
 from gateway.routes.grounding import GroundingController
 from gateway.routes.health import HealthController
 from gateway.routes.knowledge import AgentController, KnowledgeBaseController
@@ -154,15 +154,23 @@ class _RequestTelemetry:
             return
         started = time.perf_counter()
         status = 500
+        responded = False
 
         async def send_wrapper(message: Message) -> None:
-            nonlocal status
+            nonlocal status, responded
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+                responded = True
             await send(message)
 
         try:
             await self.app(scope, receive, send_wrapper)
+        except Exception as error:
+            if not responded:
+                # Raised before a response started (the key check, the rate limit): the
+                # exception handler outside this middleware answers with its mapped status.
+                status = status_of(error)
+            raise
         finally:
             self.telemetry.observe_request(
                 route=str(scope.get("path_template", "unmatched")),

@@ -2,7 +2,9 @@
 
 `hit(key_id)` answers None when the call may proceed, or the seconds to wait
 (the 429's Retry-After). A Redis outage lets calls through (and is counted):
-a rate limit protects capacity, it is not an access rule.
+a rate limit protects capacity, it is not an access rule. After a failed call the
+limiter stops asking Redis for a moment (`settings.outage.FailFast`), so a dead or
+blackholed Redis does not add its timeout to every request.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Protocol
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+
+from settings.outage import FailFast
 
 
 class RateLimiter(Protocol):
@@ -75,8 +79,11 @@ class RedisLimiter:
         *,
         on_outage: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.time,
+        gate: FailFast | None = None,
     ) -> None:
         self._client = client
+        # A probe stuck past probe_s (say, a cancelled request) only lets calls through.
+        self._gate = gate if gate is not None else FailFast(probe_s=10.0)
         self._limit = math.ceil(rate) + burst
         self._on_outage = on_outage
         self._clock = clock
@@ -85,15 +92,23 @@ class RedisLimiter:
     async def hit(self, key_id: str) -> float | None:
         now = self._clock()
         window = int(now)
+        if not self._gate.admit():
+            return self._outage()
         try:
             count = int(await self._script(keys=[f"kbgate:rate:{key_id}:{window}"], args=[2000]))
         except (RedisError, OSError):
-            if self._on_outage is not None:
-                self._on_outage()
-            return None
+            self._gate.failed()
+            return self._outage()
+        self._gate.succeeded()
         if count <= self._limit:
             return None
         return max(0.001, window + 1 - now)
+
+    def _outage(self) -> float | None:
+        """Redis cannot be asked: let the call through, and count it."""
+        if self._on_outage is not None:
+            self._on_outage()
+        return None
 
     async def close(self) -> None:
         await self._client.aclose()

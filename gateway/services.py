@@ -140,13 +140,9 @@ async def _given_or_built(given: T | None, build: Callable[[], T]) -> T:
 
 def _build_rate_limiter(config: Config, telemetry: Telemetry) -> RateLimiter:
     if config.redis_url:
-        from redis.asyncio import Redis
+        from settings.redis_store import redis_client
 
-        client = Redis.from_url(
-            config.redis_url,
-            socket_timeout=config.redis_timeout_s,
-            socket_connect_timeout=config.redis_timeout_s,
-        )
+        client = redis_client(config.redis_url, config.redis_timeout_s)  # bounded retries
         return RedisLimiter(
             client,
             config.rate_limit_per_s,

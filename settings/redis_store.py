@@ -37,6 +37,7 @@ import redis.exceptions
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from settings.outage import DEFAULT_HOLD_S, FailFast
 from settings.records import (
     Agent,
     ApiKey,
@@ -94,6 +95,22 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def redis_client(url: str, timeout_s: float) -> redis.asyncio.Redis:
+    """A client whose every call ends within about `timeout_s`.
+
+    Connect and socket timeouts of timeout_s; one immediate retry on a connection
+    error (a pooled connection that died with a server restart) and none on
+    timeouts. redis-py's default would retry three times with backoff, multiplying
+    the wait on a dead or blackholed server.
+    """
+    return redis.asyncio.Redis.from_url(
+        url,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        retry=Retry(NoBackoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)),
+    )
+
+
 @contextmanager
 def _unavailable() -> Iterator[None]:
     """Turn connection-level failures into StoreUnavailableError."""
@@ -106,8 +123,10 @@ def _unavailable() -> Iterator[None]:
 class RedisStore:
     """SettingsStore on Redis; see the module docstring. It owns (and closes) its client."""
 
-    def __init__(self, client: redis.asyncio.Redis) -> None:
+    def __init__(self, client: redis.asyncio.Redis, gate: FailFast | None = None) -> None:
         self._client = client
+        # After a failed call, later calls fail at once for a moment (settings/outage.py).
+        self._gate = gate if gate is not None else FailFast(probe_s=30.0)
         self._create_workspace = client.register_script(_CREATE_WORKSPACE)
         self._put_scoped = client.register_script(_PUT_SCOPED)
         self._create_key = client.register_script(_CREATE_KEY)
@@ -123,25 +142,37 @@ class RedisStore:
 
     @classmethod
     def connect(cls, url: str, timeout_s: float) -> RedisStore:
-        """A store on a new client: connect and socket timeouts of timeout_s.
+        """A store on a new `redis_client`: each call fails within about timeout_s, and
+        while Redis is known to be down calls fail at once (one probe at a time)."""
+        gate = FailFast(probe_s=2 * timeout_s + DEFAULT_HOLD_S)
+        return cls(redis_client(url, timeout_s), gate)
 
-        One immediate retry on a connection error (a pooled connection that died
-        with a server restart); none on timeouts, so a call fails within about
-        timeout_s instead of hanging.
-        """
-        client = redis.asyncio.Redis.from_url(
-            url,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            retry=Retry(NoBackoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)),
-        )
-        return cls(client)
+    @contextmanager
+    def _calling(self) -> Iterator[None]:
+        """One call to Redis through the fail-fast gate; connection failures are
+        StoreUnavailableError, and so is any call made while the gate holds."""
+        if not self._gate.admit():
+            raise StoreUnavailableError("redis: unavailable (recent failure; retrying shortly)")
+        answered = False
+        try:
+            with _unavailable():
+                yield
+            answered = True
+        except StoreUnavailableError:
+            self._gate.failed()
+            raise
+        except Exception:
+            answered = True  # Redis answered; the error is about the answer
+            raise
+        finally:
+            if answered:
+                self._gate.succeeded()
 
     # organizations and workspaces
 
     async def create_org(self, org: Org) -> None:
         """Raises AlreadyExistsError if the org id is taken."""
-        with _unavailable():
+        with self._calling():
             created = await self._client.set(
                 _key("org", org.org_id), msgspec.json.encode(org), nx=True
             )
@@ -149,13 +180,13 @@ class RedisStore:
             raise AlreadyExistsError(f"org {org.org_id!r} exists")
 
     async def get_org(self, org_id: str) -> Org | None:
-        with _unavailable():
+        with self._calling():
             raw = await self._client.get(_key("org", org_id))
         return None if raw is None else self._org.decode(raw)
 
     async def create_workspace(self, workspace: Workspace) -> None:
         """AlreadyExistsError if the tenant id is taken in any org; NotFoundError if no org."""
-        with _unavailable():
+        with self._calling():
             outcome = await self._create_workspace(
                 keys=[_key("org", workspace.org_id), _key("ws", workspace.tenant_id)],
                 args=[msgspec.json.encode(workspace)],
@@ -167,7 +198,7 @@ class RedisStore:
         await self._announce(workspace.tenant_id)
 
     async def get_workspace(self, tenant_id: str) -> Workspace | None:
-        with _unavailable():
+        with self._calling():
             raw = await self._client.get(_key("ws", tenant_id))
         return None if raw is None else self._workspace.decode(raw)
 
@@ -176,7 +207,7 @@ class RedisStore:
     ) -> Workspace:
         """Apply changes and append their history in one MULTI/EXEC, under WATCH."""
         ws_key, history_key = _key("ws", tenant_id), _key("history", tenant_id)
-        with _unavailable():
+        with self._calling():
             async with self._settings_update, self._client.pipeline(transaction=True) as pipe:
                 for _ in range(_UPDATE_ATTEMPTS):
                     try:
@@ -207,7 +238,7 @@ class RedisStore:
 
     async def settings_history(self, tenant_id: str) -> list[SettingChange]:
         """Changes of one workspace, oldest first."""
-        with _unavailable():
+        with self._calling():
             raws = await self._client.lrange(_key("history", tenant_id), 0, -1)
         return [self._change.decode(raw) for raw in raws]
 
@@ -218,7 +249,7 @@ class RedisStore:
         return await self._put("kb", kb.tenant_id, kb.kb_id, msgspec.json.encode(kb))
 
     async def get_knowledge_base(self, tenant_id: str, kb_id: str) -> KnowledgeBase | None:
-        with _unavailable():
+        with self._calling():
             raw = await self._client.get(_key("kb", tenant_id, kb_id))
         return None if raw is None else self._kb.decode(raw)
 
@@ -231,7 +262,7 @@ class RedisStore:
         return await self._put("agent", agent.tenant_id, agent.agent_id, msgspec.json.encode(agent))
 
     async def get_agent(self, tenant_id: str, agent_id: str) -> Agent | None:
-        with _unavailable():
+        with self._calling():
             raw = await self._client.get(_key("agent", tenant_id, agent_id))
         return None if raw is None else self._agent.decode(raw)
 
@@ -240,7 +271,7 @@ class RedisStore:
         return [self._agent.decode(raw) for raw in await self._list("agent", tenant_id)]
 
     async def _put(self, kind: str, tenant_id: str, record_id: str, record: bytes) -> bool:
-        with _unavailable():
+        with self._calling():
             outcome = await self._put_scoped(
                 keys=[
                     _key("ws", tenant_id),
@@ -255,7 +286,7 @@ class RedisStore:
         return bool(outcome == 1)
 
     async def _list(self, kind: str, tenant_id: str) -> list[bytes | str]:
-        with _unavailable():
+        with self._calling():
             members = await self._client.smembers(_key(kind + "s", tenant_id))
             ids = sorted(_text(member) for member in members)
             if not ids:
@@ -269,11 +300,11 @@ class RedisStore:
 
     async def add_held_back(self, tenant_id: str, kb_id: str, count: int = 1) -> int:
         """Increment and return the KB's held-back count."""
-        with _unavailable():
+        with self._calling():
             return int(await self._client.incrby(_key("heldback", tenant_id, kb_id), count))
 
     async def held_back(self, tenant_id: str, kb_id: str) -> int:
-        with _unavailable():
+        with self._calling():
             raw = await self._client.get(_key("heldback", tenant_id, kb_id))
         return 0 if raw is None else int(raw)
 
@@ -281,7 +312,7 @@ class RedisStore:
 
     async def create_api_key(self, key: ApiKey) -> None:
         """Raises AlreadyExistsError on a duplicate key id or hash."""
-        with _unavailable():
+        with self._calling():
             created = await self._create_key(
                 keys=[_key("keyid", key.key_id), _key("keyhash", key.key_hash)],
                 args=[key.key_hash, msgspec.json.encode(key)],
@@ -290,7 +321,7 @@ class RedisStore:
             raise AlreadyExistsError(f"api key {key.key_id!r} or its hash exists")
 
     async def get_api_key_by_hash(self, key_hash: str) -> ApiKey | None:
-        with _unavailable():
+        with self._calling():
             raw = await self._client.get(_key("keyhash", key_hash))
         return None if raw is None else self._key.decode(raw)
 
@@ -300,12 +331,12 @@ class RedisStore:
         """Keep the turn for ttl_s seconds (Redis expires it)."""
         if ttl_s < 1:
             raise ValueError("ttl_s must be at least 1")
-        with _unavailable():
+        with self._calling():
             await self._client.set(_key("turn", turn.turn_id), msgspec.json.encode(turn), ex=ttl_s)
 
     async def get_turn(self, tenant_id: str, turn_id: str) -> TurnRecord | None:
         """The tenant's turn if it exists and has not expired (another tenant's: None)."""
-        with _unavailable():
+        with self._calling():
             raw = await self._client.get(_key("turn", turn_id))
         turn = None if raw is None else self._turn.decode(raw)
         return turn if turn is not None and turn.tenant_id == tenant_id else None
@@ -345,11 +376,21 @@ class RedisStore:
     # operations
 
     async def ping(self) -> None:
-        """Raise StoreUnavailableError when Redis does not answer."""
-        with _unavailable():
-            answered = await self._client.ping()
+        """Raise StoreUnavailableError when Redis does not answer.
+
+        Always asks Redis (readiness must see the truth), and its outcome opens or
+        closes the fail-fast gate, so a ready Redis is used again at once.
+        """
+        try:
+            with _unavailable():
+                answered = await self._client.ping()
+        except StoreUnavailableError:
+            self._gate.failed()
+            raise
         if not answered:
+            self._gate.failed()
             raise StoreUnavailableError("redis: no answer to PING")
+        self._gate.succeeded()
 
     async def close(self) -> None:
         """Close the client and its connection pool."""

@@ -74,14 +74,11 @@ class ConsoleSessions:
         if not config.redis_url:
             return cls(MemoryStore(), engine="memory")
         from litestar.stores.redis import RedisStore
-        from redis.asyncio import Redis
         from redis.exceptions import RedisError
 
-        client = Redis.from_url(
-            config.redis_url,
-            socket_timeout=config.redis_timeout_s,
-            socket_connect_timeout=config.redis_timeout_s,
-        )
+        from settings.redis_store import redis_client
+
+        client = redis_client(config.redis_url, config.redis_timeout_s)
         return cls(
             RedisStore(client, namespace=_NAMESPACE),
             engine="redis",

@@ -95,12 +95,26 @@ def http_problem(error: HTTPException) -> ProblemDetailsException:
     return _problem(error.status_code, HTTPStatus(error.status_code).phrase, error.detail)
 
 
-def problem_details_plugin() -> ProblemDetailsPlugin:
-    mapping: dict[type[Exception], Callable[[Any], ProblemDetailsException]] = {
+def _problem_map() -> dict[type[Exception], Callable[[Any], ProblemDetailsException]]:
+    return {
         GatewayError: gateway_problem,
         ValidationException: validation_problem,
         HTTPException: http_problem,
         IndexUnavailableError: lambda _: _unavailable("index", _RETRY_AFTER_S),
         StoreUnavailableError: lambda _: _unavailable("store", _RETRY_AFTER_S),
     }
-    return ProblemDetailsPlugin(ProblemDetailsConfig(exception_to_problem_detail_map=mapping))
+
+
+def problem_details_plugin() -> ProblemDetailsPlugin:
+    return ProblemDetailsPlugin(
+        ProblemDetailsConfig(exception_to_problem_detail_map=_problem_map())
+    )
+
+
+def status_of(error: Exception) -> int:
+    """The status the caller receives for an error raised outside a handler (e.g. by the
+    authentication middleware), for request telemetry; 500 when nothing maps it."""
+    for kind, convert in _problem_map().items():
+        if isinstance(error, kind):
+            return int(convert(error).status_code)
+    return 500

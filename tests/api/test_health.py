@@ -47,3 +47,19 @@ async def test_openapi_schema_is_served(gateway: Gateway) -> None:
     schema = (await gateway.client.get("/schema/openapi.json")).json()
     assert "/v1/orgs" in schema["paths"]
     assert "/v1/keys" in schema["paths"]
+
+
+async def test_refusals_by_the_authentication_middleware_are_counted_by_their_status(
+    gateway: Gateway,
+) -> None:
+    """A request refused before routing (401 from the key check) is counted in /metrics under the
+    status the caller received, never as a 500."""
+    refused = await gateway.client.post(
+        "/v1/retrieve",
+        json={"agent_id": "bot", "question": "anything"},
+        headers={"Authorization": "Bearer not-a-key"},
+    )
+    assert refused.status_code == 401
+    metrics = (await gateway.client.get("/metrics")).text
+    assert 'method="POST",route="/v1/retrieve",status="401"' in metrics
+    assert 'status="500"' not in metrics

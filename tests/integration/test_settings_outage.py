@@ -72,6 +72,7 @@ async def test_unknown_workspace_settings_fall_back_to_cap_3(
         assert [plan.kb.kb_id for plan in unknown.plans] == ["k1", "k2", "k3"]
 
         redis.start()
+        await services.store.ping()  # as readiness does: Redis is used again at once
         await services.settings.workspace("ws")
         redis.stop()
         services.settings.invalidate_all()
