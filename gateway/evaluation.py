@@ -565,15 +565,30 @@ async def run_questions(
     return ChannelRun(ranking, abstained, errors, time.perf_counter() - started, effective)
 
 
-async def evaluate(
+@dataclass(frozen=True, slots=True)
+class PreparedRun:
+    """A run's dataset, selection and config, with its corpus ingested into `session`."""
+
+    dataset: BeirDataset
+    selection: Selection
+    config: Config
+    session: EvalSession
+    ingested: IngestSummary
+
+    def questions(self) -> dict[str, str]:
+        return {qid: self.dataset.queries[qid] for qid in self.selection.query_ids}
+
+
+async def prepare(
     options: EvalOptions,
+    stack: AsyncExitStack,
     *,
     environ: Mapping[str, str],
     embedder: Embedder | None = None,
     redactor: Redactor | None = None,
     progress: Progress,
-) -> dict[str, Any]:
-    """Ingest, ask every question per channel, score, and measure abstention: the report."""
+) -> PreparedRun:
+    """Load and select the dataset, open the store (closed with `stack`), and ingest."""
     from gateway.knowledge import put_agent, put_knowledge_base
     from gateway.services import _build_embedder, build_services
     from gateway.telemetry import Telemetry, build_logger
@@ -583,61 +598,88 @@ async def evaluate(
     selection = select(dataset, subset=options.subset, limit=options.limit, seed=options.seed)
     if not selection.query_ids:
         raise EvalError(f"no judged questions in {options.dataset} for subset {options.subset}")
+    data_dir = options.data_dir or Path(
+        stack.enter_context(tempfile.TemporaryDirectory(prefix="kbgate-eval-"))
+    )
+    config = eval_config(environ, data_dir)
+    if embedder is None:
+        embedder = await asyncio.to_thread(_build_embedder, config)
+        stack.callback(_close_embedder, embedder)
+    services = await build_services(
+        config,
+        Telemetry(build_logger("WARNING", sys.stderr)),
+        embedder=_QueryMemo(embedder),
+        redactor=redactor,
+    )
+    stack.push_async_callback(services.close)
+    principal = await provision(services)
+    kb_id = _kb_id(dataset, selection, config)
+    # The KB exists before documents go in; each run of questions sets its settings.
+    await put_knowledge_base(services, principal, kb_id, name=kb_id, storage="org", settings={})
+    await put_agent(services, principal, _AGENT, [kb_id], {"pii_redaction": False})
+    session = EvalSession(
+        services,
+        principal,
+        kb_id,
+        progress,
+        beir_ids={
+            document_key(beir_id): beir_id
+            for beir_id in selection.document_ids
+            if document_key(beir_id) != beir_id
+        },
+    )
+    progress(
+        f"eval: {dataset.name}, {len(selection.query_ids)} questions, "
+        f"{len(selection.document_ids)} documents, data dir {data_dir}"
+    )
+    ingested = await ingest_corpus(session, dataset, selection.document_ids)
+    return PreparedRun(dataset, selection, config, session, ingested)
+
+
+def ranking_settings(kb_settings: Mapping[str, Any], channel: str) -> dict[str, Any]:
+    """KB settings of a ranking run: 100 documents, no floors, the channel's fusion."""
+    settings = {
+        "top_k": RANKING_DEPTH,
+        "score_threshold": 0.0,
+        "keyword_floor": 0.0,
+        **kb_settings,
+    }
+    fusion = CHANNELS[channel]
+    if fusion is not None:
+        settings["fusion"] = fusion
+    return settings
+
+
+async def evaluate(
+    options: EvalOptions,
+    *,
+    environ: Mapping[str, str],
+    embedder: Embedder | None = None,
+    redactor: Redactor | None = None,
+    progress: Progress,
+) -> dict[str, Any]:
+    """Ingest, ask every question per channel, score, and measure abstention: the report."""
     offtopic = _offtopic_questions(options.offtopic) if options.offtopic else {}
     started = time.perf_counter()
     async with AsyncExitStack() as stack:
-        data_dir = options.data_dir or Path(
-            stack.enter_context(tempfile.TemporaryDirectory(prefix="kbgate-eval-"))
-        )
-        config = eval_config(environ, data_dir)
-        if embedder is None:
-            embedder = await asyncio.to_thread(_build_embedder, config)
-            stack.callback(_close_embedder, embedder)
-        services = await build_services(
-            config,
-            Telemetry(build_logger("WARNING", sys.stderr)),
-            embedder=_QueryMemo(embedder),
+        run = await prepare(
+            options,
+            stack,
+            environ=environ,
+            embedder=embedder,
             redactor=redactor,
+            progress=progress,
         )
-        stack.push_async_callback(services.close)
-        principal = await provision(services)
-        kb_id = _kb_id(dataset, selection, config)
-        # The KB exists before documents go in; each run of questions sets its settings.
-        await put_knowledge_base(services, principal, kb_id, name=kb_id, storage="org", settings={})
-        await put_agent(services, principal, _AGENT, [kb_id], {"pii_redaction": False})
-        session = EvalSession(
-            services,
-            principal,
-            kb_id,
-            progress,
-            beir_ids={
-                document_key(beir_id): beir_id
-                for beir_id in selection.document_ids
-                if document_key(beir_id) != beir_id
-            },
-        )
-        progress(
-            f"eval: {dataset.name}, {len(selection.query_ids)} questions, "
-            f"{len(selection.document_ids)} documents, data dir {data_dir}"
-        )
-        ingested = await ingest_corpus(session, dataset, selection.document_ids)
-        questions = {qid: dataset.queries[qid] for qid in selection.query_ids}
-        ranking_settings = {
-            "top_k": RANKING_DEPTH,
-            "score_threshold": 0.0,
-            "keyword_floor": 0.0,
-            **options.kb_settings,
-        }
+        session, dataset, selection = run.session, run.dataset, run.selection
+        questions = run.questions()
         channels: dict[str, dict[str, Any]] = {}
-        for channel, fusion in CHANNELS.items():
-            settings = dict(ranking_settings)
-            if fusion is not None:
-                settings["fusion"] = fusion
-            run = await run_questions(session, settings, questions, channel)
-            figures: dict[str, Any] = dict(score_run(run.ranking, dataset.qrels))
-            figures["fusion"] = run.kb_effective(kb_id).get("fusion")
-            figures["seconds"] = round(run.seconds, 1)
-            figures["errors"] = run.errors
+        for channel in CHANNELS:
+            settings = ranking_settings(options.kb_settings, channel)
+            answers = await run_questions(session, settings, questions, channel)
+            figures: dict[str, Any] = dict(score_run(answers.ranking, dataset.qrels))
+            figures["fusion"] = answers.kb_effective(session.kb_id).get("fusion")
+            figures["seconds"] = round(answers.seconds, 1)
+            figures["errors"] = answers.errors
             channels[channel] = figures
         abstention = await _abstention(
             session, options.kb_settings, questions, offtopic, dataset.qrels
@@ -658,10 +700,10 @@ async def evaluate(
             "queries": len(selection.query_ids),
             "documents": len(selection.document_ids),
         },
-        "settings": _settings_report(config, options.kb_settings),
+        "settings": _settings_report(run.config, options.kb_settings),
         "channels": channels,
         "abstention": abstention,
-        "ingest": ingested.as_dict(),
+        "ingest": run.ingested.as_dict(),
         "seconds": round(time.perf_counter() - started, 1),
     }
 
