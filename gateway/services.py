@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gateway.ratelimit import InProcessLimiter, RateLimiter, RedisLimiter
-from gateway.redaction import Redactor
+from gateway.redaction import CachedRedactor, Redactor
 from gateway.telemetry import Telemetry
 from ingest.embedding import MINILM_MODEL_NAME, Embedder
 from ingest.index import Index, IndexUnavailableError
+from ingest.lru import LruCache
+from ingest.query_embedding import QueryBatcher, QueryEmbeddings
 from ingest.sync import DocumentWriter
 from settings.cache import CachedSettings
 from settings.config import Config
@@ -59,6 +61,10 @@ class Services:
     settings: CachedSettings
     redactor: Redactor  # PII redaction (issue 6)
     rate_limiter: RateLimiter
+    # Speed (issue 9): turns embed questions through a cache and a micro-batcher, and
+    # redact retrieved texts through a cache; both caches are partitioned by tenant.
+    query_embeddings: QueryEmbeddings
+    turn_redactor: CachedRedactor
     # One writer per document at a time in this process: replacing is read-then-write.
     document_locks: KeyedLocks = field(default_factory=KeyedLocks)
 
@@ -131,6 +137,11 @@ async def build_services(
             on_stale_read=lambda: telemetry.count("settings_stale_reads"),
         ),
         rate_limiter=_build_rate_limiter(config, telemetry),
+        query_embeddings=QueryEmbeddings(
+            QueryBatcher(model.embed_queries, max_texts=config.query_batch_max),
+            LruCache(config.query_cache_size),
+        ),
+        turn_redactor=CachedRedactor(pii, LruCache(config.redaction_cache_size)),
     )
 
 

@@ -163,11 +163,12 @@ async def _workspace_or_none(services: Services, tenant_id: str) -> Workspace | 
         return None
 
 
-async def embed_queries(services: Services, texts: list[str]) -> list[Embedding]:
-    """One batch, off the event loop, bounded in time."""
+async def embed_queries(services: Services, tenant_id: str, texts: list[str]) -> list[Embedding]:
+    """Off the event loop, bounded in time: through the tenant's cache, batched with
+    concurrent turns' questions (`ingest.query_embedding`)."""
     try:
         return await asyncio.wait_for(
-            asyncio.to_thread(services.embedder.embed_queries, texts),
+            services.query_embeddings.embed(tenant_id, texts),
             timeout=services.config.embed_timeout_s,
         )
     except (TimeoutError, RuntimeError, ValueError) as error:
@@ -252,7 +253,7 @@ async def retrieve(
     timings["plan"] = _ms_since(started)
 
     mark = time.perf_counter()
-    embeddings = await embed_queries(services, [question, *variations])
+    embeddings = await embed_queries(services, principal.tenant_id, [question, *variations])
     timings["embed"] = _ms_since(mark)
 
     mark = time.perf_counter()
@@ -283,7 +284,7 @@ async def retrieve(
         outgoing = {**texts, **{_TITLE + key: title for key, title in titles.items() if title}}
         try:
             redacted, counts = await asyncio.to_thread(
-                services.redactor.redact_texts, outgoing, entities.value
+                services.turn_redactor.redact_texts, principal.tenant_id, outgoing, entities.value
             )
         except Exception as error:
             # Fail closed: text that could not be redacted is never returned.

@@ -65,6 +65,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     embedding_threads: int | None = None
     embedding_batch_size: int = 16
     embed_timeout_s: float = 30.0
+    # Speed (issue 9): bounded caches, 0 turns one off; questions embedded per model call.
+    query_cache_size: int = 1024
+    query_batch_max: int = 32
+    redaction_cache_size: int = 4096
     leg_limit: int = 100
     passages_per_document: int = 1
     model_cache_dir: Path | None = None
@@ -136,6 +140,9 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "EMBEDDING_THREADS": ("embedding_threads", _parse_int),
     "EMBEDDING_BATCH_SIZE": ("embedding_batch_size", _parse_int),
     "EMBED_TIMEOUT_S": ("embed_timeout_s", _parse_float),
+    "QUERY_CACHE_SIZE": ("query_cache_size", _parse_int),
+    "QUERY_BATCH_MAX": ("query_batch_max", _parse_int),
+    "REDACTION_CACHE_SIZE": ("redaction_cache_size", _parse_int),
     "LEG_LIMIT": ("leg_limit", _parse_int),
     "PASSAGES_PER_DOCUMENT": ("passages_per_document", _parse_int),
     "MODEL_CACHE_DIR": ("model_cache_dir", _parse_path),
@@ -173,6 +180,13 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
     ),
     (lambda c: 1 <= c.embedding_batch_size <= 256, "EMBEDDING_BATCH_SIZE", "must be 1..256"),
     (lambda c: c.embed_timeout_s > 0, "EMBED_TIMEOUT_S", "must be positive"),
+    (lambda c: 0 <= c.query_cache_size <= 1_000_000, "QUERY_CACHE_SIZE", "must be 0..1000000"),
+    (lambda c: 1 <= c.query_batch_max <= 256, "QUERY_BATCH_MAX", "must be 1..256"),
+    (
+        lambda c: 0 <= c.redaction_cache_size <= 1_000_000,
+        "REDACTION_CACHE_SIZE",
+        "must be 0..1000000",
+    ),
     (lambda c: 1 <= c.leg_limit <= 1000, "LEG_LIMIT", "must be 1..1000"),
     (lambda c: 1 <= c.passages_per_document <= 10, "PASSAGES_PER_DOCUMENT", "must be 1..10"),
     (lambda c: c.settings_staleness_s > 0, "SETTINGS_STALENESS_S", "must be positive"),

@@ -359,12 +359,22 @@ class SqliteStore:
 
         def work(conn: sqlite3.Connection) -> None:
             now = time.time()
-            with _transaction(conn):
-                conn.execute("DELETE FROM turns WHERE expires_at <= ?", (now,))
-                conn.execute(
-                    "INSERT OR REPLACE INTO turns (turn_id, expires_at, record) VALUES (?, ?, ?)",
-                    (turn.turn_id, now + ttl_s, _encode(turn)),
-                )
+            # A turn record is written on every retrieval turn and lives an hour: its
+            # commit skips the fsync (WAL with synchronous=NORMAL: it survives a crash
+            # of the process, an OS crash may lose the last ones, and those turns' later
+            # citation checks answer 404). Measured: 4 ms -> 0.2 ms per turn. Every other
+            # write stays fully synchronous.
+            conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                with _transaction(conn):
+                    conn.execute("DELETE FROM turns WHERE expires_at <= ?", (now,))
+                    conn.execute(
+                        "INSERT OR REPLACE INTO turns (turn_id, expires_at, record) "
+                        "VALUES (?, ?, ?)",
+                        (turn.turn_id, now + ttl_s, _encode(turn)),
+                    )
+            finally:
+                conn.execute("PRAGMA synchronous=FULL")
 
         await self._run(work)
 
@@ -411,6 +421,7 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> None:
     """WAL, foreign keys, schema; refuses a file written by a newer schema."""
     try:
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        conn.execute("PRAGMA synchronous=FULL")  # every commit durable (turn records aside)
         conn.execute("PRAGMA foreign_keys=ON")
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         if version <= SCHEMA_VERSION:

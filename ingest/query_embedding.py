@@ -1,0 +1,132 @@
+"""Question embeddings for retrieval turns: a bounded cache in front of a micro-batcher.
+
+`QueryBatcher` embeds the questions of concurrent turns in one model call. It never
+waits on purpose: when no batch is running, a request starts one at once (a lone
+caller pays nothing); requests that arrive while a batch runs queue up and all go
+together in the next one, up to `max_texts` distinct texts. The model runs on the
+embedder's single runner thread anyway, so a batch of eight questions costs little
+more than one, where eight separate calls would queue behind each other.
+
+`QueryEmbeddings` keeps recent question embeddings in an `LruCache` keyed by
+(partition, exact text); the turn passes the tenant id as the partition. An
+embedding holds no tenant data, but a shared entry would let one tenant tell by
+timing whether another asked the same question, so entries are never shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ingest.embedding import Embedding
+from ingest.lru import LruCache
+
+EmbedFn = Callable[[Sequence[str]], list[Embedding]]
+
+
+@dataclass(slots=True)
+class _Request:
+    texts: tuple[str, ...]
+    future: asyncio.Future[list[Embedding]]
+
+
+class QueryBatcher:
+    """Concurrent `embed` calls share model calls; results are exactly the embedder's."""
+
+    def __init__(self, embed: EmbedFn, *, max_texts: int) -> None:
+        """`embed` is a blocking `Embedder.embed_queries`; it runs in a worker thread."""
+        if max_texts < 1:
+            raise ValueError("max_texts must be at least 1")
+        self._embed = embed
+        self._max_texts = max_texts
+        self._queue: deque[_Request] = deque()
+        self._drainer: asyncio.Task[None] | None = None
+        #: model calls made and texts sent, for tests and benchmarks
+        self.calls = 0
+        self.texts_embedded = 0
+
+    async def embed(self, texts: Sequence[str]) -> list[Embedding]:
+        """The embeddings of `texts`, in order. Cancelling the caller cancels only its share."""
+        if not texts:
+            return []
+        loop = asyncio.get_running_loop()
+        request = _Request(tuple(texts), loop.create_future())
+        self._queue.append(request)
+        drainer = self._drainer
+        if drainer is None or drainer.done() or drainer.get_loop() is not loop:
+            self._drainer = loop.create_task(self._drain())
+        return await request.future
+
+    async def _drain(self) -> None:
+        """Run batches until the queue is empty; one batch in flight at a time."""
+        while self._queue:
+            batch = [r for r in self._take() if not r.future.done()]
+            if not batch:
+                continue
+            distinct = list(dict.fromkeys(text for r in batch for text in r.texts))
+            try:
+                vectors = await asyncio.to_thread(self._embed, distinct)
+            except asyncio.CancelledError:
+                self._fail([*batch, *self._queue], None)
+                self._queue.clear()
+                raise
+            except Exception as error:  # any failure goes to every caller of the batch
+                self._fail(batch, error)
+                continue
+            self.calls += 1
+            self.texts_embedded += len(distinct)
+            by_text = dict(zip(distinct, vectors, strict=True))
+            for request in batch:
+                if not request.future.done():
+                    request.future.set_result([by_text[text] for text in request.texts])
+
+    def _take(self) -> list[_Request]:
+        """Whole requests, oldest first, up to `max_texts` texts (at least one request)."""
+        taken = [self._queue.popleft()]
+        size = len(taken[0].texts)
+        while self._queue and size + len(self._queue[0].texts) <= self._max_texts:
+            request = self._queue.popleft()
+            size += len(request.texts)
+            taken.append(request)
+        return taken
+
+    @staticmethod
+    def _fail(requests: Sequence[_Request], error: Exception | None) -> None:
+        for request in requests:
+            if request.future.done():
+                continue
+            if error is None:
+                request.future.cancel()
+            else:
+                request.future.set_exception(error)
+
+
+class QueryEmbeddings:
+    """Cached, batched question embeddings; the cache never serves one partition to another."""
+
+    def __init__(self, batcher: QueryBatcher, cache: LruCache[tuple[str, str], Embedding]) -> None:
+        self._batcher = batcher
+        self._cache = cache
+
+    @property
+    def batcher(self) -> QueryBatcher:
+        return self._batcher
+
+    @property
+    def cache(self) -> LruCache[tuple[str, str], Embedding]:
+        return self._cache
+
+    async def embed(self, partition: str, texts: Sequence[str]) -> list[Embedding]:
+        """The embeddings of `texts` in order: cached ones from `partition`, the rest batched."""
+        found = [self._cache.get((partition, text)) for text in texts]
+        missing = list(dict.fromkeys(t for t, hit in zip(texts, found, strict=True) if hit is None))
+        if not missing:
+            return [hit for hit in found if hit is not None]
+        fresh = dict(zip(missing, await self._batcher.embed(missing), strict=True))
+        for text, embedding in fresh.items():
+            self._cache.put((partition, text), embedding)
+        return [
+            hit if hit is not None else fresh[text] for text, hit in zip(texts, found, strict=True)
+        ]

@@ -1,0 +1,158 @@
+"""The question micro-batcher and the per-partition embedding cache, with a fake model."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from ingest.embedding import Embedding
+from ingest.lru import LruCache
+from ingest.query_embedding import QueryBatcher, QueryEmbeddings
+from tests.support.fake_embedder import FakeEmbedder
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class GatedModel:
+    """A fake model that records each call's texts; while `gate` is closed, calls block."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+        self.batches: list[list[str]] = []
+        self.fail_on: str | None = None
+        self._inner = FakeEmbedder()
+
+    def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
+        self.batches.append(list(texts))
+        self.gate.wait(timeout=10)
+        if self.fail_on is not None and self.fail_on in texts:
+            raise RuntimeError("model failed")
+        return self._inner.embed_queries(texts)
+
+    def expected(self, texts: Sequence[str]) -> list[Embedding]:
+        return FakeEmbedder().embed_queries(texts)
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(2000):
+        if condition():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("condition not reached")
+
+
+async def test_a_lone_request_is_embedded_at_once_in_its_own_call() -> None:
+    """With nothing in flight, a request starts a model call immediately (no batching window)."""
+    model = GatedModel()
+    batcher = QueryBatcher(model.embed_queries, max_texts=32)
+    result = await asyncio.wait_for(batcher.embed(["one question", "a variation"]), timeout=5)
+    assert result == model.expected(["one question", "a variation"])
+    assert model.batches == [["one question", "a variation"]]
+
+
+async def test_requests_arriving_during_a_call_share_the_next_call() -> None:
+    """Requests queued behind a running call go together in one call; each gets its own
+    embeddings in its own order, and a text asked by several is embedded once."""
+    model = GatedModel()
+    model.gate.clear()
+    batcher = QueryBatcher(model.embed_queries, max_texts=32)
+    first = asyncio.create_task(batcher.embed(["first"]))
+    await _until(lambda: len(model.batches) == 1)
+    queued = [asyncio.create_task(batcher.embed([f"q{i}", "shared"])) for i in range(5)]
+    await asyncio.sleep(0.01)
+    model.gate.set()
+    results = await asyncio.gather(first, *queued)
+    assert model.batches == [["first"], ["q0", "shared", "q1", "q2", "q3", "q4"]]
+    assert results[0] == model.expected(["first"])
+    for i, result in enumerate(results[1:]):
+        assert result == model.expected([f"q{i}", "shared"])
+
+
+async def test_a_batch_holds_whole_requests_up_to_max_texts() -> None:
+    """Queued requests are never split; a batch stops before exceeding max_texts."""
+    model = GatedModel()
+    model.gate.clear()
+    batcher = QueryBatcher(model.embed_queries, max_texts=4)
+    first = asyncio.create_task(batcher.embed(["first"]))
+    await _until(lambda: len(model.batches) == 1)
+    queued = [asyncio.create_task(batcher.embed([f"a{i}", f"b{i}"])) for i in range(3)]
+    await asyncio.sleep(0.01)
+    model.gate.set()
+    await asyncio.gather(first, *queued)
+    assert model.batches == [["first"], ["a0", "b0", "a1", "b1"], ["a2", "b2"]]
+
+
+async def test_a_failed_call_fails_every_caller_in_it_and_the_next_call_works() -> None:
+    """The model's error reaches every request of that batch; the batcher keeps serving."""
+    model = GatedModel()
+    model.gate.clear()
+    model.fail_on = "boom"
+    batcher = QueryBatcher(model.embed_queries, max_texts=32)
+    first = asyncio.create_task(batcher.embed(["first"]))
+    await _until(lambda: len(model.batches) == 1)
+    doomed = [asyncio.create_task(batcher.embed([text])) for text in ("boom", "innocent")]
+    await asyncio.sleep(0.01)
+    model.gate.set()
+    assert await first == model.expected(["first"])
+    for task in doomed:
+        with pytest.raises(RuntimeError, match="model failed"):
+            await task
+    assert await batcher.embed(["later"]) == model.expected(["later"])
+
+
+async def test_a_caller_that_gives_up_does_not_disturb_the_others() -> None:
+    """A request cancelled while queued (a turn's timeout) is dropped; the rest are answered."""
+    model = GatedModel()
+    model.gate.clear()
+    batcher = QueryBatcher(model.embed_queries, max_texts=32)
+    first = asyncio.create_task(batcher.embed(["first"]))
+    await _until(lambda: len(model.batches) == 1)
+    gives_up = asyncio.create_task(batcher.embed(["impatient"]))
+    stays = asyncio.create_task(batcher.embed(["patient"]))
+    await asyncio.sleep(0.01)
+    gives_up.cancel()
+    model.gate.set()
+    assert await stays == model.expected(["patient"])
+    assert await first == model.expected(["first"])
+    assert model.batches == [["first"], ["patient"]]
+
+
+async def test_cached_questions_are_not_embedded_again_within_a_partition() -> None:
+    """A text embedded for a partition is served from the cache there, in request order."""
+    model = GatedModel()
+    embeddings = QueryEmbeddings(QueryBatcher(model.embed_queries, max_texts=32), LruCache(16))
+    first = await embeddings.embed("tenant-a", ["q1", "q2"])
+    again = await embeddings.embed("tenant-a", ["q2", "q3", "q1", "q3"])
+    assert first == model.expected(["q1", "q2"])
+    assert again == model.expected(["q2", "q3", "q1", "q3"])
+    assert model.batches == [["q1", "q2"], ["q3"]]
+
+
+async def test_the_cache_is_never_shared_between_partitions() -> None:
+    """The same question from another tenant is embedded afresh, not served from the cache."""
+    model = GatedModel()
+    embeddings = QueryEmbeddings(QueryBatcher(model.embed_queries, max_texts=32), LruCache(16))
+    await embeddings.embed("tenant-a", ["same question"])
+    await embeddings.embed("tenant-b", ["same question"])
+    assert model.batches == [["same question"], ["same question"]]
+
+
+async def test_the_cache_stays_within_its_bound() -> None:
+    """Past its size, the cache forgets the oldest questions, which are then embedded again."""
+    model = GatedModel()
+    cache: LruCache[tuple[str, str], Embedding] = LruCache(2)
+    embeddings = QueryEmbeddings(QueryBatcher(model.embed_queries, max_texts=32), cache)
+    for text in ("a", "b", "c"):
+        await embeddings.embed("t", [text])
+    assert len(cache) == 2
+    await embeddings.embed("t", ["a"])
+    assert model.batches == [["a"], ["b"], ["c"], ["a"]]
