@@ -30,6 +30,13 @@ class GatewayProcess:
         self.log_path = data_dir.parent / f"{data_dir.name}-gateway.log"
 
     @property
+    def pid(self) -> int:
+        """The process id (for RSS readings in /proc)."""
+        if self._process is None:
+            raise RuntimeError("the gateway is not started")
+        return self._process.pid
+
+    @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
@@ -77,7 +84,8 @@ class GatewayProcess:
                 self.kill()
 
     def client(self, **kwargs: Any) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=30.0, **kwargs)
+        kwargs.setdefault("timeout", 30.0)
+        return httpx.Client(base_url=self.url, **kwargs)
 
     def __enter__(self) -> GatewayProcess:
         self.start()

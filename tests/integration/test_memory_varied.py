@@ -1,0 +1,92 @@
+"""Memory of a real gateway process stays flat while it ingests documents of very varied length.
+
+onnxruntime's CPU arena keeps a block for every input shape it has seen, so a
+long-lived process fed texts of every length can grow without bound (DESIGN.md,
+section 4). This ingests a deterministic corpus of 5- to 3,000-word documents
+through the HTTP API of a real `kbgate serve`, then the same documents again with
+new text of the same lengths (every one replaced, so embedded again), and reads the
+process's resident set from /proc. The first pass is the warm-up; the second must
+not raise the peak or the resident set by more than a bound.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.gateway_process import GatewayProcess
+from tests.support.varied_corpus import Document, rss_kib, varied_corpus
+
+PLATFORM_KEY = "memory-varied-platform-key-01"
+DOCUMENTS = 14
+# Growth allowed on the second pass, peak and resident alike. A leaking arena grows by
+# hundreds of MiB over a corpus like this one; allocator noise stays within tens.
+BOUND_MIB = 48
+
+
+def _provision(client: httpx.Client) -> dict[str, str]:
+    platform = {"Authorization": f"Bearer {PLATFORM_KEY}"}
+    client.post("/v1/orgs", json={"org_id": "mem"}, headers=platform).raise_for_status()
+    client.post(
+        "/v1/orgs/mem/workspaces", json={"tenant_id": "mem-ws"}, headers=platform
+    ).raise_for_status()
+    key = client.post(
+        "/v1/keys",
+        json={"org_id": "mem", "tenant_id": "mem-ws", "roles": ["admin", "ingest"]},
+        headers=platform,
+    ).json()["key"]
+    headers = {"Authorization": f"Bearer {key}"}
+    client.put("/v1/knowledge-bases/varied", json={}, headers=headers).raise_for_status()
+    return headers
+
+
+def _ingest(gateway: GatewayProcess, headers: dict[str, str], corpus: list[Document]) -> int:
+    """Send every document (two at a time); the number of passages indexed."""
+
+    def put(doc: Document) -> int:
+        with gateway.client() as client:
+            answer = client.put(
+                f"/v1/knowledge-bases/varied/documents/{doc.doc_id}",
+                json={"title": doc.title, "text": doc.text, "classification": "internal"},
+                headers=headers,
+            )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["status"] == "indexed"
+        return int(answer.json()["passages"])
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return sum(pool.map(put, corpus))
+
+
+@pytest.mark.slow
+def test_rss_is_flat_on_a_second_pass_of_varied_lengths(tmp_path: Path, model_dir: Path) -> None:
+    """After a warm-up pass over 5- to 3,000-word documents, a second pass replacing every one
+    with new text of the same length raises neither the peak nor the current resident set of
+    the gateway by more than BOUND_MIB."""
+    env = {
+        "KBGATE_PLATFORM_KEY": PLATFORM_KEY,
+        "KBGATE_MODEL_CACHE_DIR": str(model_dir),
+        "KBGATE_RATE_LIMIT_PER_S": "1000",
+    }
+    with GatewayProcess(tmp_path / "data", env) as gateway:
+        with gateway.client() as client:
+            headers = _provision(client)
+        start = rss_kib(gateway.pid)
+        first = _ingest(gateway, headers, varied_corpus(DOCUMENTS, seed=1))
+        warm = rss_kib(gateway.pid)
+        second = _ingest(gateway, headers, varied_corpus(DOCUMENTS, seed=2))
+        end = rss_kib(gateway.pid)
+        with gateway.client() as client:
+            stats = client.get("/v1/knowledge-bases/varied/stats", headers=headers).json()
+    assert stats["documents"] == DOCUMENTS
+    assert stats["passages"] == second
+    mib = {
+        name: {k: v // 1024 for k, v in reading.items()}
+        for name, reading in (("start", start), ("after_pass_1", warm), ("after_pass_2", end))
+    }
+    print(f"passages {first} + {second}; RSS MiB {mib}")  # noqa: T201 — the figures, in -s runs
+    assert (end["VmHWM"] - warm["VmHWM"]) // 1024 < BOUND_MIB, mib
+    assert (end["VmRSS"] - warm["VmRSS"]) // 1024 < BOUND_MIB, mib
