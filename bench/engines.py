@@ -18,6 +18,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,8 @@ from ingest.qdrant_edge import EdgeIndex
 from ingest.qdrant_server import ServerIndex
 
 RESULTS = Path(__file__).parent / "results" / "engines.json"
+PLOT = RESULTS.with_suffix(".png")
+ENGINES = ("qdrant-edge", "qdrant-client-local")
 DIM = 384
 VOCAB = 30_000
 TENANTS = 20
@@ -129,6 +132,30 @@ def measure(size: int, queries: int) -> dict[str, object]:
     return summary
 
 
+def plot(results: dict[str, dict[str, Any]], path: Path) -> None:
+    """Median and p99 query latency per engine against collection size (log scale)."""
+    import matplotlib as mpl
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = sorted(results, key=int)
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    for engine in ENGINES:
+        for stat, style in (("median_ms", "-o"), ("p99_ms", ":x")):
+            values = [results[size][engine][stat] for size in sizes]
+            axis.plot([int(size) for size in sizes], values, style, label=f"{engine} {stat[:-3]}")
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("passages in the collection")
+    axis.set_ylabel("hybrid query latency (ms)")
+    axis.set_title("Qdrant Edge vs qdrant-client local mode (one tenant's Scope, limit 100)")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[20_000])
@@ -138,6 +165,7 @@ def main() -> None:
     previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     merged = {**previous, **{str(r["passages"]): r for r in results}}
     RESULTS.write_text(json.dumps(merged, indent=2) + "\n")
+    plot(merged, PLOT)
     print(json.dumps(results, indent=2))
 
 
