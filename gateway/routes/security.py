@@ -34,9 +34,13 @@ class BearerKeyMiddleware(AbstractAuthenticationMiddleware):
 
 
 def requires(*roles: Role) -> Guard:
-    """A guard admitting only principals with one of `roles` (403 otherwise)."""
+    """A guard admitting only principals with one of `roles` (403 otherwise).
 
-    def guard(connection: ASGIConnection, _: BaseRouteHandler) -> None:  # type: ignore[type-arg]  # as above
+    A coroutine function on purpose: Litestar runs a plain function guard in a worker
+    thread, a thread hop (and a wait for the GIL) on every request for a set lookup.
+    """
+
+    async def guard(connection: ASGIConnection, _: BaseRouteHandler) -> None:  # type: ignore[type-arg]  # as above
         principal: Principal = connection.user
         principal.require(*roles)
 
