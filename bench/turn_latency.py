@@ -4,13 +4,22 @@
    (provisioning and document writes of the gateway core); later runs find every
    document unchanged and embed nothing.
 2. Floor: in-process, per question, the two steps a turn cannot avoid — embedding the
-   question (dense + BM25) and the one engine call of its KB (dense and keyword legs).
-3. HTTP: a real `kbgate serve` on the same data dir; `POST /v1/retrieve` at each
-   concurrency, questions from SciFact's queries, redaction on (the default) and off.
-Reports median and p99 latency, turns per second, and HTTP/floor ratios; writes
-`bench/results/turn_latency.json` and a PNG plot.
+   question (dense + BM25) and the one engine call of its KB (dense and keyword legs),
+   sequentially. Measured before and after the HTTP passes; the floor is all of both.
+3. HTTP: a real `kbgate serve` on the same data dir; `POST /v1/retrieve` with redaction
+   on (the default) and off, at each concurrency. Every (redaction, concurrency) pair gets
+   a freshly started gateway, so its caches start empty, and two passes:
+   - distinct: each question once — every question embedding and almost every passage's
+     redaction is computed (cold caches); this is the figure to compare with the floor;
+   - repeat: the same questions again on that gateway — question embeddings and
+     redactions now come from the caches, while settings, search, fusion, fencing,
+     the turn record and HTTP still run: what a caller repeating questions sees.
+Reports median and p99 latency, turns per second, their ratios to the floor, the mean
+server-side stage times per turn (from /metrics) and the load average around each
+pass; writes `bench/results/turn_latency.json` and a PNG plot.
 
-    uv run python -m bench.turn_latency --data-dir /tmp/kbgate-bench [--concurrency 1 8 32]
+    uv run python -m bench.turn_latency --data-dir /tmp/kbgate-turnbench [--concurrency 1 8 32]
+    uv run python -m bench.turn_latency --data-dir /tmp/kbgate-small --limit 300 --queries 60
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -97,11 +107,13 @@ def _principal() -> Principal:
     )
 
 
-async def _floor(services: Services, questions: list[str]) -> list[float]:
-    """Embed + one engine call per question, in-process, sequential (milliseconds)."""
+async def _floor(services: Services, questions: list[str]) -> tuple[list[float], float]:
+    """Embed + one engine call per question, in-process, sequential: latencies (ms) and
+    the CPU time of this process (all threads) per question (ms)."""
     context = await plan_turn(services, _principal(), AGENT)
     plan = context.plans[0]
     latencies = []
+    cpu = time.process_time()
     for question in questions:
         started = time.perf_counter()
         embeddings = services.embedder.embed_queries([question])
@@ -109,10 +121,18 @@ async def _floor(services: Services, questions: list[str]) -> list[float]:
             plan.collection, plan.scope, legs_for(plan, embeddings, services.config.leg_limit)
         )
         latencies.append((time.perf_counter() - started) * 1000)
-    return latencies
+    return latencies, (time.process_time() - cpu) * 1000 / max(1, len(questions))
 
 
-async def _http(url: str, key: str, questions: list[str], concurrency: int) -> dict[str, float]:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, all its threads (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _http(
+    url: str, key: str, questions: list[str], concurrency: int, server_pid: int
+) -> dict[str, Any]:
     """Every question once through `POST /v1/retrieve`, `concurrency` callers at a time."""
     queue: asyncio.Queue[str] = asyncio.Queue()
     for question in questions:
@@ -134,22 +154,55 @@ async def _http(url: str, key: str, questions: list[str], concurrency: int) -> d
 
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+        before = await _stage_totals(client)
+        load_before = os.getloadavg()[0]
+        server_cpu = _cpu_seconds(server_pid)
         started = time.perf_counter()
         await asyncio.gather(*(caller(client) for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
+        server_cpu = _cpu_seconds(server_pid) - server_cpu
+        load_after = os.getloadavg()[0]
+        after = await _stage_totals(client)
+    turns = max(1, len(questions))
     return {
         **_summary(latencies),
         "turns_per_s": round(len(questions) / elapsed, 1),
         "errors": errors,
+        "server_cpu_ms_per_turn": round(server_cpu * 1000 / turns, 2),
+        "server_stage_mean_ms": {
+            stage: round((after[stage] - before.get(stage, 0.0)) * 1000 / turns, 2)
+            for stage in sorted(after)
+        },
+        "load_average_1m": [round(load_before, 2), round(load_after, 2)],
     }
 
 
-def _summary(latencies: list[float]) -> dict[str, float]:
+_STAGE_SUM = re.compile(r'^kbgate_stage_seconds_sum\{stage="turn_(\w+)"\} (\S+)$', re.MULTILINE)
+
+
+async def _stage_totals(client: httpx.AsyncClient) -> dict[str, float]:
+    """Seconds spent so far in each turn stage, summed over turns (Prometheus text)."""
+    text = (await client.get("/metrics")).text
+    return {stage: float(value) for stage, value in _STAGE_SUM.findall(text)}
+
+
+def _summary(latencies: list[float]) -> dict[str, Any]:
     ordered = sorted(latencies)
     return {
         "median_ms": round(statistics.median(ordered), 2),
         "p99_ms": round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 2),
         "n": len(ordered),
+    }
+
+
+def _ratios(run: dict[str, Any], floor: dict[str, Any]) -> dict[str, float]:
+    """Latency as a multiple of the floor's; throughput as a multiple of the floor's rate;
+    the server's CPU time per turn as a multiple of the floor's per question."""
+    return {
+        "median": round(run["median_ms"] / floor["median_ms"], 2),
+        "p99": round(run["p99_ms"] / floor["p99_ms"], 2),
+        "turns_per_s": round(run["turns_per_s"] / floor["turns_per_s"], 2),
+        "cpu_per_turn": round(run["server_cpu_ms_per_turn"] / floor["cpu_ms_per_question"], 2),
     }
 
 
@@ -159,21 +212,22 @@ def _plot(result: dict[str, Any], path: Path) -> None:
     mpl.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(7, 4.2))
+    figure, axis = plt.subplots(figsize=(7.5, 4.5))
     for mode, runs in result["http"].items():
         levels = sorted(int(c) for c in runs)
+        for kind, marker in (("distinct", "o"), ("repeat", "s")):
+            axis.plot(
+                levels,
+                [runs[str(c)][kind]["median_ms"] for c in levels],
+                marker=marker,
+                label=f"median, redaction {mode}, {kind}",
+            )
         axis.plot(
             levels,
-            [runs[str(c)]["median_ms"] for c in levels],
-            marker="o",
-            label=f"HTTP median, redaction {mode}",
-        )
-        axis.plot(
-            levels,
-            [runs[str(c)]["p99_ms"] for c in levels],
+            [runs[str(c)]["distinct"]["p99_ms"] for c in levels],
             marker="x",
             linestyle="--",
-            label=f"HTTP p99, redaction {mode}",
+            label=f"p99, redaction {mode}, distinct",
         )
     axis.axhline(
         result["floor"]["median_ms"],
@@ -184,7 +238,8 @@ def _plot(result: dict[str, Any], path: Path) -> None:
     axis.set_xscale("log", base=2)
     axis.set_xlabel("concurrent callers")
     axis.set_ylabel("latency (ms)")
-    axis.set_title(f"Retrieval turn on SciFact ({result['documents']} documents)")
+    axis.set_yscale("log")
+    axis.set_title(f"Retrieval turn over HTTP on SciFact ({result['documents']} documents)")
     axis.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
@@ -193,68 +248,134 @@ def _plot(result: dict[str, Any], path: Path) -> None:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data-dir", type=Path, required=True)
-    parser.add_argument("--limit-docs", type=int, default=None)
+    parser.add_argument("--limit", "--limit-docs", dest="limit", type=int, default=None)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--redaction", nargs="+", choices=["on", "off"], default=["on", "off"])
+    parser.add_argument("--output", type=Path, default=RESULTS / "turn_latency.json")
+    parser.add_argument(
+        "--env",
+        nargs="*",
+        default=[],
+        metavar="KBGATE_NAME=VALUE",
+        help="configuration for the floor and the gateway alike, e.g. KBGATE_EMBEDDING_THREADS=1",
+    )
     args = parser.parse_args()
+    extra = dict(item.split("=", 1) for item in args.env)
+    if any(not name.startswith("KBGATE_") for name in extra):
+        parser.error("--env takes KBGATE_* variables only")
     env = {
         "KBGATE_PLATFORM_KEY": PLATFORM_KEY,
         "KBGATE_MODEL_CACHE_DIR": str(args.data_dir / "models"),
+        **extra,
     }
     config = load_config(env, data_dir=args.data_dir)
     questions = [q["text"] for q in _read_jsonl(DATASET / "queries.jsonl")][: args.queries]
+    load_start = os.getloadavg()
 
     services = await build_services(config, Telemetry(build_logger("WARNING")))
     try:
-        key = await _prepare(services, args.data_dir, args.limit_docs)
+        key = await _prepare(services, args.data_dir, args.limit)
         documents = len(await knowledge.list_documents(services, _principal(), KB))
         _ = await _floor(services, questions[:20])  # warm-up
-        floor = _summary(await _floor(services, questions))
+        floor_before, cpu_before = await _floor(services, questions)
     finally:
         await services.close()
 
-    http: dict[str, dict[str, dict[str, float]]] = {}
-    for mode, pii in (("on", True), ("off", False)):
-        gateway = GatewayProcess(
-            args.data_dir,
-            {**env, "KBGATE_RATE_LIMIT_PER_S": "100000", "KBGATE_RATE_LIMIT_BURST": "100000"},
-        )
-        gateway.start()
-        try:
-            async with httpx.AsyncClient(base_url=gateway.url) as client:
-                auth = {"Authorization": f"Bearer {key}"}
-                agent = await client.put(
-                    f"/v1/agents/{AGENT}",
-                    json={"knowledge_base_ids": [KB], "pii_redaction": pii},
-                    headers=auth,
-                )
-                agent.raise_for_status()
-                gates = await client.patch(
-                    "/v1/workspace/settings", json={"rag_pii_redaction": pii}, headers=auth
-                )
-                gates.raise_for_status()
-            await _http(gateway.url, key, questions[:20], 1)  # warm-up
-            http[mode] = {
-                str(c): await _http(gateway.url, key, questions, c) for c in args.concurrency
-            }
-        finally:
-            gateway.stop()
+    http: dict[str, dict[str, dict[str, Any]]] = {}
+    for mode in args.redaction:
+        http[mode] = {}
+        for concurrency in args.concurrency:
+            print(f"  HTTP redaction {mode}, concurrency {concurrency}", file=sys.stderr)
+            http[mode][str(concurrency)] = await _passes(
+                args.data_dir, env, key, questions, concurrency, redaction=mode == "on"
+            )
+
+    services = await build_services(config, Telemetry(build_logger("WARNING")))
+    try:
+        floor_after, cpu_after = await _floor(services, questions)
+    finally:
+        await services.close()
+    floor = _summary(floor_before + floor_after)
+    floor["turns_per_s"] = round(1000 / statistics.mean(floor_before + floor_after), 1)
+    floor["median_ms_before_http"] = round(statistics.median(floor_before), 2)
+    floor["median_ms_after_http"] = round(statistics.median(floor_after), 2)
+    floor["cpu_ms_per_question"] = round((cpu_before + cpu_after) / 2, 2)
 
     result: dict[str, Any] = {
+        "command": "uv run python -m bench.turn_latency " + " ".join(sys.argv[1:]),
         "documents": documents,
         "queries": len(questions),
         "cpu_count": os.cpu_count(),
+        "configuration": extra,
+        "load_average_at_start": [round(x, 2) for x in load_start],
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "floor": floor,
         "http": http,
-        "ratios": {
-            mode: {c: round(run["median_ms"] / floor["median_ms"], 2) for c, run in runs.items()}
+        "ratios_to_floor": {
+            mode: {
+                c: {kind: _ratios(run[kind], floor) for kind in ("distinct", "repeat")}
+                for c, run in runs.items()
+            }
             for mode, runs in http.items()
         },
+        "notes": (
+            "floor: in-process embed + one engine call per question, sequential, measured "
+            "before and after the HTTP passes. distinct: each question once on a freshly "
+            "started gateway (caches empty). repeat: the same questions again on that "
+            "gateway (question embeddings and redactions cached; search, fusion, fencing, "
+            "turn record and HTTP still run). The HTTP client runs on the same 2 cores. "
+            "cpu: CPU time of the gateway process (all threads) per turn, against the floor's "
+            "per question: a figure the other load on the machine disturbs less than latency."
+        ),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "turn_latency.json").write_text(json.dumps(result, indent=2) + "\n")
-    _plot(result, RESULTS / "turn_latency.png")
+    args.output.parent.mkdir(exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    _plot(result, args.output.with_suffix(".png"))
     print(json.dumps(result, indent=2))
+
+
+async def _passes(
+    data_dir: Path,
+    env: dict[str, str],
+    key: str,
+    questions: list[str],
+    concurrency: int,
+    *,
+    redaction: bool,
+) -> dict[str, Any]:
+    """A fresh gateway (empty caches): the distinct pass, then the repeat pass."""
+    gateway = GatewayProcess(
+        data_dir,
+        {**env, "KBGATE_RATE_LIMIT_PER_S": "100000", "KBGATE_RATE_LIMIT_BURST": "100000"},
+    )
+    gateway.start()
+    try:
+        async with httpx.AsyncClient(base_url=gateway.url) as client:
+            auth = {"Authorization": f"Bearer {key}"}
+            agent = await client.put(
+                f"/v1/agents/{AGENT}",
+                json={"knowledge_base_ids": [KB], "pii_redaction": redaction},
+                headers=auth,
+            )
+            agent.raise_for_status()
+            gates = await client.patch(
+                "/v1/workspace/settings", json={"rag_pii_redaction": redaction}, headers=auth
+            )
+            gates.raise_for_status()
+            # Warm the process (first model run, code paths) with questions not measured.
+            warm = [f"warm-up question {i} about cells and proteins" for i in range(8)]
+            for question in warm:
+                response = await client.post(
+                    "/v1/retrieve", json={"agent_id": AGENT, "question": question}, headers=auth
+                )
+                response.raise_for_status()
+        pid = gateway.pid
+        distinct = await _http(gateway.url, key, questions, concurrency, pid)
+        repeat = await _http(gateway.url, key, questions, concurrency, pid)
+    finally:
+        gateway.stop()
+    return {"distinct": distinct, "repeat": repeat}
 
 
 if __name__ == "__main__":
