@@ -55,7 +55,11 @@ class QueryBatcher:
         request = _Request(tuple(texts), loop.create_future())
         self._queue.append(request)
         drainer = self._drainer
-        if drainer is None or drainer.done() or drainer.get_loop() is not loop:
+        if drainer is not None and drainer.get_loop() is not loop:
+            # A previous event loop's leftovers (tests run one loop per test): drop them.
+            self._queue = deque(r for r in self._queue if r.future.get_loop() is loop)
+            drainer = None
+        if drainer is None or drainer.done():
             self._drainer = loop.create_task(self._drain())
         return await request.future
 

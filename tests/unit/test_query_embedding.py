@@ -156,3 +156,14 @@ async def test_the_cache_stays_within_its_bound() -> None:
     assert len(cache) == 2
     await embeddings.embed("t", ["a"])
     assert model.batches == [["a"], ["b"], ["c"], ["a"]]
+
+
+def test_one_batcher_serves_successive_event_loops() -> None:
+    """A batcher built once (in the composition root) keeps working when a later event loop
+    uses it, as tests sharing services across loops do."""
+    model = GatedModel()
+    batcher = QueryBatcher(model.embed_queries, max_texts=32)
+    first = asyncio.run(batcher.embed(["in the first loop"]))
+    second = asyncio.run(batcher.embed(["in the second loop"]))
+    assert first == model.expected(["in the first loop"])
+    assert second == model.expected(["in the second loop"])
