@@ -216,49 +216,44 @@ class Redactor:
 
 #: (tenant id, entity types, the text itself) -> its redaction
 RedactionKey = tuple[str, tuple[str, ...], str]
+RedactionCache = LruCache[RedactionKey, Redaction]
 
 
 class TextRedactor(Protocol):
-    """What `CachedRedactor` needs of a `Redactor`."""
+    """What `redact_texts_cached` needs of a `Redactor`."""
 
     def redact(self, text: str, entities: Iterable[str]) -> Redaction: ...
 
 
-class CachedRedactor:
-    """Redaction of retrieved texts through a bounded cache, one partition per tenant.
+def redact_texts_cached(
+    redactor: TextRedactor,
+    cache: RedactionCache,
+    tenant_id: str,
+    texts: Mapping[str, str],
+    entities: Iterable[str],
+) -> tuple[dict[str, str], dict[str, int]]:
+    """As `Redactor.redact_texts`, for one tenant's texts, through a bounded cache.
 
     Passages recur across turns, and redacting one costs milliseconds (mostly the
     phone-number pass). An entry is keyed by the tenant, the entity types asked for
     and the whole text: the lookup compares the text itself, so a text is only ever
     given its own redaction, and one tenant's entries are never served to another
     (nor can another tenant tell by timing what was redacted for it). Only successful
-    redactions are stored; a failure propagates, so callers still fail closed.
+    redactions are stored; a failure propagates, so callers still fail closed. Entity
+    counts are summed over cached and fresh redactions alike.
     """
-
-    def __init__(self, redactor: TextRedactor, cache: LruCache[RedactionKey, Redaction]) -> None:
-        self._redactor = redactor
-        self._cache = cache
-
-    @property
-    def cache(self) -> LruCache[RedactionKey, Redaction]:
-        return self._cache
-
-    def redact_texts(
-        self, tenant_id: str, texts: Mapping[str, str], entities: Iterable[str]
-    ) -> tuple[dict[str, str], dict[str, int]]:
-        """As `Redactor.redact_texts`, for one tenant's texts."""
-        wanted = tuple(sorted(set(entities)))
-        counts: Counter[str] = Counter()
-        redacted: dict[str, str] = {}
-        for key, text in texts.items():
-            cache_key = (tenant_id, wanted, text)
-            redaction = self._cache.get(cache_key)
-            if redaction is None:
-                redaction = self._redactor.redact(text, wanted)
-                self._cache.put(cache_key, redaction)
-            redacted[key] = redaction.text
-            counts.update(redaction.counts)
-        return redacted, dict(sorted(counts.items()))
+    wanted = tuple(sorted(set(entities)))
+    counts: Counter[str] = Counter()
+    redacted: dict[str, str] = {}
+    for key, text in texts.items():
+        cache_key = (tenant_id, wanted, text)
+        redaction = cache.get(cache_key)
+        if redaction is None:
+            redaction = redactor.redact(text, wanted)
+            cache.put(cache_key, redaction)
+        redacted[key] = redaction.text
+        counts.update(redaction.counts)
+    return redacted, dict(sorted(counts.items()))
 
 
 def _blank(text: str, spans: Iterable[_Span]) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gateway.ratelimit import InProcessLimiter, RateLimiter, RedisLimiter
-from gateway.redaction import CachedRedactor, Redactor
+from gateway.redaction import RedactionCache, Redactor
 from gateway.telemetry import Telemetry
 from ingest.embedding import MINILM_MODEL_NAME, Embedder
 from ingest.index import Index, IndexUnavailableError
@@ -64,7 +64,7 @@ class Services:
     # Speed (issue 9): turns embed questions through a cache and a micro-batcher, and
     # redact retrieved texts through a cache; both caches are partitioned by tenant.
     query_embeddings: QueryEmbeddings
-    turn_redactor: CachedRedactor
+    redaction_cache: RedactionCache
     # One writer per document at a time in this process: replacing is read-then-write.
     document_locks: KeyedLocks = field(default_factory=KeyedLocks)
 
@@ -141,7 +141,7 @@ async def build_services(
             QueryBatcher(model.embed_queries, max_texts=config.query_batch_max),
             LruCache(config.query_cache_size),
         ),
-        turn_redactor=CachedRedactor(pii, LruCache(config.redaction_cache_size)),
+        redaction_cache=LruCache(config.redaction_cache_size),
     )
 
 

@@ -21,7 +21,7 @@ from gateway.auth import Principal
 from gateway.errors import DependencyUnavailableError, InvalidInputError, NotFoundError
 from gateway.evidence import EvidenceBlock, fence
 from gateway.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
-from gateway.redaction import count_redactions
+from gateway.redaction import count_redactions, redact_texts_cached
 from gateway.services import Services
 from ingest.embedding import Embedding
 from ingest.index import Hit, IndexUnavailableError, Leg, LegKind, collection_for
@@ -284,7 +284,12 @@ async def retrieve(
         outgoing = {**texts, **{_TITLE + key: title for key, title in titles.items() if title}}
         try:
             redacted, counts = await asyncio.to_thread(
-                services.turn_redactor.redact_texts, principal.tenant_id, outgoing, entities.value
+                redact_texts_cached,
+                services.redactor,
+                services.redaction_cache,
+                principal.tenant_id,
+                outgoing,
+                entities.value,
             )
         except Exception as error:
             # Fail closed: text that could not be redacted is never returned.

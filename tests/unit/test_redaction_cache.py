@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from gateway.redaction import CachedRedactor, Redaction, RedactionKey
+from gateway.redaction import Redaction, RedactionCache, RedactionKey, redact_texts_cached
 from ingest.lru import LruCache
 
 
@@ -37,8 +37,21 @@ class CollidingText(str):
         return 1
 
 
-def _cached(redactor: DigitRedactor, size: int = 64) -> CachedRedactor:
-    return CachedRedactor(redactor, LruCache[RedactionKey, Redaction](size))
+class Cached:
+    """`redact_texts_cached` over one redactor and one cache, as the turn calls it."""
+
+    def __init__(self, redactor: DigitRedactor, size: int = 64) -> None:
+        self.redactor = redactor
+        self.cache: RedactionCache = LruCache[RedactionKey, Redaction](size)
+
+    def redact_texts(
+        self, tenant_id: str, texts: dict[str, str], entities: list[str]
+    ) -> tuple[dict[str, str], dict[str, int]]:
+        return redact_texts_cached(self.redactor, self.cache, tenant_id, texts, entities)
+
+
+def _cached(redactor: DigitRedactor) -> Cached:
+    return Cached(redactor)
 
 
 def test_a_repeated_text_is_redacted_once_and_counted_every_time() -> None:
