@@ -36,6 +36,7 @@ from gateway.routes.workspace import WorkspaceController
 from gateway.services import Services, build_services
 from gateway.telemetry import Telemetry, build_logger
 from ingest.index import IndexUnavailableError
+from ingest.sync import EmbeddingFailedError
 from settings.cache import InvalidationSource, follow_invalidations
 from settings.config import Config
 from settings.store import StoreUnavailableError
@@ -128,7 +129,13 @@ def _follow_invalidations(services: Services) -> asyncio.Task[None] | None:
     return asyncio.create_task(follow_invalidations(services.store, services.settings))
 
 
-_EXPECTED = (HTTPException, GatewayError, IndexUnavailableError, StoreUnavailableError)
+_EXPECTED = (
+    HTTPException,
+    GatewayError,
+    IndexUnavailableError,
+    StoreUnavailableError,
+    EmbeddingFailedError,
+)
 
 
 def _only_unexpected(

@@ -30,6 +30,10 @@ _POINT_NAMESPACE = uuid.UUID("6f1c1f0e-4b7a-5c3e-9d2a-6b1e8a4c2d10")
 SyncStatus = Literal["indexed", "unchanged"]
 
 
+class EmbeddingFailedError(RuntimeError):
+    """The model failed while a document was being indexed (before anything was written)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """The knowledge base a document belongs to, as the writer needs it."""
@@ -139,9 +143,12 @@ class DocumentWriter:
         *,
         legacy: bool,
     ) -> list[Passage]:
-        embeddings = self._embedder.embed_documents(
-            [embedding_input(document.title, text) for text in texts]
-        )
+        try:
+            embeddings = self._embedder.embed_documents(
+                [embedding_input(document.title, text) for text in texts]
+            )
+        except Exception as error:  # any model failure: nothing has been written yet
+            raise EmbeddingFailedError("the embedder failed; nothing was written") from error
         indexed_at = self._clock().isoformat()
         return [
             Passage(

@@ -27,6 +27,7 @@ from gateway.errors import (
     UnauthenticatedError,
 )
 from ingest.index import IndexUnavailableError
+from ingest.sync import EmbeddingFailedError
 from settings.store import StoreUnavailableError
 
 _STATUS: dict[type[GatewayError], tuple[int, str]] = {
@@ -102,6 +103,7 @@ def _problem_map() -> dict[type[Exception], Callable[[Any], ProblemDetailsExcept
         HTTPException: http_problem,
         IndexUnavailableError: lambda _: _unavailable("index", _RETRY_AFTER_S),
         StoreUnavailableError: lambda _: _unavailable("store", _RETRY_AFTER_S),
+        EmbeddingFailedError: lambda _: _unavailable("embedder", _RETRY_AFTER_S),
     }
 
 
