@@ -7,7 +7,9 @@ where the schema documents it.
 
 from __future__ import annotations
 
+import json
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from tests.support.gateway_process import GatewayProcess
 
 PLATFORM_KEY = "schemathesis-platform-key-0001"
 PLATFORM_PATHS = ("/v1/orgs", "/v1/keys")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 SCHEMA = schemathesis.openapi.from_dict(
     create_app(load_config({}, platform_key=PLATFORM_KEY)).openapi_schema.to_schema()
 )
@@ -80,19 +83,39 @@ def _provision(url: str) -> str:
     return key
 
 
+@pytest.fixture(scope="module")
+def tally() -> Iterator[Counter[str]]:
+    """Counts the generated requests by operation and status class; written to
+    test-artifacts/schemathesis.json at the end of the module (for the run's report)."""
+    counts: Counter[str] = Counter()
+    yield counts
+    ARTIFACTS.mkdir(exist_ok=True)
+    summary = {
+        "requests": sum(v for k, v in counts.items() if k.startswith("status ")),
+        "by_status_class": {k: v for k, v in sorted(counts.items()) if k.startswith("status ")},
+        "method_path_pairs": len([k for k in counts if not k.startswith("status ")]),
+        "by_operation": {k: v for k, v in sorted(counts.items()) if not k.startswith("status ")},
+    }
+    (ARTIFACTS / "schemathesis.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
 @SCHEMA.parametrize()
 @settings(
     max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-def test_no_server_errors_and_schema_conformance(case: Any, live: tuple[str, str]) -> None:
+def test_no_server_errors_and_schema_conformance(
+    case: Any, live: tuple[str, str], tally: Counter[str]
+) -> None:
     """Any generated request gets a non-5xx answer whose body matches the documented schema."""
     url, key = live
     secret = PLATFORM_KEY if case.path.startswith(PLATFORM_PATHS) else key
-    case.call_and_validate(
+    response = case.call_and_validate(
         base_url=url,
         headers={"Authorization": f"Bearer {secret}"},
         checks=[not_a_server_error, response_schema_conformance, content_type_conformance],
         timeout=30,
     )
+    tally[f"{case.method.upper()} {case.path}"] += 1
+    tally[f"status {response.status_code // 100}xx"] += 1
