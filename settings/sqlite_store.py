@@ -2,8 +2,8 @@
 
 Open it with `await SqliteStore.open(path)`; the constructor takes a connection
 that `open` has already configured. One connection (WAL, foreign keys on) is
-shared by every call and guarded by a lock; statements run on the store's own
-thread, never on the event loop. Records are kept as msgspec JSON
+shared by every call and guarded by a lock; statements run in worker threads
+(`asyncio.to_thread`), never on the event loop. Records are kept as msgspec JSON
 in a `record` column beside the key columns used for lookups and uniqueness.
 
 Beyond the protocol: creating a workspace of an unknown org, or putting a KB or
@@ -17,7 +17,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -116,10 +115,6 @@ class SqliteStore:
         """Wrap a connection prepared by `open` (use `await SqliteStore.open(path)`)."""
         self._conn: sqlite3.Connection | None = connection
         self._lock = threading.Lock()
-        # Statements run on the store's own thread, not in the default executor: there a
-        # 0.2 ms turn record queued behind concurrent turns' searches and redactions
-        # (15-30 ms at eight callers). The connection is used one call at a time anyway.
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgate-sqlite")
         self._org = msgspec.json.Decoder(Org)
         self._workspace = msgspec.json.Decoder(Workspace)
         self._kb = msgspec.json.Decoder(KnowledgeBase)
@@ -148,11 +143,7 @@ class SqliteStore:
         return conn
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        try:
-            done = self._thread.submit(self._locked, work)
-        except RuntimeError:  # the thread is shut down: the store was closed
-            raise StoreUnavailableError("the settings store is closed") from None
-        return await asyncio.wrap_future(done)
+        return await asyncio.to_thread(self._locked, work)
 
     def _locked(self, work: Callable[[sqlite3.Connection], T]) -> T:
         # A thread lock, not an asyncio one: a cancelled caller must not let the
@@ -424,7 +415,6 @@ class SqliteStore:
                     self._conn = None
 
         await asyncio.to_thread(work)
-        self._thread.shutdown(wait=False)
 
 
 def _prepare(conn: sqlite3.Connection, path: Path) -> None:
