@@ -45,6 +45,10 @@ class Gateway:
 
 
 def gateway_config(data_dir: Path, **overrides: object) -> Config:
+    """The platform config on `data_dir`, with the default `keyword_floor` at 0: in a KB of a
+    few documents BM25's IDF, and so every keyword score, is a fraction of what the platform
+    default (calibrated on thousands of documents) expects."""
+    overrides = {"defaults.keyword_floor": 0.0, **overrides}
     return load_config({}, data_dir=data_dir, platform_key=PLATFORM_KEY, **overrides)
 
 
