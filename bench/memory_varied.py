@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.gateway_process import GatewayProcess
-from tests.support.varied_corpus import Document, rss_kib, varied_corpus
+from tests.support.varied_corpus import Document, provision_varied_kb, rss_kib, varied_corpus
 
 RESULTS = Path(__file__).parent / "results"
 PLATFORM_KEY = "bench-platform-key-memory-varied"
@@ -58,23 +58,6 @@ class Sampler:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join()
-
-
-def _provision(gateway: GatewayProcess) -> dict[str, str]:
-    platform = {"Authorization": f"Bearer {PLATFORM_KEY}"}
-    with gateway.client() as client:
-        client.post("/v1/orgs", json={"org_id": "mem"}, headers=platform).raise_for_status()
-        client.post(
-            "/v1/orgs/mem/workspaces", json={"tenant_id": "mem-ws"}, headers=platform
-        ).raise_for_status()
-        key = client.post(
-            "/v1/keys",
-            json={"org_id": "mem", "tenant_id": "mem-ws", "roles": ["admin", "ingest"]},
-            headers=platform,
-        ).json()["key"]
-        headers = {"Authorization": f"Bearer {key}"}
-        client.put("/v1/knowledge-bases/varied", json={}, headers=headers).raise_for_status()
-    return headers
 
 
 def _ingest(
@@ -112,7 +95,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "KBGATE_RATE_LIMIT_PER_S": "1000",
         }
         with GatewayProcess(Path(temp) / "data", env) as gateway:
-            headers = _provision(gateway)
+            with gateway.client() as client:
+                headers = provision_varied_kb(client, PLATFORM_KEY)
             start = rss_kib(gateway.pid)
             with Sampler(gateway.pid, args.sample_s) as sampler:
                 passages_1, seconds_1 = _ingest(gateway, headers, first_corpus, args.concurrency)

@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from grounding.check import Reason, Status, Target, check
-from ingest.embedding import Embedder, Embedding
+from ingest.embedding import Embedder
 from ingest.index import Index, Leg, QueryResult, org_collection
 from ingest.payload import Scope
 from tests.api.conftest import Gateway
 from tests.api.tenants import Tenant, provision
+from tests.support.fake_embedder import FailingEmbedder
 
 pytestmark = pytest.mark.anyio
 
@@ -91,18 +92,6 @@ async def test_empty_knowledge_base_is_skipped_no_matches(engine_gateway: Gatewa
     await tenant.agent("bot", ["kb"])
     body = await _check(tenant, "Green tea contains caffeine.")
     assert (body["status"], body["reason"], body["matches"]) == ("skipped", "no_matches", 0)
-
-
-class FailingEmbedder:
-    """Stands in for a broken model: every call raises."""
-
-    dense_dim = 384
-
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
-        raise RuntimeError("model unavailable")
-
-    def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
-        raise RuntimeError("model unavailable")
 
 
 async def test_embedding_failure_is_skipped_not_5xx(gateway: Gateway) -> None:

@@ -3,13 +3,11 @@ bad input (4xx, nothing written) and an embedder outage (503, nothing written)."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
-from ingest.embedding import Embedding
 from tests.api.conftest import Gateway
 from tests.api.tenants import Tenant, provision
+from tests.support.fake_embedder import FailingEmbedder
 
 pytestmark = pytest.mark.anyio
 
@@ -178,18 +176,6 @@ async def test_another_workspaces_knowledge_base_is_404(gateway: Gateway) -> Non
     ).status_code == 404
     assert (await gateway.client.delete(path, headers=stranger.headers())).status_code == 404
     assert (await _stats(owner))["documents"] == 1
-
-
-class FailingEmbedder:
-    """Stands in for a broken model: every call raises."""
-
-    dense_dim = 384
-
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
-        raise RuntimeError("model unavailable")
-
-    def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
-        raise RuntimeError("model unavailable")
 
 
 async def test_embedder_failure_during_ingest_is_503_and_writes_nothing(gateway: Gateway) -> None:

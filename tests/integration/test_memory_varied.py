@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.support.gateway_process import GatewayProcess
-from tests.support.varied_corpus import Document, rss_kib, varied_corpus
+from tests.support.varied_corpus import Document, provision_varied_kb, rss_kib, varied_corpus
 
 PLATFORM_KEY = "memory-varied-platform-key-01"
 DOCUMENTS = 12
@@ -25,22 +24,6 @@ DOCUMENTS = 12
 # one instant swings by a hundred MiB with allocator timing, so the peak is what is bounded
 # (VmRSS is printed beside it).
 BOUND_MIB = 48
-
-
-def _provision(client: httpx.Client) -> dict[str, str]:
-    platform = {"Authorization": f"Bearer {PLATFORM_KEY}"}
-    client.post("/v1/orgs", json={"org_id": "mem"}, headers=platform).raise_for_status()
-    client.post(
-        "/v1/orgs/mem/workspaces", json={"tenant_id": "mem-ws"}, headers=platform
-    ).raise_for_status()
-    key = client.post(
-        "/v1/keys",
-        json={"org_id": "mem", "tenant_id": "mem-ws", "roles": ["admin", "ingest"]},
-        headers=platform,
-    ).json()["key"]
-    headers = {"Authorization": f"Bearer {key}"}
-    client.put("/v1/knowledge-bases/varied", json={}, headers=headers).raise_for_status()
-    return headers
 
 
 def _ingest(gateway: GatewayProcess, headers: dict[str, str], corpus: list[Document]) -> int:
@@ -73,7 +56,7 @@ def test_rss_is_flat_on_a_second_pass_of_varied_lengths(tmp_path: Path, model_di
     }
     with GatewayProcess(tmp_path / "data", env) as gateway:
         with gateway.client() as client:
-            headers = _provision(client)
+            headers = provision_varied_kb(client, PLATFORM_KEY)
         start = rss_kib(gateway.pid)
         first = _ingest(gateway, headers, varied_corpus(DOCUMENTS, seed=1))
         warm = rss_kib(gateway.pid)

@@ -60,3 +60,15 @@ def _sparse(text: str, *, query: bool) -> SparseVector:
     indices = tuple(sorted(counts))
     values = tuple(1.0 if query else float(counts[i]) for i in indices)
     return SparseVector(indices=indices, values=values)
+
+
+class FailingEmbedder:
+    """Stands in for a broken model: every call raises."""
+
+    dense_dim = 384
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+        raise RuntimeError("model unavailable")
+
+    def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
+        raise RuntimeError("model unavailable")

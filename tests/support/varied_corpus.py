@@ -15,6 +15,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 _COMMON = (
     "the of and to in is that for it as was with be by on not he this are or his from at "
     "which but have an they you were her she there been one all we their has would when "
@@ -117,3 +119,21 @@ def rss_kib(pid: int) -> dict[str, int]:
         if name in {"VmRSS", "VmHWM"}:
             found[name] = int(value.split()[0])
     return found
+
+
+def provision_varied_kb(client: httpx.Client, platform_key: str) -> dict[str, str]:
+    """Org `mem`, workspace `mem-ws`, an admin+ingest key and the KB `varied`: the
+    headers to ingest with."""
+    platform = {"Authorization": f"Bearer {platform_key}"}
+    client.post("/v1/orgs", json={"org_id": "mem"}, headers=platform).raise_for_status()
+    client.post(
+        "/v1/orgs/mem/workspaces", json={"tenant_id": "mem-ws"}, headers=platform
+    ).raise_for_status()
+    key = client.post(
+        "/v1/keys",
+        json={"org_id": "mem", "tenant_id": "mem-ws", "roles": ["admin", "ingest"]},
+        headers=platform,
+    ).json()["key"]
+    headers = {"Authorization": f"Bearer {key}"}
+    client.put("/v1/knowledge-bases/varied", json={}, headers=headers).raise_for_status()
+    return headers
