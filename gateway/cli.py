@@ -71,7 +71,9 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from gateway.app import create_app
+    from gateway.memory import bound_allocator
 
+    bound_allocator()  # before any thread allocates: see gateway/memory.py
     config = load_config(os.environ, host=args.host, port=args.port, data_dir=args.data_dir)
     config.data_dir.mkdir(parents=True, exist_ok=True)
     generated = asyncio.run(_ensure_platform_key(config))
