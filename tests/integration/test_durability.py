@@ -7,6 +7,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.gateway_process import GatewayProcess
+from tests.support.workspace_http import workspace_headers
 
 PLATFORM_KEY = "durability-platform-key-00001"
 DOCS = {
@@ -16,17 +17,7 @@ DOCS = {
 
 
 def _setup(client: httpx.Client) -> dict[str, str]:
-    platform = {"Authorization": f"Bearer {PLATFORM_KEY}"}
-    client.post("/v1/orgs", json={"org_id": "acme"}, headers=platform).raise_for_status()
-    client.post(
-        "/v1/orgs/acme/workspaces", json={"tenant_id": "ws"}, headers=platform
-    ).raise_for_status()
-    key = client.post(
-        "/v1/keys",
-        json={"org_id": "acme", "tenant_id": "ws", "roles": ["admin", "ingest", "retrieve"]},
-        headers=platform,
-    ).json()["key"]
-    headers = {"Authorization": f"Bearer {key}"}
+    headers = workspace_headers(client, PLATFORM_KEY, "acme", "ws")
     client.put("/v1/knowledge-bases/kb", json={"score_threshold": 0.0}, headers=headers)
     client.put("/v1/agents/bot", json={"knowledge_base_ids": ["kb"]}, headers=headers)
     return headers

@@ -21,6 +21,7 @@ from testcontainers.community.qdrant import QdrantContainer
 from tests.support.fault_proxy import FaultProxy
 from tests.support.gateway_process import GatewayProcess
 from tests.support.services import require_docker
+from tests.support.workspace_http import workspace_headers
 
 QDRANT_IMAGE = "qdrant/qdrant:v1.20.0"  # per-scope IDF needs Qdrant >= 1.19
 PLATFORM_KEY = "qdrant-faults-platform-key-01"
@@ -53,17 +54,7 @@ def world(
 
 
 def _provision(client: httpx.Client) -> dict[str, str]:
-    platform = {"Authorization": f"Bearer {PLATFORM_KEY}"}
-    client.post("/v1/orgs", json={"org_id": "acme"}, headers=platform).raise_for_status()
-    client.post(
-        "/v1/orgs/acme/workspaces", json={"tenant_id": "acme-ws"}, headers=platform
-    ).raise_for_status()
-    key = client.post(
-        "/v1/keys",
-        json={"org_id": "acme", "tenant_id": "acme-ws", "roles": ["admin", "ingest", "retrieve"]},
-        headers=platform,
-    ).json()["key"]
-    headers = {"Authorization": f"Bearer {key}"}
+    headers = workspace_headers(client, PLATFORM_KEY, "acme", "acme-ws")
     client.put("/v1/knowledge-bases/harbour", json={}, headers=headers).raise_for_status()
     client.put(
         "/v1/knowledge-bases/harbour/documents/ferry",

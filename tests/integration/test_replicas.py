@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.gateway_process import GatewayProcess
 from tests.support.redis_server import RedisServer
+from tests.support.workspace_http import workspace_headers
 
 PLATFORM_KEY = "replica-test-platform-key-0001"
 
@@ -44,21 +45,10 @@ def replicas(tmp_path: Path, redis: RedisServer) -> Iterator[tuple[GatewayProces
 
 
 def _provision(gateway: GatewayProcess) -> dict[str, str]:
-    platform = {"Authorization": f"Bearer {PLATFORM_KEY}"}
     with gateway.client() as client:
-        assert client.post("/v1/orgs", json={"org_id": "acme"}, headers=platform).status_code == 201
-        ws = client.post(
-            "/v1/orgs/acme/workspaces",
-            json={"tenant_id": "ws", "created_at": "2027-01-01T00:00:00Z"},
-            headers=platform,
+        headers = workspace_headers(
+            client, PLATFORM_KEY, "acme", "ws", created_at="2027-01-01T00:00:00Z"
         )
-        assert ws.status_code == 201
-        key = client.post(
-            "/v1/keys",
-            json={"org_id": "acme", "tenant_id": "ws", "roles": ["admin", "ingest", "retrieve"]},
-            headers=platform,
-        ).json()["key"]
-        headers = {"Authorization": f"Bearer {key}"}
         for kb in ("k1", "k2", "k3", "k4"):
             assert (
                 client.put(f"/v1/knowledge-bases/{kb}", json={}, headers=headers).status_code == 201

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.workspace_http import workspace_headers
+
 _COMMON = (
     "the of and to in is that for it as was with be by on not he this are or his from at "
     "which but have an they you were her she there been one all we their has would when "
@@ -124,16 +126,6 @@ def rss_kib(pid: int) -> dict[str, int]:
 def provision_varied_kb(client: httpx.Client, platform_key: str) -> dict[str, str]:
     """Org `mem`, workspace `mem-ws`, an admin+ingest key and the KB `varied`: the
     headers to ingest with."""
-    platform = {"Authorization": f"Bearer {platform_key}"}
-    client.post("/v1/orgs", json={"org_id": "mem"}, headers=platform).raise_for_status()
-    client.post(
-        "/v1/orgs/mem/workspaces", json={"tenant_id": "mem-ws"}, headers=platform
-    ).raise_for_status()
-    key = client.post(
-        "/v1/keys",
-        json={"org_id": "mem", "tenant_id": "mem-ws", "roles": ["admin", "ingest"]},
-        headers=platform,
-    ).json()["key"]
-    headers = {"Authorization": f"Bearer {key}"}
+    headers = workspace_headers(client, platform_key, "mem", "mem-ws", ("admin", "ingest"))
     client.put("/v1/knowledge-bases/varied", json={}, headers=headers).raise_for_status()
     return headers
