@@ -123,7 +123,7 @@ class ReplayEmbedder:
         return [self._known[text] for text in texts]
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
-        raise NotImplementedError("documents only")
+        return self.embed_documents(texts)  # the writer never asks; replayed all the same
 
 
 STAGES = ("ingest", "raw_per_document", "raw_bulk", "index_only")

@@ -176,17 +176,24 @@ def _jsonl(path: Path, digest: Any) -> list[dict[str, Any]]:
     raw = path.read_bytes()
     digest.update(raw)
     rows = []
-    for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as error:
-            raise EvalError(f"{path}:{number}: not JSON ({error})") from None
+    for number, row in _json_lines(path, raw.decode("utf-8")):
         if not isinstance(row, dict) or "_id" not in row:
             raise EvalError(f"{path}:{number}: expected an object with an _id")
         rows.append(row)
     return rows
+
+
+def _json_lines(path: Path, text: str) -> list[tuple[int, Any]]:
+    """(line number, value) of every non-blank line; EvalError naming the line if not JSON."""
+    values = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            values.append((number, json.loads(line)))
+        except ValueError as error:
+            raise EvalError(f"{path}:{number}: not JSON ({error})") from None
+    return values
 
 
 @dataclass(frozen=True, slots=True)
@@ -742,13 +749,7 @@ def _offtopic_questions(path: Path) -> dict[str, str]:
     if not path.is_file():
         raise EvalError(f"no off-topic questions file at {path}")
     questions: dict[str, str] = {}
-    for number, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as error:
-            raise EvalError(f"{path}:{number}: not JSON ({error})") from None
+    for number, row in _json_lines(path, path.read_text("utf-8")):
         text = row.get("text") if isinstance(row, dict) else None
         if not isinstance(text, str) or not text.strip():
             raise EvalError(f"{path}:{number}: expected an object with a text")

@@ -191,13 +191,7 @@ def _recover(world: World) -> None:
         assert client.get("/health/ready").status_code == 200
     response, _ = _turn(world, "ws-a")  # written through this process: in force at once
     _assert_complete_and_scoped(response.json(), "ws-a", ["k1", "k2", "k3"])
-    with world.client() as client:
-        restored = client.patch(
-            "/v1/workspace/settings",
-            json={"max_knowledge_bases_per_agent": TENANTS["ws-a"][1]},
-            headers=world.keys["ws-a"],
-        )
-    assert restored.status_code == 200
+    _restore_cap(world, "ws-a")
 
 
 def _hidden_workspace(world: World, tenant: str) -> dict[str, str]:
@@ -404,12 +398,17 @@ def test_gateway_on_a_slow_redis(world: World) -> None:
         assert response.status_code == 200
         assert took < TURN_BOUND_S
         _assert_complete_and_scoped(response.json(), "ws-a", ["k1", "k2", "k3"])
-        with world.client() as client:
-            restored = client.patch(
-                "/v1/workspace/settings",
-                json={"max_knowledge_bases_per_agent": TENANTS["ws-a"][1]},
-                headers=world.keys["ws-a"],
-            )
-        assert restored.status_code == 200
+        _restore_cap(world, "ws-a")
     finally:
         world.proxy.passthrough()
+
+
+def _restore_cap(world: World, tenant: str) -> None:
+    """Put the workspace's KB cap back to its starting value (later tests rely on it)."""
+    with world.client() as client:
+        restored = client.patch(
+            "/v1/workspace/settings",
+            json={"max_knowledge_bases_per_agent": TENANTS[tenant][1]},
+            headers=world.keys[tenant],
+        )
+    assert restored.status_code == 200, restored.text
