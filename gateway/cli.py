@@ -90,6 +90,8 @@ def _serve(args: argparse.Namespace) -> int:
         port=config.port,
         access_log=False,
         log_level="warning",
+        loop="uvloop",
+        http="httptools",
         timeout_graceful_shutdown=10,
     )
     return 0

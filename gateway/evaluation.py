@@ -774,6 +774,7 @@ def _settings_report(config: Config, kb_settings: Mapping[str, Any]) -> dict[str
         "ranking_depth": RANKING_DEPTH,
         "leg_limit": config.leg_limit,
         "passages_per_document": config.passages_per_document,
+        "fusion_method": str(config.fusion_method),
         "defaults": {
             "score_threshold": config.defaults.score_threshold,
             "keyword_floor": config.defaults.keyword_floor,

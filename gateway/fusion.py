@@ -1,11 +1,21 @@
-"""Weighted Reciprocal Rank Fusion over documents, represented by their best passages.
+"""Weighted fusion over documents, represented by their best passages.
 
 Every leg (one channel of one question variation in one KB) ranks passages.
-Within a leg a document counts once, at the rank of its best passage, so a long
-document with many passages does not outvote a short one. Documents are then
-scored by weighted RRF over all legs, `sum(weight / (k + rank))`, and each is
-represented by its strongest passages (by passage-level RRF). Floors apply to
-each leg's raw scores before fusion, never to fused scores.
+Within a leg a document counts once, at its best passage, so a long document with
+many passages does not outvote a short one. Two ways to turn a leg into scores:
+
+- `score` (the default): each leg's raw scores divided by the leg's best, so the
+  leg's top hit is 1 (cosine below 0 counts as 0); a document the leg did not return
+  counts as the leg's last hit, the most it could have scored. A document's score is
+  `sum(weight * normalised score)`. A channel that matches many documents loosely
+  (long argumentative questions and BM25) gives them all similar scores, so it
+  moves the order little; rank fusion would give them its full rank spread.
+- `rrf`: weighted Reciprocal Rank Fusion, `sum(weight / (k + rank))`, k = 60.
+
+On SciFact's held-out half `score` gains about 0.02 nDCG@10 over `rrf` (README,
+"Retrieval quality"). Each document is represented by its strongest passages (by the
+same fusion at passage level). Floors apply to each leg's raw scores before fusion,
+never to fused scores.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ingest.index import Hit, LegKind
+from settings.config import FusionMethod
 
 RRF_K = 60
 
@@ -43,40 +54,90 @@ class Candidate:
 
     @property
     def document_key(self) -> tuple[str, str]:
-        return (self.hit.payload.knowledge_base_id, self.hit.payload.document_id)
+        return _document_key(self.hit)
+
+
+DEFAULT_FUSION = FusionMethod.SCORE
+
+
+@dataclass(frozen=True, slots=True)
+class _LegScores:
+    """One leg's contribution to each passage and document it returned, and to those it
+    did not return (of its KB; 0 under RRF)."""
+
+    kb_id: str
+    passages: dict[str, float]
+    documents: dict[tuple[str, str], float]
+    absent: float
 
 
 def fuse(
-    legs: Sequence[RankedLeg], *, k: int = RRF_K, passages_per_document: int = 1
+    legs: Sequence[RankedLeg],
+    *,
+    method: FusionMethod = DEFAULT_FUSION,
+    k: int = RRF_K,
+    passages_per_document: int = 1,
 ) -> list[Candidate]:
-    """Candidates best first: documents by weighted RRF, each by its best passages."""
+    """Candidates best first: documents by weighted fusion, each by its best passages."""
     passages: dict[str, Candidate] = {}
-    documents: dict[tuple[str, str], float] = defaultdict(float)
+    scored: list[_LegScores] = []
     for leg in legs:
-        if leg.weight <= 0:
+        if leg.weight <= 0 or not leg.hits:
             continue
-        seen_documents: set[tuple[str, str]] = set()
-        for rank, hit in enumerate(leg.hits, start=1):
+        for hit in leg.hits:
             candidate = passages.get(hit.point_id)
             if candidate is None:
                 candidate = passages[hit.point_id] = Candidate(point_id=hit.point_id, hit=hit)
-            candidate.passage_score += leg.weight / (k + rank)
             candidate.legs.add(leg.kind)
             _note_channel_score(candidate, leg.kind, hit.score)
-            document = candidate.document_key
-            if document not in seen_documents:
-                seen_documents.add(document)
-                documents[document] += leg.weight / (k + len(seen_documents))
+        scored.append(_score_leg(leg, method, k))
     by_document: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
     for candidate in passages.values():
-        candidate.score = documents[candidate.document_key]
-        by_document[candidate.document_key].append(candidate)
+        document = candidate.document_key
+        kb_id = document[0]
+        for leg_scores in scored:
+            if leg_scores.kb_id != kb_id:
+                continue
+            candidate.passage_score += leg_scores.passages.get(
+                candidate.point_id, leg_scores.absent
+            )
+            candidate.score += leg_scores.documents.get(document, leg_scores.absent)
+        by_document[document].append(candidate)
     chosen = [
         passage
         for group in by_document.values()
         for passage in sorted(group, key=_passage_order)[:passages_per_document]
     ]
     return sorted(chosen, key=lambda c: (-c.score, -c.passage_score, c.point_id))
+
+
+def _score_leg(leg: RankedLeg, method: FusionMethod, k: int) -> _LegScores:
+    passages: dict[str, float] = {}
+    documents: dict[tuple[str, str], float] = {}
+    if method is FusionMethod.RRF:
+        for rank, hit in enumerate(leg.hits, start=1):
+            passages.setdefault(hit.point_id, leg.weight / (k + rank))
+            document = _document_key(hit)
+            if document not in documents:
+                documents[document] = leg.weight / (k + len(documents) + 1)
+        return _LegScores(leg.kb_id, passages, documents, absent=0.0)
+    top = max(hit.score for hit in leg.hits)
+
+    def normalised(score: float) -> float:
+        return leg.weight * max(score, 0.0) / top if top > 0 else 0.0
+
+    for hit in leg.hits:
+        value = normalised(hit.score)
+        passages[hit.point_id] = max(value, passages.get(hit.point_id, 0.0))
+        document = _document_key(hit)
+        documents[document] = max(value, documents.get(document, 0.0))
+    return _LegScores(
+        leg.kb_id, passages, documents, absent=normalised(min(h.score for h in leg.hits))
+    )
+
+
+def _document_key(hit: Hit) -> tuple[str, str]:
+    return (hit.payload.knowledge_base_id, hit.payload.document_id)
 
 
 def _passage_order(candidate: Candidate) -> tuple[float, int]:

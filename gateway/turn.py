@@ -263,7 +263,11 @@ async def retrieve(
     timings["search"] = _ms_since(mark)
 
     mark = time.perf_counter()
-    fused = fuse(legs, passages_per_document=services.config.passages_per_document)
+    fused = fuse(
+        legs,
+        method=services.config.fusion_method,
+        passages_per_document=services.config.passages_per_document,
+    )
     limits = {plan.kb.kb_id: plan.top_k.value for plan in context.plans}
     chosen = cap_per_knowledge_base(fused, limits, overall=max(limits.values()))
     timings["fuse"] = _ms_since(mark)

@@ -55,6 +55,10 @@ MARKER_FILE = ".kbgate-assembled.json"
 #: Staging folders older than this were left by a crashed assembly and are deleted.
 LEFTOVER_AGE_S = 3600.0
 BM25_MODEL_NAME = "Qdrant/bm25"
+#: onnxruntime intra-op threads of the question session. A question is a few dozen
+#: tokens: a second thread mostly spin-waits, doubling the CPU of each question for a
+#: few milliseconds less latency, and concurrent turns need that CPU (README, "Speed").
+QUERY_THREADS = 1
 DEFAULT_BATCH_SIZE = 16
 #: BM25's length normalisation: the mean passage length in BM25 tokens (stopwords out).
 #: Default-sized passages (120 words with the title) hold about 77 on SciFact; 256, the
@@ -154,6 +158,7 @@ class FastEmbedder:
         dense_model: TextEmbedding,
         *,
         dense_dim: int,
+        query_model: TextEmbedding | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         bm25_k: float = 1.2,
         bm25_b: float = 0.75,
@@ -162,6 +167,7 @@ class FastEmbedder:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self._dense = dense_model
+        self._query_dense = query_model or dense_model
         self._dense_dim = dense_dim
         self._batch_size = batch_size
         self._sparse = _load_bm25(k=bm25_k, b=bm25_b, avg_len=bm25_avg_len)
@@ -182,7 +188,7 @@ class FastEmbedder:
         return _combine(dense, sparse)
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
-        dense = self._dense_vectors(texts, self._dense.query_embed)
+        dense = self._dense_vectors(texts, self._query_dense.query_embed)
         sparse = [_to_sparse(item) for item in self._sparse.query_embed(list(texts))]
         return _combine(dense, sparse)
 
@@ -217,12 +223,15 @@ def build_embedder(
     threads: int | None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     *,
+    query_threads: int | None = QUERY_THREADS,
     bm25_k: float = 1.2,
     bm25_b: float = 0.75,
     bm25_avg_len: float = BM25_AVG_LEN,
 ) -> FastEmbedder:
     """Load the embedding models: the assembled MiniLM by default, else a named fastembed model.
 
+    Passages and questions get separate onnxruntime sessions of the same model when their
+    thread counts differ (`query_threads`; None: the passages' session serves both).
     The default path reads only installed packages and `model_dir`, never the network.
     """
     from fastembed import TextEmbedding
@@ -231,28 +240,36 @@ def build_embedder(
     if model_name is None:
         folder = assemble_minilm(model_dir)
         _register_minilm()
-        dense = TextEmbedding(
-            MINILM_MODEL_NAME,
-            cache_dir=str(model_dir),
-            threads=threads,
-            lazy_load=False,
-            specific_model_path=str(folder),
-            local_files_only=True,
-            enable_cpu_mem_arena=False,
-        )
-        dim = MINILM_DIM
+
+        def load(session_threads: int | None) -> TextEmbedding:
+            return TextEmbedding(
+                MINILM_MODEL_NAME,
+                cache_dir=str(model_dir),
+                threads=session_threads,
+                lazy_load=False,
+                specific_model_path=str(folder),
+                local_files_only=True,
+                enable_cpu_mem_arena=False,
+            )
     else:
-        dense = TextEmbedding(
-            model_name,
-            cache_dir=str(model_dir),
-            threads=threads,
-            lazy_load=False,
-            enable_cpu_mem_arena=False,
-        )
-        dim = dense.embedding_size
+
+        def load(session_threads: int | None) -> TextEmbedding:
+            return TextEmbedding(
+                model_name,
+                cache_dir=str(model_dir),
+                threads=session_threads,
+                lazy_load=False,
+                enable_cpu_mem_arena=False,
+            )
+
+    dense = load(threads)
+    dim = MINILM_DIM if model_name is None else dense.embedding_size
+    separate = query_threads is not None and query_threads != threads
+    query = load(query_threads) if separate else None
     return FastEmbedder(
         dense,
         dense_dim=dim,
+        query_model=query,
         batch_size=batch_size,
         bm25_k=bm25_k,
         bm25_b=bm25_b,

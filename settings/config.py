@@ -7,6 +7,7 @@ names the variable.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -15,6 +16,15 @@ from typing import Any, TypeVar
 import msgspec
 
 ENV_PREFIX = "KBGATE_"
+
+
+class FusionMethod(enum.StrEnum):
+    """How a turn fuses its legs (`gateway.fusion`)."""
+
+    SCORE = "score"
+    RRF = "rrf"
+
+
 T = TypeVar("T")
 
 
@@ -63,6 +73,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     platform_key: str | None = None
     embedding_model: str | None = None
     embedding_threads: int | None = None
+    #: Questions get their own single-thread session: see `ingest.embedding.QUERY_THREADS`.
+    embedding_query_threads: int = 1
     embedding_batch_size: int = 16
     embed_timeout_s: float = 30.0
     # Speed (issue 9): bounded caches, 0 turns one off; questions embedded per model call.
@@ -71,6 +83,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     redaction_cache_size: int = 4096
     leg_limit: int = 100
     passages_per_document: int = 1
+    #: How legs fuse (`gateway.fusion`): "score" (normalised scores) or "rrf" (ranks).
+    fusion_method: FusionMethod = FusionMethod.SCORE
     model_cache_dir: Path | None = None
     bounds: Bounds = msgspec.field(default_factory=Bounds)
     defaults: Defaults = msgspec.field(default_factory=Defaults)
@@ -125,6 +139,13 @@ def _parse_level(raw: str) -> str:
     return level
 
 
+def _parse_fusion_method(raw: str) -> FusionMethod:
+    try:
+        return FusionMethod(raw.strip().lower())
+    except ValueError:
+        raise ValueError("must be one of " + ", ".join(FusionMethod)) from None
+
+
 # variable suffix -> (field path, parser)
 _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "DATA_DIR": ("data_dir", _parse_path),
@@ -138,6 +159,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "PLATFORM_KEY": ("platform_key", _parse_str),
     "EMBEDDING_MODEL": ("embedding_model", _parse_str),
     "EMBEDDING_THREADS": ("embedding_threads", _parse_int),
+    "EMBEDDING_QUERY_THREADS": ("embedding_query_threads", _parse_int),
     "EMBEDDING_BATCH_SIZE": ("embedding_batch_size", _parse_int),
     "EMBED_TIMEOUT_S": ("embed_timeout_s", _parse_float),
     "QUERY_CACHE_SIZE": ("query_cache_size", _parse_int),
@@ -145,6 +167,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "REDACTION_CACHE_SIZE": ("redaction_cache_size", _parse_int),
     "LEG_LIMIT": ("leg_limit", _parse_int),
     "PASSAGES_PER_DOCUMENT": ("passages_per_document", _parse_int),
+    "FUSION_METHOD": ("fusion_method", _parse_fusion_method),
     "MODEL_CACHE_DIR": ("model_cache_dir", _parse_path),
     "SETTINGS_STALENESS_S": ("settings_staleness_s", _parse_float),
     "TURN_TTL_S": ("turn_ttl_s", _parse_int),
@@ -178,6 +201,7 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
         "EMBEDDING_THREADS",
         "must be at least 1",
     ),
+    (lambda c: c.embedding_query_threads >= 1, "EMBEDDING_QUERY_THREADS", "must be at least 1"),
     (lambda c: 1 <= c.embedding_batch_size <= 256, "EMBEDDING_BATCH_SIZE", "must be 1..256"),
     (lambda c: c.embed_timeout_s > 0, "EMBED_TIMEOUT_S", "must be positive"),
     (lambda c: 0 <= c.query_cache_size <= 1_000_000, "QUERY_CACHE_SIZE", "must be 0..1000000"),

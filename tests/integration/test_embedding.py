@@ -207,6 +207,39 @@ def test_dense_vectors_are_unit_384d_and_rank_meaning(embedder: FastEmbedder) ->
     assert cosine(food, query.dense) == pytest.approx(1.0, abs=1e-5)
 
 
+def test_questions_and_passages_share_one_vector_space_across_sessions(
+    embedder: FastEmbedder,
+) -> None:
+    """Questions run on their own single-thread onnxruntime session (passages on one with
+    all cores); both load the same model, so a text gets the same vector either way."""
+    texts = [
+        "Does vitamin D supplementation reduce fracture risk in older adults?",
+        "short",
+        " ".join(CORPUS_WORDS[:60]),
+    ]
+    as_questions = embedder.embed_queries(texts)
+    as_passages = embedder.embed_documents(texts)
+    for question, passage in zip(as_questions, as_passages, strict=True):
+        assert cosine(question.dense, passage.dense) == pytest.approx(1.0, abs=1e-5)
+    assert _intra_op_threads(embedder, "_query_dense") == 1
+    assert _intra_op_threads(embedder, "_dense") != 1  # all cores (onnxruntime's 0)
+
+
+def test_one_session_serves_both_when_the_thread_counts_agree(model_dir: Path) -> None:
+    """With the question threads equal to the passage threads no second session is loaded."""
+    single = build_embedder(model_dir, None, threads=1, batch_size=16, query_threads=1)
+    try:
+        assert single._query_dense is single._dense
+    finally:
+        single.close()
+
+
+def _intra_op_threads(embedder: FastEmbedder, attribute: str) -> int:
+    """The intra-op thread count onnxruntime was given for one of the embedder's sessions."""
+    session = getattr(embedder, attribute).model.model  # TextEmbedding -> OnnxModel -> session
+    return int(session.get_session_options().intra_op_num_threads)
+
+
 def test_bm25_query_terms_hit_the_stemmed_document_terms(embedder: FastEmbedder) -> None:
     """A query's sparse indices are found in a document holding its words in other
     forms (stemming); documents carry term-frequency weights, queries 1s."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from settings.config import ConfigError, load_config
+from settings.config import ConfigError, FusionMethod, load_config
 
 
 def test_defaults_need_no_environment() -> None:
@@ -20,6 +20,8 @@ def test_defaults_need_no_environment() -> None:
     assert (config.bounds.kb_cap_min, config.bounds.kb_cap_max) == (1, 10)
     assert config.defaults.grounding_floor == 0.7
     assert config.settings_staleness_s == 30.0
+    assert config.fusion_method is FusionMethod.SCORE
+    assert config.embedding_query_threads == 1
 
 
 def test_variables_are_read_and_typed() -> None:
@@ -32,6 +34,8 @@ def test_variables_are_read_and_typed() -> None:
             "KBGATE_REDIS_URL": "redis://localhost:6379/0",
             "KBGATE_TOP_K_MAX": "20",
             "KBGATE_GROUNDING_FLOOR": "0.65",
+            "KBGATE_FUSION_METHOD": "RRF",
+            "KBGATE_EMBEDDING_QUERY_THREADS": "2",
         }
     )
     assert config.data_dir == Path("/srv/kbgate")
@@ -40,6 +44,8 @@ def test_variables_are_read_and_typed() -> None:
     assert config.redis_url == "redis://localhost:6379/0"
     assert config.bounds.top_k_max == 20
     assert config.defaults.grounding_floor == 0.65
+    assert config.fusion_method is FusionMethod.RRF
+    assert config.embedding_query_threads == 2
 
 
 def test_overrides_beat_the_environment() -> None:
@@ -62,6 +68,8 @@ def test_overrides_beat_the_environment() -> None:
         ("KBGATE_PLATFORM_KEY", "short"),
         ("KBGATE_LOG_LEVEL", "LOUD"),
         ("KBGATE_EMBEDDING_BATCH_SIZE", "1000"),
+        ("KBGATE_EMBEDDING_QUERY_THREADS", "0"),
+        ("KBGATE_FUSION_METHOD", "borda"),
     ],
 )
 def test_invalid_values_fail_naming_the_variable(variable: str, value: str) -> None:

@@ -1,14 +1,24 @@
-"""Weighted RRF over documents: weights, k = 60, per-document grouping, no fused floors, caps."""
+"""Fusion over documents: score-normalised (default) and weighted RRF (k = 60); weights,
+per-document grouping, no fused floors, caps."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.fusion import RRF_K, Candidate, RankedLeg, cap_per_knowledge_base, fuse
+from gateway.fusion import (
+    DEFAULT_FUSION,
+    RRF_K,
+    Candidate,
+    RankedLeg,
+    cap_per_knowledge_base,
+    fuse,
+)
 from ingest.index import Hit, LegKind
 from ingest.payload import PassagePayload
+from settings.config import FusionMethod
 
 DENSE, KEYWORD = LegKind.DENSE, LegKind.KEYWORD
+RRF, SCORE = FusionMethod.RRF, FusionMethod.SCORE
 
 
 def hit(doc: str, passage: int = 0, score: float = 0.5, kb: str = "kb") -> Hit:
@@ -43,7 +53,7 @@ def docs(candidates: list[Candidate]) -> list[str]:
 def test_k_is_60_and_scores_are_reciprocal_ranks() -> None:
     """A document's fused score is the sum over legs of weight / (60 + rank)."""
     assert RRF_K == 60
-    fused = fuse([leg(DENSE, hit("a"), hit("b")), leg(KEYWORD, hit("b"), hit("a"))])
+    fused = fuse([leg(DENSE, hit("a"), hit("b")), leg(KEYWORD, hit("b"), hit("a"))], method=RRF)
     scores = {c.hit.payload.document_id: c.score for c in fused}
     assert scores["a"] == pytest.approx(1 / 61 + 1 / 62)
     assert scores["b"] == pytest.approx(1 / 62 + 1 / 61)
@@ -52,7 +62,7 @@ def test_k_is_60_and_scores_are_reciprocal_ranks() -> None:
 def test_weights_scale_each_channel() -> None:
     """Per-KB channel weights multiply each leg's contribution; a weight of 0 drops the leg."""
     legs = [leg(DENSE, hit("a"), hit("b"), weight=2.0), leg(KEYWORD, hit("b"), hit("a"))]
-    fused = fuse(legs)
+    fused = fuse(legs, method=RRF)
     assert docs(fused) == ["a", "b"]
     assert fused[0].score == pytest.approx(2 / 61 + 1 / 62)
     only_dense = fuse([leg(DENSE, hit("a")), leg(KEYWORD, hit("b"), weight=0.0)])
@@ -64,7 +74,9 @@ def test_a_document_counts_once_per_leg_at_its_best_passage() -> None:
     """Within a leg, a document's rank is that of its best passage among distinct documents,
     so a long document with many passages does not outvote a short one."""
     long_doc = [hit("long", i) for i in range(5)]
-    fused = fuse([leg(DENSE, *long_doc, hit("short")), leg(KEYWORD, hit("short"), *long_doc)])
+    fused = fuse(
+        [leg(DENSE, *long_doc, hit("short")), leg(KEYWORD, hit("short"), *long_doc)], method=RRF
+    )
     scores = {c.hit.payload.document_id: c.score for c in fused}
     # each document is rank 1 in one leg and rank 2 in the other, whatever its passages
     assert scores["long"] == pytest.approx(scores["short"])
@@ -96,7 +108,7 @@ def test_floors_never_apply_to_fused_scores() -> None:
     """Floors cut each leg's raw scores before fusion (in the engine); fusion keeps every
     document any leg returned, however weak its raw scores or small its fused score."""
     weak = [hit(f"d{i}", score=0.001) for i in range(30)]
-    fused = fuse([leg(KEYWORD, *weak)])
+    fused = fuse([leg(KEYWORD, *weak)], method=RRF)
     assert len(fused) == 30
     assert all(c.score > 0 for c in fused)
     assert fused[-1].score == pytest.approx(1 / (RRF_K + 30))
@@ -121,7 +133,8 @@ def test_caps_per_knowledge_base_then_overall() -> None:
         [
             leg(DENSE, hit("a", kb="k1"), hit("b", kb="k1"), hit("c", kb="k1"), kb="k1"),
             leg(DENSE, hit("x", kb="k2"), hit("y", kb="k2"), kb="k2"),
-        ]
+        ],
+        method=RRF,
     )
     kept = cap_per_knowledge_base(fused, {"k1": 2, "k2": 1}, overall=5)
     assert [c.document_key for c in kept] == [("k1", "a"), ("k2", "x"), ("k1", "b")]
@@ -134,3 +147,75 @@ def test_caps_count_documents_not_passages() -> None:
     fused = fuse([leg(DENSE, hit("a", 0), hit("a", 1), hit("b", 0))], passages_per_document=2)
     kept = cap_per_knowledge_base(fused, {"kb": 1}, overall=1)
     assert [c.point_id for c in kept] == ["kb/a#0", "kb/a#1"]
+
+
+def test_scores_are_normalised_to_each_legs_best_by_default() -> None:
+    """Under the default score fusion each leg's raw scores are divided by its best, so a
+    cosine and a BM25 score weigh alike; a document's score sums weight * normalised."""
+    assert DEFAULT_FUSION is SCORE
+    fused = fuse(
+        [
+            leg(DENSE, hit("a", score=0.8), hit("b", score=0.4)),
+            leg(KEYWORD, hit("b", score=20.0), hit("a", score=15.0), weight=2.0),
+        ]
+    )
+    scores = {c.hit.payload.document_id: c.score for c in fused}
+    assert scores["a"] == pytest.approx(1.0 + 2.0 * 0.75)
+    assert scores["b"] == pytest.approx(0.5 + 2.0 * 1.0)
+    assert docs(fused) == ["a", "b"]
+
+
+def test_a_document_a_leg_missed_counts_as_that_legs_last_hit() -> None:
+    """A document one leg did not return scores there as the leg's weakest returned hit
+    (the most it could have had), not zero, so depth cut-offs do not bury it."""
+    fused = fuse(
+        [
+            leg(DENSE, hit("a", score=0.9), hit("b", score=0.45)),
+            leg(KEYWORD, hit("b", score=10.0), hit("c", score=5.0)),
+        ]
+    )
+    scores = {c.hit.payload.document_id: c.score for c in fused}
+    assert scores["a"] == pytest.approx(1.0 + 0.5)  # keyword missed it: its last hit, 5/10
+    assert scores["c"] == pytest.approx(0.5 + 0.5)  # dense missed it: its last hit, .45/.9
+    assert scores["b"] == pytest.approx(0.5 + 1.0)
+
+
+def test_a_loosely_matching_channel_moves_the_order_little() -> None:
+    """When one channel scores every document nearly alike (BM25 on a long argumentative
+    question), score fusion keeps the other channel's order; rank fusion lets the flat
+    channel's arbitrary order overturn it."""
+    dense = leg(DENSE, hit("a", score=0.8), hit("b", score=0.5), hit("c", score=0.3))
+    flat = leg(KEYWORD, hit("c", score=10.2), hit("b", score=10.1), hit("a", score=10.0))
+    assert docs(fuse([dense, flat])) == ["a", "b", "c"]
+    assert docs(fuse([dense, flat], method=RRF)) != ["a", "b", "c"]
+
+
+def test_negative_cosines_count_as_zero() -> None:
+    """A negative similarity is no evidence, not negative evidence: it normalises to 0."""
+    fused = fuse([leg(DENSE, hit("a", score=0.5), hit("b", score=-0.2))])
+    assert {c.hit.payload.document_id: c.score for c in fused} == {"a": 1.0, "b": 0.0}
+
+
+def test_a_legs_missing_documents_are_those_of_its_own_knowledge_base() -> None:
+    """The stand-in for a missed document applies within the leg's KB only: a KB's
+    documents never gain from another KB's legs."""
+    fused = fuse(
+        [
+            leg(DENSE, hit("a", score=0.9, kb="k1"), hit("b", score=0.3, kb="k1"), kb="k1"),
+            leg(KEYWORD, hit("b", score=8.0, kb="k1"), kb="k1"),
+            leg(DENSE, hit("x", score=0.6, kb="k2"), kb="k2"),
+        ]
+    )
+    scores = {c.document_key: c.score for c in fused}
+    assert scores[("k2", "x")] == pytest.approx(1.0)
+    assert scores[("k1", "a")] == pytest.approx(1.0 + 1.0)
+    assert scores[("k1", "b")] == pytest.approx(1 / 3 + 1.0)
+
+
+def test_passage_choice_follows_the_fusion_method() -> None:
+    """Within a document the passage with the best fused passage score represents it."""
+    legs = [
+        leg(DENSE, hit("a", 1, score=0.9), hit("a", 0, score=0.85)),
+        leg(KEYWORD, hit("a", 0, score=12.0), hit("a", 1, score=3.0)),
+    ]
+    assert [c.point_id for c in fuse(legs)] == ["kb/a#0"]
