@@ -25,7 +25,8 @@ RECIPE = {"dense": 0.656, "keyword": 0.686, "hybrid": 0.717}
 
 def _label(report: dict[str, Any]) -> str:
     selection = report["selection"]
-    return f"{report['dataset']['name']} {selection['key']} ({selection['queries']} q)"
+    fusion = report["settings"].get("fusion_method", "rrf")  # older reports: RRF
+    return f"{selection['key']} ({selection['queries']} q), {fusion}"
 
 
 def plot(reports: Sequence[dict[str, Any]], path: Path) -> None:

@@ -23,29 +23,48 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
-from ingest.index import Hit, LegKind
+from ingest.index import LegKind
+from ingest.payload import PassageRef
 from settings.config import FusionMethod
 
 RRF_K = 60
 
 
+class RankedHit(Protocol):
+    """What fusion reads of a hit: a ranked point or a hit with its whole payload."""
+
+    @property
+    def point_id(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+    @property
+    def ref(self) -> PassageRef: ...
+
+
+H = TypeVar("H", bound=RankedHit)
+Other = TypeVar("Other", bound=RankedHit)
+
+
 @dataclass(frozen=True, slots=True)
-class RankedLeg:
+class RankedLeg(Generic[H]):
     """The hits of one leg, best first, with the channel weight of its KB."""
 
     kb_id: str
     kind: LegKind
     weight: float
-    hits: Sequence[Hit]
+    hits: Sequence[H]
 
 
 @dataclass(slots=True)
-class Candidate:
+class Candidate(Generic[H]):
     """One passage chosen to represent its document, with what each channel said."""
 
     point_id: str
-    hit: Hit
+    hit: H
     score: float = 0.0
     passage_score: float = 0.0
     dense_score: float | None = None
@@ -55,6 +74,18 @@ class Candidate:
     @property
     def document_key(self) -> tuple[str, str]:
         return _document_key(self.hit)
+
+    def with_hit(self, hit: Other) -> Candidate[Other]:
+        """The same candidate (scores, legs) carrying another form of its hit."""
+        return Candidate(
+            point_id=self.point_id,
+            hit=hit,
+            score=self.score,
+            passage_score=self.passage_score,
+            dense_score=self.dense_score,
+            keyword_score=self.keyword_score,
+            legs=set(self.legs),
+        )
 
 
 DEFAULT_FUSION = FusionMethod.SCORE
@@ -72,14 +103,14 @@ class _LegScores:
 
 
 def fuse(
-    legs: Sequence[RankedLeg],
+    legs: Sequence[RankedLeg[H]],
     *,
     method: FusionMethod = DEFAULT_FUSION,
     k: int = RRF_K,
     passages_per_document: int = 1,
-) -> list[Candidate]:
+) -> list[Candidate[H]]:
     """Candidates best first: documents by weighted fusion, each by its best passages."""
-    passages: dict[str, Candidate] = {}
+    passages: dict[str, Candidate[H]] = {}
     scored: list[_LegScores] = []
     for leg in legs:
         if leg.weight <= 0 or not leg.hits:
@@ -91,7 +122,7 @@ def fuse(
             candidate.legs.add(leg.kind)
             _note_channel_score(candidate, leg.kind, hit.score)
         scored.append(_score_leg(leg, method, k))
-    by_document: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
+    by_document: dict[tuple[str, str], list[Candidate[H]]] = defaultdict(list)
     for candidate in passages.values():
         document = candidate.document_key
         kb_id = document[0]
@@ -111,7 +142,7 @@ def fuse(
     return sorted(chosen, key=lambda c: (-c.score, -c.passage_score, c.point_id))
 
 
-def _score_leg(leg: RankedLeg, method: FusionMethod, k: int) -> _LegScores:
+def _score_leg(leg: RankedLeg[H], method: FusionMethod, k: int) -> _LegScores:
     passages: dict[str, float] = {}
     documents: dict[tuple[str, str], float] = {}
     if method is FusionMethod.RRF:
@@ -136,15 +167,15 @@ def _score_leg(leg: RankedLeg, method: FusionMethod, k: int) -> _LegScores:
     )
 
 
-def _document_key(hit: Hit) -> tuple[str, str]:
-    return (hit.payload.knowledge_base_id, hit.payload.document_id)
+def _document_key(hit: RankedHit) -> tuple[str, str]:
+    return (hit.ref.knowledge_base_id, hit.ref.document_id)
 
 
-def _passage_order(candidate: Candidate) -> tuple[float, int]:
-    return (-candidate.passage_score, candidate.hit.payload.passage_index)
+def _passage_order(candidate: Candidate[H]) -> tuple[float, int]:
+    return (-candidate.passage_score, candidate.hit.ref.passage_index)
 
 
-def _note_channel_score(candidate: Candidate, kind: LegKind, score: float) -> None:
+def _note_channel_score(candidate: Candidate[H], kind: LegKind, score: float) -> None:
     """Keep each channel's best raw score (cosine for dense, BM25 for keyword)."""
     if kind is LegKind.DENSE:
         best = candidate.dense_score
@@ -155,11 +186,11 @@ def _note_channel_score(candidate: Candidate, kind: LegKind, score: float) -> No
 
 
 def cap_per_knowledge_base(
-    candidates: Sequence[Candidate], limits: dict[str, int], overall: int
-) -> list[Candidate]:
+    candidates: Sequence[Candidate[H]], limits: dict[str, int], overall: int
+) -> list[Candidate[H]]:
     """Keep each KB's best `limits[kb]` documents, then the best `overall` of all, in order."""
     taken: dict[str, set[str]] = defaultdict(set)
-    kept: list[Candidate] = []
+    kept: list[Candidate[H]] = []
     for candidate in candidates:
         kb_id, document_id = candidate.document_key
         documents = taken[kb_id]
@@ -168,7 +199,7 @@ def cap_per_knowledge_base(
         documents.add(document_id)
         kept.append(candidate)
     overall_documents: list[tuple[str, str]] = []
-    result: list[Candidate] = []
+    result: list[Candidate[H]] = []
     for candidate in kept:
         if candidate.document_key not in overall_documents:
             if len(overall_documents) >= overall:

@@ -1,9 +1,10 @@
 """The retrieval turn (DESIGN.md section 5), orchestration only.
 
 Principal -> settings through the cache -> KB cap -> per-KB limits and Scope ->
-one embedding batch -> every KB queried concurrently (dense and keyword legs per
-variation) -> newest document versions -> weighted RRF -> per-KB and overall
-top_k -> abstain or fence, record and answer. The rules live in
+one embedding batch -> every KB ranked concurrently (dense and keyword legs per
+variation, reading only where each hit belongs) -> newest document versions ->
+fusion -> per-KB and overall top_k -> the chosen passages' payloads -> abstain or
+fence, record and answer. The rules live in
 `settings.resolve`, `gateway.fusion` and `gateway.evidence`.
 """
 
@@ -24,8 +25,8 @@ from gateway.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
 from gateway.redaction import count_redactions, redact_texts_cached
 from gateway.services import Services
 from ingest.embedding import Embedding
-from ingest.index import Hit, IndexUnavailableError, Leg, LegKind, collection_for
-from ingest.payload import Scope
+from ingest.index import Hit, IndexUnavailableError, Leg, LegKind, RankedPoint, collection_for
+from ingest.payload import PassagePayload, Scope
 from ingest.sync import newest_versions
 from settings.records import Agent, KnowledgeBase, TurnPassage, TurnRecord, Workspace
 from settings.resolve import (
@@ -80,7 +81,7 @@ class TurnContext:
 class TurnResult:
     turn_id: str
     abstained: bool
-    candidates: list[Candidate]
+    candidates: list[Candidate[Hit]]
     texts: dict[str, str]
     context: str
     effective: dict[str, Any]
@@ -181,13 +182,13 @@ async def search_plans(
     embeddings: Sequence[Embedding],
     *,
     leg_limit: int,
-) -> list[RankedLeg]:
-    """Query every KB concurrently; all or nothing (no partial answers across KBs)."""
+) -> list[RankedLeg[RankedPoint]]:
+    """Rank every KB concurrently; all or nothing (no partial answers across KBs)."""
 
-    async def one(plan: KbPlan) -> list[RankedLeg]:
+    async def one(plan: KbPlan) -> list[RankedLeg[RankedPoint]]:
         legs = legs_for(plan, embeddings, leg_limit)
         result = await asyncio.wait_for(
-            asyncio.to_thread(services.index.query, plan.collection, plan.scope, legs),
+            asyncio.to_thread(services.index.rank, plan.collection, plan.scope, legs),
             timeout=services.config.qdrant_timeout_s,
         )
         hits = [list(found) for found in result.legs]
@@ -205,7 +206,40 @@ async def search_plans(
     return [leg for legs in per_kb for leg in legs]
 
 
-def _only(hits: Sequence[Hit], keep: set[str]) -> list[Hit]:
+async def fetch_chosen(
+    services: Services, plans: Sequence[KbPlan], chosen: Sequence[Candidate[RankedPoint]]
+) -> list[Candidate[Hit]]:
+    """The chosen passages with their payloads, read inside each KB's own Scope.
+
+    A passage deleted since it was ranked is dropped; like the ranking, all or nothing.
+    """
+    by_kb = {plan.kb.kb_id: plan for plan in plans}
+    wanted: dict[str, list[str]] = {}
+    for candidate in chosen:
+        wanted.setdefault(candidate.document_key[0], []).append(candidate.point_id)
+
+    async def one(kb_id: str, point_ids: list[str]) -> dict[str, PassagePayload]:
+        plan = by_kb[kb_id]
+        return await asyncio.wait_for(
+            asyncio.to_thread(services.index.fetch, plan.collection, plan.scope, point_ids),
+            timeout=services.config.qdrant_timeout_s,
+        )
+
+    try:
+        found = await asyncio.gather(*(one(kb, ids) for kb, ids in wanted.items()))
+    except (TimeoutError, IndexUnavailableError) as error:
+        raise DependencyUnavailableError("index") from error
+    payloads = {point_id: payload for part in found for point_id, payload in part.items()}
+    return [
+        candidate.with_hit(
+            Hit(candidate.point_id, candidate.hit.score, payloads[candidate.point_id])
+        )
+        for candidate in chosen
+        if candidate.point_id in payloads
+    ]
+
+
+def _only(hits: Sequence[RankedPoint], keep: set[str]) -> list[RankedPoint]:
     return [hit for hit in hits if hit.point_id in keep]
 
 
@@ -269,8 +303,12 @@ async def retrieve(
         passages_per_document=services.config.passages_per_document,
     )
     limits = {plan.kb.kb_id: plan.top_k.value for plan in context.plans}
-    chosen = cap_per_knowledge_base(fused, limits, overall=max(limits.values()))
+    ranked = cap_per_knowledge_base(fused, limits, overall=max(limits.values()))
     timings["fuse"] = _ms_since(mark)
+
+    mark = time.perf_counter()
+    chosen = await fetch_chosen(services, context.plans, ranked)
+    timings["fetch"] = _ms_since(mark)
 
     texts = {c.point_id: c.hit.payload.text for c in chosen}
     titles = {c.point_id: c.hit.payload.title for c in chosen}
@@ -324,7 +362,7 @@ async def _record(
     agent_id: str,
     turn_id: str,
     *,
-    chosen: Sequence[Candidate],
+    chosen: Sequence[Candidate[Hit]],
     texts: dict[str, str],
 ) -> None:
     record = TurnRecord(
@@ -395,9 +433,9 @@ def _count(
     services: Services,
     context: TurnContext,
     *,
-    legs: Sequence[RankedLeg],
-    fused: Sequence[Candidate],
-    chosen: Sequence[Candidate],
+    legs: Sequence[RankedLeg[RankedPoint]],
+    fused: Sequence[Candidate[RankedPoint]],
+    chosen: Sequence[Candidate[Hit]],
 ) -> None:
     """Counts only: KBs, candidates per leg kind, passages and estimated tokens."""
     telemetry = services.telemetry
@@ -412,9 +450,7 @@ def _count(
     telemetry.count(
         "turn_tokens_returned", sum(len(c.hit.payload.text) for c in chosen) // _CHARS_PER_TOKEN
     )
-    telemetry.count(
-        "turn_tokens_considered", sum(len(c.hit.payload.text) for c in fused) // _CHARS_PER_TOKEN
-    )
+    telemetry.count("turn_documents_considered", len(fused))
 
 
 def _ms_since(mark: float) -> float:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ingest.payload import PassagePayload, Scope, is_valid_org_id
+from ingest.payload import PassagePayload, PassageRef, Scope, is_valid_org_id
 
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "bm25"
@@ -94,6 +94,19 @@ class Hit:
     score: float
     payload: PassagePayload
 
+    @property
+    def ref(self) -> PassageRef:
+        return self.payload.ref
+
+
+@dataclass(frozen=True, slots=True)
+class RankedPoint:
+    """One scored point of one leg of a ranking query: where it belongs, not its text."""
+
+    point_id: str
+    score: float
+    ref: PassageRef
+
 
 @dataclass(frozen=True, slots=True)
 class StoredPassage:
@@ -108,6 +121,13 @@ class QueryResult:
     """The hits of each leg, in the order the legs were given."""
 
     legs: tuple[tuple[Hit, ...], ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class RankResult:
+    """The ranked points of each leg, in the order the legs were given."""
+
+    legs: tuple[tuple[RankedPoint, ...], ...] = field(default_factory=tuple)
 
 
 class IndexUnavailableError(RuntimeError):
@@ -125,6 +145,14 @@ class Index(Protocol):
 
     def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
         """Run every leg inside the scope, in one engine call where the engine allows."""
+
+    def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
+        """`query` reading only each hit's `PassageRef`: the ranking step of a turn."""
+
+    def fetch(
+        self, collection: str, scope: Scope, point_ids: Sequence[str]
+    ) -> dict[str, PassagePayload]:
+        """The payloads of those points that exist inside the scope, by point id."""
 
     def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
         """Points inside the scope (optionally of one document)."""

@@ -178,6 +178,32 @@ class PassagePayload(msgspec.Struct, frozen=True, kw_only=True, rename=_RENAME, 
     indexed_at: str
     org_id: str | None = None
 
+    @property
+    def ref(self) -> PassageRef:
+        return PassageRef(
+            knowledge_base_id=self.knowledge_base_id,
+            document_id=self.document_id,
+            document_version=self.document_version,
+            passage_index=self.passage_index,
+            indexed_at=self.indexed_at,
+        )
+
+
+class PassageRef(msgspec.Struct, frozen=True, kw_only=True, rename=_RENAME):
+    """What ranking needs to know of a passage: whose document and which version it is
+    part of, not what it says. Ranking reads only these keys (`REF_KEYS`); the full
+    payload is fetched for the passages a turn returns."""
+
+    knowledge_base_id: str
+    document_id: str
+    document_version: str
+    passage_index: int
+    indexed_at: str
+
+
+#: The payload keys a `PassageRef` is read from.
+REF_KEYS: tuple[str, ...] = tuple(_RENAME[name] for name in PassageRef.__struct_fields__)
+
 
 def to_payload(passage: PassagePayload) -> dict[str, Any]:
     """The dict written to the engine; a legacy passage has no `orgId` key at all."""
@@ -188,6 +214,11 @@ def to_payload(passage: PassagePayload) -> dict[str, Any]:
 def from_payload(payload: Mapping[str, Any]) -> PassagePayload:
     """Read a stored payload back; raises `msgspec.ValidationError` if it breaks the contract."""
     return msgspec.convert(dict(payload), PassagePayload)
+
+
+def ref_from_payload(payload: Mapping[str, Any]) -> PassageRef:
+    """Read the `REF_KEYS` of a stored payload (other keys are ignored)."""
+    return msgspec.convert(dict(payload), PassageRef)
 
 
 def text_checksum(text: str) -> str:

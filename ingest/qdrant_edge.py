@@ -61,16 +61,21 @@ from ingest.index import (
     LegKind,
     Passage,
     QueryResult,
+    RankedPoint,
+    RankResult,
     StoredPassage,
 )
 from ingest.index import SparseVector as PassageSparse
 from ingest.payload import (
     INDEXED_KEYS,
+    REF_KEYS,
     TENANT_KEY,
+    PassagePayload,
     PayloadKey,
     Scope,
     from_payload,
     is_valid_org_id,
+    ref_from_payload,
     to_payload,
 )
 
@@ -125,14 +130,26 @@ class EdgeIndex:
             held.shard.flush()
 
     def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
-        where = _scope_filter(scope)
-        requests = [self._leg_request(leg, where) for leg in legs]
-        held = self._existing(collection)
-        if held is None or not requests:
-            return QueryResult(legs=tuple(() for _ in legs))
-        with _engine_errors(collection):
-            batches = held.shard.query_batch(QueryBatchRequest(requests))
+        batches = self._query_batch(collection, scope, legs, with_payload=True)
         return QueryResult(legs=tuple(tuple(map(_hit, points)) for points in batches))
+
+    def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
+        batches = self._query_batch(collection, scope, legs, with_payload=list(REF_KEYS))
+        return RankResult(legs=tuple(tuple(map(_ranked, points)) for points in batches))
+
+    def fetch(
+        self, collection: str, scope: Scope, point_ids: Sequence[str]
+    ) -> dict[str, PassagePayload]:
+        ids: set[PointId] = {_point_id(pid) for pid in point_ids}
+        held = self._existing(collection)
+        if held is None or not ids:
+            return {}
+        where = _scope_filter(scope, HasIdCondition(ids))
+        with _engine_errors(collection):
+            records, _ = held.shard.scroll(
+                ScrollRequest(limit=len(ids), filter=where, with_payload=True)
+            )
+        return {str(record.id): from_payload(record.payload or {}) for record in records}
 
     def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
         extra = () if document_id is None else (_document(document_id),)
@@ -293,7 +310,23 @@ class EdgeIndex:
         }
         return Point(_point_id(passage.point_id), vectors, to_payload(passage.payload))
 
-    def _leg_request(self, leg: Leg, where: Filter) -> QueryRequest:
+    def _query_batch(
+        self,
+        collection: str,
+        scope: Scope,
+        legs: Sequence[Leg],
+        *,
+        with_payload: bool | list[str],
+    ) -> list[list[ScoredPoint]]:
+        where = _scope_filter(scope)
+        requests = [self._leg_request(leg, where, with_payload) for leg in legs]
+        held = self._existing(collection)
+        if held is None or not requests:
+            return [[] for _ in legs]
+        with _engine_errors(collection):
+            return held.shard.query_batch(QueryBatchRequest(requests))
+
+    def _leg_request(self, leg: Leg, where: Filter, with_payload: bool | list[str]) -> QueryRequest:
         if leg.kind is LegKind.DENSE and leg.dense is not None:
             query = Query.Nearest(self._dense(leg.dense), using=DENSE_VECTOR)
             params = None
@@ -308,7 +341,7 @@ class EdgeIndex:
             query=query,
             filter=where,
             score_threshold=leg.floor,
-            with_payload=True,
+            with_payload=with_payload,
             params=params,
         )
 
@@ -357,3 +390,7 @@ def _sparse(vector: PassageSparse) -> SparseVector:
 
 def _hit(point: ScoredPoint) -> Hit:
     return Hit(str(point.id), point.score, from_payload(point.payload or {}))
+
+
+def _ranked(point: ScoredPoint) -> RankedPoint:
+    return RankedPoint(str(point.id), point.score, ref_from_payload(point.payload or {}))

@@ -32,16 +32,21 @@ from ingest.index import (
     LegKind,
     Passage,
     QueryResult,
+    RankedPoint,
+    RankResult,
     SparseVector,
     StoredPassage,
 )
 from ingest.payload import (
     INDEXED_KEYS,
+    REF_KEYS,
     TENANT_KEY,
+    PassagePayload,
     PayloadKey,
     Scope,
     from_payload,
     is_valid_org_id,
+    ref_from_payload,
     to_payload,
 )
 
@@ -136,21 +141,55 @@ class ServerIndex:
                 self._client.upsert(collection, batch, wait=True)
 
     def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
-        where = _scope_filter(scope)
-        requests = [self._leg_request(leg, where) for leg in legs]
-        if not requests or not self._exists(collection):
-            return QueryResult(legs=tuple(() for _ in legs))
-        with self._serialized(), _engine_errors(collection):
-            responses = self._client.query_batch_points(collection, requests)
+        responses = self._query_batch(collection, scope, legs, with_payload=True)
         return QueryResult(
             legs=tuple(
                 tuple(
                     Hit(str(point.id), point.score, from_payload(point.payload or {}))
-                    for point in response.points
+                    for point in points
                 )
-                for response in responses
+                for points in responses
             )
         )
+
+    def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
+        responses = self._query_batch(collection, scope, legs, with_payload=list(REF_KEYS))
+        return RankResult(
+            legs=tuple(
+                tuple(
+                    RankedPoint(str(point.id), point.score, ref_from_payload(point.payload or {}))
+                    for point in points
+                )
+                for points in responses
+            )
+        )
+
+    def fetch(
+        self, collection: str, scope: Scope, point_ids: Sequence[str]
+    ) -> dict[str, PassagePayload]:
+        ids: list[models.ExtendedPointId] = [_point_id(pid) for pid in dict.fromkeys(point_ids)]
+        if not ids or not self._exists(collection):
+            return {}
+        where = _scope_filter(scope, models.HasIdCondition(has_id=ids))
+        with self._serialized(), _engine_errors(collection):
+            records, _ = self._client.scroll(collection, where, limit=len(ids), with_payload=True)
+        return {str(record.id): from_payload(record.payload or {}) for record in records}
+
+    def _query_batch(
+        self,
+        collection: str,
+        scope: Scope,
+        legs: Sequence[Leg],
+        *,
+        with_payload: bool | list[str],
+    ) -> list[list[models.ScoredPoint]]:
+        where = _scope_filter(scope)
+        requests = [self._leg_request(leg, where, with_payload) for leg in legs]
+        if not requests or not self._exists(collection):
+            return [[] for _ in legs]
+        with self._serialized(), _engine_errors(collection):
+            responses = self._client.query_batch_points(collection, requests)
+        return [response.points for response in responses]
 
     def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
         extra = () if document_id is None else (_match(PayloadKey.DOCUMENT_ID, document_id),)
@@ -279,7 +318,9 @@ class ServerIndex:
         payload = to_payload(passage.payload)
         return models.PointStruct(id=_point_id(passage.point_id), vector=vectors, payload=payload)
 
-    def _leg_request(self, leg: Leg, where: models.Filter) -> models.QueryRequest:
+    def _leg_request(
+        self, leg: Leg, where: models.Filter, with_payload: bool | list[str]
+    ) -> models.QueryRequest:
         if leg.kind is LegKind.DENSE and leg.dense is not None:
             query = models.NearestQuery(nearest=self._dense(leg.dense))
             using, params = DENSE_VECTOR, None
@@ -297,7 +338,7 @@ class ServerIndex:
             params=params,
             limit=leg.limit,
             score_threshold=leg.floor,
-            with_payload=True,
+            with_payload=with_payload,
         )
 
     def _dense(self, vector: Sequence[float]) -> list[float]:

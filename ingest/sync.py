@@ -19,12 +19,12 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, Protocol, TypeVar
 
 from ingest.chunking import ChunkingParams, chunk_text
 from ingest.embedding import Embedder
-from ingest.index import Hit, Index, Passage, StoredPassage, collection_for
-from ingest.payload import Classification, PassagePayload, Scope, text_checksum
+from ingest.index import Index, Passage, StoredPassage, collection_for
+from ingest.payload import Classification, PassagePayload, PassageRef, Scope, text_checksum
 
 _POINT_NAMESPACE = uuid.UUID("6f1c1f0e-4b7a-5c3e-9d2a-6b1e8a4c2d10")
 SyncStatus = Literal["indexed", "unchanged"]
@@ -190,7 +190,15 @@ def _is_current(existing: Sequence[StoredPassage], version: str, expected: int) 
     )
 
 
-def newest_versions(hits: Iterable[Hit]) -> list[Hit]:
+class _Referenced(Protocol):
+    @property
+    def ref(self) -> PassageRef: ...
+
+
+_HitT = TypeVar("_HitT", bound=_Referenced)
+
+
+def newest_versions(hits: Iterable[_HitT]) -> list[_HitT]:
     """Drop hits from superseded versions of a document caught mid-replacement.
 
     Per (KB, document), only the version indexed last survives; order is kept.
@@ -198,13 +206,13 @@ def newest_versions(hits: Iterable[Hit]) -> list[Hit]:
     hits = list(hits)
     newest: dict[tuple[str, str], tuple[str, str]] = {}
     for hit in hits:
-        key = (hit.payload.knowledge_base_id, hit.payload.document_id)
-        stamp = (hit.payload.indexed_at, hit.payload.document_version)
+        ref = hit.ref
+        key = (ref.knowledge_base_id, ref.document_id)
+        stamp = (ref.indexed_at, ref.document_version)
         if key not in newest or stamp > newest[key]:
             newest[key] = stamp
     return [
         hit
         for hit in hits
-        if newest[(hit.payload.knowledge_base_id, hit.payload.document_id)][1]
-        == hit.payload.document_version
+        if newest[(hit.ref.knowledge_base_id, hit.ref.document_id)][1] == hit.ref.document_version
     ]

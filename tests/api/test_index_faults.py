@@ -21,8 +21,15 @@ from gateway.app import create_app
 from gateway.services import build_services
 from gateway.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedder
-from ingest.index import SHARED_COLLECTION, Index, IndexUnavailableError, Leg, QueryResult
-from ingest.payload import Scope
+from ingest.index import (
+    SHARED_COLLECTION,
+    Index,
+    IndexUnavailableError,
+    Leg,
+    QueryResult,
+    RankResult,
+)
+from ingest.payload import PassagePayload, Scope
 from ingest.qdrant_edge import EdgeIndex
 from tests.api.conftest import Gateway, gateway_config
 from tests.api.tenants import Tenant, provision
@@ -40,6 +47,8 @@ class FlakyIndex:
         self.inner = inner
         self.collection = collection
         self.mode: Mode = "ok"
+        #: trouble only when the chosen passages' payloads are read, not while ranking
+        self.only_fetch = False
 
     def _trouble(self) -> None:
         if self.mode == "fail":
@@ -51,6 +60,18 @@ class FlakyIndex:
         if collection == self.collection:
             self._trouble()
         return self.inner.query(collection, scope, legs)
+
+    def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
+        if collection == self.collection and not self.only_fetch:
+            self._trouble()
+        return self.inner.rank(collection, scope, legs)
+
+    def fetch(
+        self, collection: str, scope: Scope, point_ids: Sequence[str]
+    ) -> dict[str, PassagePayload]:
+        if collection == self.collection:
+            self._trouble()
+        return self.inner.fetch(collection, scope, point_ids)
 
     def ping(self) -> None:
         self._trouble()
@@ -120,3 +141,23 @@ async def test_one_kb_failing_makes_the_turn_503_never_partial(
     documents = {p["document_id"] for p in recovered.json()["passages"]}
     assert documents == {"pumps.txt", "valves.txt"}
     assert (await gw.client.get("/health/ready")).status_code == 200
+
+
+@pytest.mark.parametrize("mode", ["fail", "hang"])
+async def test_reading_the_chosen_passages_failing_makes_the_turn_503(
+    flaky: tuple[Gateway, FlakyIndex], mode: Mode
+) -> None:
+    """Ranking reads only where hits belong; the chosen passages' texts are read after
+    fusion. When that second read fails or hangs on one KB, the turn answers 503 naming
+    the index — never the other KB's passages alone — and recovers with no restart."""
+    gw, index = flaky
+    tenant = await _workspace(gw)
+    index.only_fetch, index.mode = True, mode
+    turn = await tenant.retrieve("bot", "How often are pumps and valves inspected?")
+    assert turn.status_code == 503, turn.text
+    assert turn.json()["dependency"] == "index"
+    assert "pumps" not in turn.text
+    index.mode = "ok"
+    recovered = await tenant.retrieve("bot", "How often are pumps and valves inspected?")
+    assert recovered.status_code == 200, recovered.text
+    assert {p["document_id"] for p in recovered.json()["passages"]} == {"pumps.txt", "valves.txt"}

@@ -267,6 +267,47 @@ def test_query_runs_every_leg_with_its_own_limit_and_floor(index: Index, collect
     assert rare[0].payload == passages[3].payload
 
 
+def test_rank_scores_like_query_and_reads_only_where_hits_belong(
+    index: Index, collection: str
+) -> None:
+    """`rank` returns the same points and scores as `query`, leg by leg, each with its
+    PassageRef (KB, document, version, passage index, indexing time) and no text."""
+    passages = [passage(idx=k, dense=tilted(k), terms=(1, 100 + k)) for k in range(4)]
+    index.upsert(collection, passages)
+    legs = [dense_leg(axis(0), floor=0.4), keyword_leg(1, 103, limit=3)]
+    queried = index.query(collection, scope(), legs)
+    ranked = index.rank(collection, scope(), legs)
+    for full, light in zip(queried.legs, ranked.legs, strict=True):
+        assert [(h.point_id, h.score) for h in full] == [(r.point_id, r.score) for r in light]
+        assert [h.payload.ref for h in full] == [r.ref for r in light]
+    assert ranked.legs[0][0].ref == passages[0].payload.ref
+    assert not hasattr(ranked.legs[0][0], "payload")
+
+
+def test_fetch_reads_payloads_inside_the_scope_only(index: Index, collection: str) -> None:
+    """`fetch` returns the stored payload of each requested point inside the scope; points
+    of another tenant, KB, clearance or org, unknown ids and missing collections are simply
+    absent — never read."""
+    mine = passage(tenant="t1", idx=0)
+    other_kb = passage(tenant="t1", kb="kb2", idx=1)
+    secret = passage(tenant="t1", idx=2, label=Classification.RESTRICTED)
+    theirs = passage(tenant="t2", idx=0)
+    foreign_org = passage(tenant="t1", idx=3, org=OTHER_ORG)
+    everything = [mine, other_kb, secret, theirs, foreign_org]
+    index.upsert(collection, everything)
+    asked = [p.point_id for p in everything] + [str(uuid.uuid4())]
+
+    assert index.fetch(collection, scope("t1"), asked) == {mine.point_id: mine.payload}
+    assert index.fetch(collection, scope("t1", ("kb", "kb2")), asked) == {
+        mine.point_id: mine.payload,
+        other_kb.point_id: other_kb.payload,
+    }
+    assert index.fetch(collection, scope("t2"), [mine.point_id]) == {}
+    assert index.fetch(collection, scope("t1"), []) == {}
+    missing = org_collection("nobody")
+    assert index.fetch(missing, scope("t1"), [mine.point_id]) == {}
+
+
 def test_keyword_floor_drops_weak_hits(index: Index, collection: str) -> None:
     """A keyword leg's floor keeps only hits scoring at least that much."""
     index.upsert(collection, [passage(idx=k, terms=(1, 100 + k)) for k in range(4)])

@@ -378,7 +378,8 @@ def test_mixed_legs_agree_with_an_exact_search_oracle(
     """One query with several dense and keyword legs (limits, floors): every hit is
     admitted by the scope; each dense leg is exactly the cosine top-`limit` of the admitted
     points above its floor; each keyword leg returns `limit` admitted points sharing a term
-    with the query (or all of them)."""
+    with the query (or all of them). `rank` returns only admitted points, and `fetch` of
+    every point id reads exactly the admitted ones."""
     prefix = f"m{next(_run)}-"
     passages = [_passage(point, prefix, n) for n, point in enumerate(points)]
     scope = _prefixed(scope, prefix)
@@ -386,6 +387,8 @@ def test_mixed_legs_agree_with_an_exact_search_oracle(
     with engine() as index:
         index.upsert(COLLECTION, passages)
         result = index.query(COLLECTION, scope, legs)
+        ranked = index.rank(COLLECTION, scope, legs)
+        fetched = index.fetch(COLLECTION, scope, [p.point_id for p in passages])
     assert len(result.legs) == len(legs)
     for leg, hits in zip(legs, result.legs, strict=True):
         assert all(scope.admits(to_payload(h.payload)) for h in hits)
@@ -393,6 +396,10 @@ def test_mixed_legs_agree_with_an_exact_search_oracle(
             _check_dense(leg, hits, admitted)
         else:
             _check_keyword(leg, hits, admitted)
+    admitted_ids = {p.point_id for p in admitted}
+    for ranked_leg in ranked.legs:
+        assert {r.point_id for r in ranked_leg} <= admitted_ids, "a ranked point outside the scope"
+    assert set(fetched) == admitted_ids, "fetch read a point outside the scope, or missed one"
 
 
 def _ranked(hits: Sequence[Hit]) -> tuple[list[float], set[str]]:

@@ -42,11 +42,11 @@ def hit(doc: str, passage: int = 0, score: float = 0.5, kb: str = "kb") -> Hit:
     )
 
 
-def leg(kind: LegKind, *hits: Hit, weight: float = 1.0, kb: str = "kb") -> RankedLeg:
+def leg(kind: LegKind, *hits: Hit, weight: float = 1.0, kb: str = "kb") -> RankedLeg[Hit]:
     return RankedLeg(kb_id=kb, kind=kind, weight=weight, hits=list(hits))
 
 
-def docs(candidates: list[Candidate]) -> list[str]:
+def docs(candidates: list[Candidate[Hit]]) -> list[str]:
     return [c.hit.payload.document_id for c in candidates]
 
 
