@@ -194,5 +194,5 @@ def _build_embedder(config: Config) -> Embedder:
         model_name=config.embedding_model,
         threads=config.embedding_threads,
         batch_size=config.embedding_batch_size,
-        query_threads=config.embedding_query_threads,
+        query_threads=config.embedding_query_threads or None,
     )

@@ -57,7 +57,8 @@ LEFTOVER_AGE_S = 3600.0
 BM25_MODEL_NAME = "Qdrant/bm25"
 #: onnxruntime intra-op threads of the question session. A question is a few dozen
 #: tokens: a second thread mostly spin-waits, doubling the CPU of each question for a
-#: few milliseconds less latency, and concurrent turns need that CPU (README, "Speed").
+#: few milliseconds less latency, and concurrent turns need that CPU. The second session
+#: costs about 100 MiB of resident memory (README, "Benchmarks" and "Memory").
 QUERY_THREADS = 1
 DEFAULT_BATCH_SIZE = 16
 #: BM25's length normalisation: the mean passage length in BM25 tokens (stopwords out).

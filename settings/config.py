@@ -73,7 +73,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     platform_key: str | None = None
     embedding_model: str | None = None
     embedding_threads: int | None = None
-    #: Questions get their own single-thread session: see `ingest.embedding.QUERY_THREADS`.
+    #: Questions get their own single-thread session: see `ingest.embedding.QUERY_THREADS`;
+    #: 0 shares the passages' session (no second copy of the model in memory).
     embedding_query_threads: int = 1
     embedding_batch_size: int = 16
     embed_timeout_s: float = 30.0
@@ -201,7 +202,7 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
         "EMBEDDING_THREADS",
         "must be at least 1",
     ),
-    (lambda c: c.embedding_query_threads >= 1, "EMBEDDING_QUERY_THREADS", "must be at least 1"),
+    (lambda c: c.embedding_query_threads >= 0, "EMBEDDING_QUERY_THREADS", "must be 0 or more"),
     (lambda c: 1 <= c.embedding_batch_size <= 256, "EMBEDDING_BATCH_SIZE", "must be 1..256"),
     (lambda c: c.embed_timeout_s > 0, "EMBED_TIMEOUT_S", "must be positive"),
     (lambda c: 0 <= c.query_cache_size <= 1_000_000, "QUERY_CACHE_SIZE", "must be 0..1000000"),

@@ -193,7 +193,7 @@ def is_fusion(value: Any) -> bool:
 
 
 def resolve_fusion(kb: Mapping[str, Any] | None) -> Resolved[FusionWeights]:
-    """The KB's channel weights for RRF, default 1:1."""
+    """The KB's channel weights for fusion, default 1:1."""
     raw, source, malformed = _first_well_formed((("knowledge_base", kb),), FUSION, is_fusion)
     if source is None:
         return Resolved(FusionWeights(), "platform", malformed=malformed)

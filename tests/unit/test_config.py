@@ -68,7 +68,7 @@ def test_overrides_beat_the_environment() -> None:
         ("KBGATE_PLATFORM_KEY", "short"),
         ("KBGATE_LOG_LEVEL", "LOUD"),
         ("KBGATE_EMBEDDING_BATCH_SIZE", "1000"),
-        ("KBGATE_EMBEDDING_QUERY_THREADS", "0"),
+        ("KBGATE_EMBEDDING_QUERY_THREADS", "-1"),
         ("KBGATE_FUSION_METHOD", "borda"),
     ],
 )
