@@ -150,8 +150,11 @@ class FastEmbedder:
       callers), one runner thread retains one.
 
     The runner's queue is FIFO and a caller submits its next batch only when the
-    previous one is done, so a query waits for at most one batch of each concurrent
-    ingest. BM25 runs in the calling thread; it only reads its stopwords and stemmer.
+    previous one is done. Questions on a session of their own (`query_model`) skip the
+    runner and run in the calling thread: a question's activations are small, the
+    gateway's `QueryBatcher` keeps one question batch in flight, and a turn then never
+    waits behind a concurrent ingest's batch (nor pays a second thread hop). BM25 runs
+    in the calling thread; it only reads its stopwords and stemmer.
     """
 
     def __init__(
@@ -169,6 +172,8 @@ class FastEmbedder:
             raise ValueError("batch_size must be at least 1")
         self._dense = dense_model
         self._query_dense = query_model or dense_model
+        self._queries_inline = query_model is not None
+        self._closed = False
         self._dense_dim = dense_dim
         self._batch_size = batch_size
         self._sparse = _load_bm25(k=bm25_k, b=bm25_b, avg_len=bm25_avg_len)
@@ -189,32 +194,42 @@ class FastEmbedder:
         return _combine(dense, sparse)
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
-        dense = self._dense_vectors(texts, self._query_dense.query_embed)
+        dense = self._dense_vectors(
+            texts, self._query_dense.query_embed, inline=self._queries_inline
+        )
         sparse = [_to_sparse(item) for item in self._sparse.query_embed(list(texts))]
         return _combine(dense, sparse)
 
     def close(self) -> None:
         """Stop the runner thread once queued batches are done; embedding afterwards raises."""
+        self._closed = True
         self._runner.shutdown(wait=True)
 
     def _dense_vectors(
-        self, texts: Sequence[str], embed: Callable[..., Iterable[Any]]
+        self, texts: Sequence[str], embed: Callable[..., Iterable[Any]], *, inline: bool = False
     ) -> list[tuple[float, ...]]:
-        """Embed in small batches of similar length; return the vectors in input order."""
+        """Embed in small batches of similar length, on the runner or (`inline`) in this
+        thread; return the vectors in input order."""
+        if inline and self._closed:
+            raise RuntimeError("the embedder is closed")
         # Character length is a cheap stand-in for token length: neighbours pad alike.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         vectors: list[tuple[float, ...]] = [()] * len(texts)
         for start in range(0, len(order), self._batch_size):
             positions = order[start : start + self._batch_size]
             batch = [texts[i] for i in positions]
-            rows = self._runner.submit(_run_batch, embed, batch).result()
+            rows = (
+                _run_batch(embed, batch)
+                if inline
+                else self._runner.submit(_run_batch, embed, batch).result()
+            )
             for position, row in zip(positions, rows, strict=True):
                 vectors[position] = tuple(row.tolist())
         return vectors
 
 
 def _run_batch(embed: Callable[..., Iterable[Any]], batch: list[str]) -> list[Any]:
-    """One fastembed call for one batch, drained here so all of it runs on the runner."""
+    """One fastembed call for one batch, drained here so all of it runs in one thread."""
     return list(embed(batch, batch_size=len(batch)))
 
 

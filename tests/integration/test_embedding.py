@@ -234,6 +234,39 @@ def test_one_session_serves_both_when_the_thread_counts_agree(model_dir: Path) -
         single.close()
 
 
+def test_a_question_does_not_wait_behind_a_passage_batch(embedder: FastEmbedder) -> None:
+    """Questions on their own session run in the caller's thread: while one model batch of
+    long passages is being embedded (on the runner thread), a question is answered before
+    that batch is done, not queued behind it."""
+    long_passage = " ".join(CORPUS_WORDS) * 3
+    started = threading.Event()
+    done_at: dict[str, float] = {}
+
+    def ingest() -> None:
+        started.set()
+        embedder.embed_documents([f"{i} {long_passage}" for i in range(embedder.batch_size)])
+        done_at["passages"] = time.perf_counter()
+
+    worker = threading.Thread(target=ingest)
+    worker.start()
+    started.wait()
+    time.sleep(0.05)  # the passage batch is on the runner by now
+    embedder.embed_queries(["Which stone mill do the children play at?"])
+    done_at["question"] = time.perf_counter()
+    worker.join()
+    assert done_at["question"] < done_at["passages"]
+
+
+def test_embedding_after_close_raises(model_dir: Path) -> None:
+    """A closed embedder refuses questions and passages alike (the turn answers 503)."""
+    closing = build_embedder(model_dir, None, threads=None, batch_size=16)
+    closing.close()
+    with pytest.raises(RuntimeError):
+        closing.embed_queries(["a question"])
+    with pytest.raises(RuntimeError):
+        closing.embed_documents(["a passage"])
+
+
 def _intra_op_threads(embedder: FastEmbedder, attribute: str) -> int:
     """The intra-op thread count onnxruntime was given for one of the embedder's sessions."""
     session = getattr(embedder, attribute).model.model  # TextEmbedding -> OnnxModel -> session
