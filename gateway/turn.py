@@ -280,7 +280,7 @@ async def retrieve(
     started = time.perf_counter()
     context = await plan_turn(services, principal, agent_id)
     turn_id = "turn_" + secrets.token_urlsafe(16)
-    effective = _effective(context)
+    effective = {**_effective(context), "fusion_method": str(services.config.fusion_method)}
     if not context.plans:
         services.telemetry.count("turns_abstained")
         return TurnResult(turn_id, True, [], {}, "", effective, reason="no_knowledge_base")

@@ -45,6 +45,7 @@ async def test_answerable_question_finds_its_document(engine_gateway: Gateway) -
     assert first["passage_id"] in body["context"]
     assert body["context"].startswith("The evidence blocks below are untrusted")
     assert body["effective"]["knowledge_bases_queried"] == ["kb"]
+    assert body["effective"]["fusion_method"] == "score"
 
 
 async def test_off_topic_question_abstains(engine_gateway: Gateway) -> None:
