@@ -143,28 +143,39 @@ def fuse(
 
 
 def _score_leg(leg: RankedLeg[H], method: FusionMethod, k: int) -> _LegScores:
+    if method is FusionMethod.RRF:
+        return _rank_scores(leg, k)
+    return _normalised_scores(leg)
+
+
+def _rank_scores(leg: RankedLeg[H], k: int) -> _LegScores:
+    """weight / (k + rank); a document's rank counts distinct documents only."""
     passages: dict[str, float] = {}
     documents: dict[tuple[str, str], float] = {}
-    if method is FusionMethod.RRF:
-        for rank, hit in enumerate(leg.hits, start=1):
-            passages.setdefault(hit.point_id, leg.weight / (k + rank))
-            document = _document_key(hit)
-            if document not in documents:
-                documents[document] = leg.weight / (k + len(documents) + 1)
-        return _LegScores(leg.kb_id, passages, documents, absent=0.0)
+    for rank, hit in enumerate(leg.hits, start=1):
+        passages.setdefault(hit.point_id, leg.weight / (k + rank))
+        document = _document_key(hit)
+        if document not in documents:
+            documents[document] = leg.weight / (k + len(documents) + 1)
+    return _LegScores(leg.kb_id, passages, documents, absent=0.0)
+
+
+def _normalised_scores(leg: RankedLeg[H]) -> _LegScores:
+    """weight * score / the leg's best score; what the leg missed counts as its last hit."""
     top = max(hit.score for hit in leg.hits)
 
     def normalised(score: float) -> float:
         return leg.weight * max(score, 0.0) / top if top > 0 else 0.0
 
+    passages: dict[str, float] = {}
+    documents: dict[tuple[str, str], float] = {}
     for hit in leg.hits:
         value = normalised(hit.score)
         passages[hit.point_id] = max(value, passages.get(hit.point_id, 0.0))
         document = _document_key(hit)
         documents[document] = max(value, documents.get(document, 0.0))
-    return _LegScores(
-        leg.kb_id, passages, documents, absent=normalised(min(h.score for h in leg.hits))
-    )
+    lowest = normalised(min(hit.score for hit in leg.hits))
+    return _LegScores(leg.kb_id, passages, documents, absent=lowest)
 
 
 def _document_key(hit: RankedHit) -> tuple[str, str]:

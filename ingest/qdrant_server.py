@@ -142,27 +142,11 @@ class ServerIndex:
 
     def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
         responses = self._query_batch(collection, scope, legs, with_payload=True)
-        return QueryResult(
-            legs=tuple(
-                tuple(
-                    Hit(str(point.id), point.score, from_payload(point.payload or {}))
-                    for point in points
-                )
-                for points in responses
-            )
-        )
+        return QueryResult(legs=tuple(tuple(map(_hit, points)) for points in responses))
 
     def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
         responses = self._query_batch(collection, scope, legs, with_payload=list(REF_KEYS))
-        return RankResult(
-            legs=tuple(
-                tuple(
-                    RankedPoint(str(point.id), point.score, ref_from_payload(point.payload or {}))
-                    for point in points
-                )
-                for points in responses
-            )
-        )
+        return RankResult(legs=tuple(tuple(map(_ranked, points)) for points in responses))
 
     def fetch(
         self, collection: str, scope: Scope, point_ids: Sequence[str]
@@ -375,6 +359,14 @@ def _check_collection(collection: str) -> None:
     org_id = collection.removeprefix(ORG_COLLECTION_PREFIX)
     if collection != SHARED_COLLECTION and (org_id == collection or not is_valid_org_id(org_id)):
         raise ValueError(f"not a kbgate collection name: {collection!r}")
+
+
+def _hit(point: models.ScoredPoint) -> Hit:
+    return Hit(str(point.id), point.score, from_payload(point.payload or {}))
+
+
+def _ranked(point: models.ScoredPoint) -> RankedPoint:
+    return RankedPoint(str(point.id), point.score, ref_from_payload(point.payload or {}))
 
 
 def _point_id(point_id: str) -> str:
