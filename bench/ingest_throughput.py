@@ -39,6 +39,7 @@ from typing import Any
 
 from ingest.chunking import ChunkingParams, chunk_text
 from ingest.embedding import Embedding, FastEmbedder, build_embedder
+from ingest.index import SparseVector
 from ingest.payload import Classification
 from ingest.qdrant_edge import EdgeIndex
 from ingest.sync import Document, DocumentWriter, Target, embedding_input
@@ -110,10 +111,14 @@ class ReplayEmbedder:
 
     def __init__(self, dense_dim: int) -> None:
         self._known: dict[str, Embedding] = {}
+        self._keywords: dict[str, SparseVector] = {}
         self._dense_dim = dense_dim
 
     def remember(self, texts: Sequence[str], embeddings: Sequence[Embedding]) -> None:
         self._known.update(zip(texts, embeddings, strict=True))
+
+    def remember_keywords(self, texts: Sequence[str], vectors: Sequence[SparseVector]) -> None:
+        self._keywords.update(zip(texts, vectors, strict=True))
 
     @property
     def dense_dim(self) -> int:
@@ -124,6 +129,9 @@ class ReplayEmbedder:
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
         return self.embed_documents(texts)  # the writer never asks; replayed all the same
+
+    def embed_document_keywords(self, texts: Sequence[str]) -> list[SparseVector]:
+        return [self._keywords[text] for text in texts]
 
 
 STAGES = ("ingest", "raw_per_document", "raw_bulk", "index_only")
@@ -166,18 +174,21 @@ def _one_run(
                 for doc in chunk
             ]
             flat = [text for group in groups for text in group]
+            whole = [embedding_input(doc.title, doc.text) for doc in chunk]
 
             rss.phase, started = "ingest", time.perf_counter()
             passages += _put_all(writer, chunk)
             seconds["ingest"] += time.perf_counter() - started
 
             rss.phase, started = "raw_per_document", time.perf_counter()
-            for group in groups:
+            for group, document in zip(groups, whole, strict=True):
                 embedder.embed_documents(group)
+                embedder.embed_document_keywords([document])
             seconds["raw_per_document"] += time.perf_counter() - started
 
             rss.phase, started = "raw_bulk", time.perf_counter()
             replay.remember(flat, embedder.embed_documents(flat))
+            replay.remember_keywords(whole, embedder.embed_document_keywords(whole))
             seconds["raw_bulk"] += time.perf_counter() - started
 
             rss.phase, started = "index_only", time.perf_counter()

@@ -119,9 +119,13 @@ async def _floor(services: Services, questions: list[str]) -> tuple[list[float],
     for question in questions:
         started = time.perf_counter()
         embeddings = services.embedder.embed_queries([question])
-        ranked = services.index.rank(
-            plan.collection, plan.scope, legs_for(plan, embeddings, services.config.leg_limit)
+        legs = legs_for(
+            plan,
+            embeddings,
+            services.config.leg_limit,
+            document_keywords=services.index.document_keywords(plan.collection),
         )
+        ranked = services.index.rank(plan.collection, plan.scope, legs)
         chosen = [point.point_id for point in ranked.legs[0][: plan.top_k.value]]
         services.index.fetch(plan.collection, plan.scope, chosen)
         latencies.append((time.perf_counter() - started) * 1000)

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from gateway.redaction import Redactor
     from gateway.services import Services
     from ingest.embedding import Embedder, Embedding
+    from ingest.index import SparseVector
 
 Subset = Literal["all", "tune", "heldout"]
 Progress = Callable[[str], None]
@@ -380,6 +381,9 @@ class _QueryMemo:
 
     def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
         return self._inner.embed_documents(texts)
+
+    def embed_document_keywords(self, texts: Sequence[str]) -> list[SparseVector]:
+        return self._inner.embed_document_keywords(texts)
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
         missing = list(dict.fromkeys(text for text in texts if text not in self._queries))

@@ -2,7 +2,9 @@
 
 Every leg (one channel of one question variation in one KB) ranks passages.
 Within a leg a document counts once, at its best passage, so a long document with
-many passages does not outvote a short one. Two ways to turn a leg into scores:
+many passages does not outvote a short one. A whole-document keyword leg ranks
+documents (each hit is a document's first passage): it adds to its documents' scores
+but has no say in which of a document's passages represents it. Two ways to turn a leg into scores:
 
 - `score` (the default): each leg's raw scores divided by the leg's best, so the
   leg's top hit is 1 (cosine below 0 counts as 0); a document the leg did not return
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, Protocol, TypeVar
 
 from ingest.index import LegKind
@@ -100,6 +102,8 @@ class _LegScores:
     passages: dict[str, float]
     documents: dict[tuple[str, str], float]
     absent: float
+    #: False for whole-document legs: they rank documents, not the passages within them
+    ranks_passages: bool = True
 
 
 def fuse(
@@ -121,7 +125,10 @@ def fuse(
                 candidate = passages[hit.point_id] = Candidate(point_id=hit.point_id, hit=hit)
             candidate.legs.add(leg.kind)
             _note_channel_score(candidate, leg.kind, hit.score)
-        scored.append(_score_leg(leg, method, k))
+        scores = _score_leg(leg, method, k)
+        if leg.kind is LegKind.DOCUMENT_KEYWORD:
+            scores = replace(scores, ranks_passages=False)
+        scored.append(scores)
     by_document: dict[tuple[str, str], list[Candidate[H]]] = defaultdict(list)
     for candidate in passages.values():
         document = candidate.document_key
@@ -129,9 +136,10 @@ def fuse(
         for leg_scores in scored:
             if leg_scores.kb_id != kb_id:
                 continue
-            candidate.passage_score += leg_scores.passages.get(
-                candidate.point_id, leg_scores.absent
-            )
+            if leg_scores.ranks_passages:
+                candidate.passage_score += leg_scores.passages.get(
+                    candidate.point_id, leg_scores.absent
+                )
             candidate.score += leg_scores.documents.get(document, leg_scores.absent)
         by_document[document].append(candidate)
     chosen = [
@@ -187,11 +195,12 @@ def _passage_order(candidate: Candidate[H]) -> tuple[float, int]:
 
 
 def _note_channel_score(candidate: Candidate[H], kind: LegKind, score: float) -> None:
-    """Keep each channel's best raw score (cosine for dense, BM25 for keyword)."""
+    """Keep each channel's best raw score of the passage itself (cosine for dense, BM25
+    for keyword); a whole document's BM25 is not the passage's."""
     if kind is LegKind.DENSE:
         best = candidate.dense_score
         candidate.dense_score = score if best is None else max(best, score)
-    else:
+    elif kind is LegKind.KEYWORD:
         best = candidate.keyword_score
         candidate.keyword_score = score if best is None else max(best, score)
 

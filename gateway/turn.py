@@ -25,7 +25,15 @@ from gateway.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
 from gateway.redaction import count_redactions, redact_texts_cached
 from gateway.services import Services
 from ingest.embedding import Embedding
-from ingest.index import Hit, IndexUnavailableError, Leg, LegKind, RankedPoint, collection_for
+from ingest.index import (
+    Hit,
+    IndexUnavailableError,
+    Leg,
+    LegKind,
+    RankedPoint,
+    RankResult,
+    collection_for,
+)
 from ingest.payload import PassagePayload, Scope
 from ingest.sync import newest_versions
 from settings.records import Agent, KnowledgeBase, TurnPassage, TurnRecord, Workspace
@@ -43,6 +51,10 @@ from settings.resolve import (
 from settings.store import StoreUnavailableError
 
 _CHARS_PER_TOKEN = 4
+#: Of a KB's keyword weight, the part its whole-document BM25 leg gets (the passage leg
+#: gets the rest). Chosen on SciFact's tune half: a document's words spread over its
+#: passages, which a passage leg alone misses (README, "Retrieval quality").
+DOCUMENT_KEYWORD_SHARE = 0.5
 _TITLE = "\x1ftitle:"  # key prefix for titles redacted alongside passage texts
 
 
@@ -185,15 +197,18 @@ async def search_plans(
 ) -> list[RankedLeg[RankedPoint]]:
     """Rank every KB concurrently; all or nothing (no partial answers across KBs)."""
 
+    def rank(plan: KbPlan) -> tuple[list[Leg], RankResult]:
+        document_keywords = services.index.document_keywords(plan.collection)
+        legs = legs_for(plan, embeddings, leg_limit, document_keywords=document_keywords)
+        return legs, services.index.rank(plan.collection, plan.scope, legs)
+
     async def one(plan: KbPlan) -> list[RankedLeg[RankedPoint]]:
-        legs = legs_for(plan, embeddings, leg_limit)
-        result = await asyncio.wait_for(
-            asyncio.to_thread(services.index.rank, plan.collection, plan.scope, legs),
-            timeout=services.config.qdrant_timeout_s,
+        legs, result = await asyncio.wait_for(
+            asyncio.to_thread(rank, plan), timeout=services.config.qdrant_timeout_s
         )
         hits = [list(found) for found in result.legs]
         current = {hit.point_id for hit in newest_versions(h for leg in hits for h in leg)}
-        weights = {LegKind.DENSE: plan.dense_weight, LegKind.KEYWORD: plan.keyword_weight}
+        weights = leg_weights(plan, legs)
         return [
             RankedLeg(plan.kb.kb_id, leg.kind, weights[leg.kind], _only(found, current))
             for leg, found in zip(legs, hits, strict=True)
@@ -243,7 +258,11 @@ def _only(hits: Sequence[RankedPoint], keep: set[str]) -> list[RankedPoint]:
     return [hit for hit in hits if hit.point_id in keep]
 
 
-def legs_for(plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int) -> list[Leg]:
+def legs_for(
+    plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int, *, document_keywords: bool
+) -> list[Leg]:
+    """Per question: a dense leg and the keyword legs of the KB's non-zero channels; the
+    whole-document keyword leg where the collection stores its vectors."""
     legs: list[Leg] = []
     for embedding in embeddings:
         if plan.dense_weight > 0:
@@ -256,15 +275,24 @@ def legs_for(plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int) -> l
                 )
             )
         if plan.keyword_weight > 0 and embedding.sparse.indices:
-            legs.append(
-                Leg(
-                    kind=LegKind.KEYWORD,
-                    sparse=embedding.sparse,
-                    limit=leg_limit,
-                    floor=plan.keyword_floor,
-                )
+            kinds = [LegKind.KEYWORD, *([LegKind.DOCUMENT_KEYWORD] if document_keywords else [])]
+            legs.extend(
+                Leg(kind=kind, sparse=embedding.sparse, limit=leg_limit, floor=plan.keyword_floor)
+                for kind in kinds
             )
     return legs
+
+
+def leg_weights(plan: KbPlan, legs: Sequence[Leg]) -> dict[LegKind, float]:
+    """The KB's channel weights per leg kind: the keyword weight is shared between the
+    passage and whole-document legs when both run (`DOCUMENT_KEYWORD_SHARE`)."""
+    documents = any(leg.kind is LegKind.DOCUMENT_KEYWORD for leg in legs)
+    share = DOCUMENT_KEYWORD_SHARE if documents else 0.0
+    return {
+        LegKind.DENSE: plan.dense_weight,
+        LegKind.KEYWORD: plan.keyword_weight * (1 - share),
+        LegKind.DOCUMENT_KEYWORD: plan.keyword_weight * share,
+    }
 
 
 async def retrieve(

@@ -18,6 +18,8 @@ from ingest.payload import PassagePayload, PassageRef, Scope, is_valid_org_id
 
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "bm25"
+#: BM25 of a whole document (title and all its text), carried by its first passage only.
+DOCUMENT_SPARSE_VECTOR = "bm25_document"
 SHARED_COLLECTION = "kb_shared"
 ORG_COLLECTION_PREFIX = "kb_org_"
 
@@ -51,22 +53,30 @@ class SparseVector:
 
 @dataclass(frozen=True, slots=True)
 class Passage:
-    """One point to write: deterministic id, both vectors, full payload."""
+    """One point to write: deterministic id, its vectors, full payload.
+
+    A document's first passage also carries `document_sparse`, the BM25 vector of the
+    whole document, which collections created without it ignore.
+    """
 
     point_id: str
     dense: tuple[float, ...]
     sparse: SparseVector
     payload: PassagePayload
+    document_sparse: SparseVector | None = None
 
 
 class LegKind(enum.StrEnum):
     DENSE = "dense"
     KEYWORD = "keyword"
+    #: BM25 over whole documents: each hit is a document's first passage.
+    DOCUMENT_KEYWORD = "document_keyword"
 
 
 @dataclass(frozen=True, slots=True)
 class Leg:
-    """One ranked search inside a query: a dense (cosine) or a keyword (BM25) leg.
+    """One ranked search inside a query: dense (cosine), keyword (BM25 over passages) or
+    document keyword (BM25 over whole documents) leg.
 
     `floor` is the minimum score a hit must reach on this leg (None: no floor).
     """
@@ -80,7 +90,7 @@ class Leg:
     def __post_init__(self) -> None:
         if self.kind is LegKind.DENSE and self.dense is None:
             raise ValueError("a dense leg needs a dense vector")
-        if self.kind is LegKind.KEYWORD and self.sparse is None:
+        if self.kind is not LegKind.DENSE and self.sparse is None:
             raise ValueError("a keyword leg needs a sparse vector")
         if self.limit < 1:
             raise ValueError("a leg's limit must be at least 1")
@@ -142,6 +152,10 @@ class Index(Protocol):
 
     def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
         """Write points; durable when this returns."""
+
+    def document_keywords(self, collection: str) -> bool:
+        """Whether the collection stores whole-document BM25 vectors, so document keyword
+        legs can run on it (collections created before they existed do not)."""
 
     def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
         """Run every leg inside the scope, in one engine call where the engine allows."""

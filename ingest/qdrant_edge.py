@@ -14,6 +14,7 @@ optimizer: points stay in plain (exact-search) segments.
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -52,6 +53,7 @@ from qdrant_edge import (
 
 from ingest.index import (
     DENSE_VECTOR,
+    DOCUMENT_SPARSE_VECTOR,
     ORG_COLLECTION_PREFIX,
     SHARED_COLLECTION,
     SPARSE_VECTOR,
@@ -84,6 +86,8 @@ if TYPE_CHECKING:
 
 EDGE_DIR = "qdrant-edge"
 _SCROLL_PAGE = 256
+#: the config Edge writes into a shard's directory
+_EDGE_CONFIG_FILE = "edge_config.json"
 
 
 def _scope_filter(scope: Scope, *extra: ConditionType) -> Filter:
@@ -101,6 +105,8 @@ def _scope_filter(scope: Scope, *extra: ConditionType) -> Filter:
 @dataclass(slots=True)
 class _Shard:
     shard: EdgeShard
+    #: created with the whole-document BM25 vector (shards made before it was added lack it)
+    document_keywords: bool
     writes: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -123,11 +129,18 @@ class EdgeIndex:
     def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
         if not passages:
             return
-        points = [self._point(passage) for passage in passages]
-        held = self._open(collection)
+        existing = self._existing(collection)
+        # Points are built (and checked) before a new shard is made; it gets the vector.
+        document_keywords = existing is None or existing.document_keywords
+        points = [self._point(passage, document_keywords) for passage in passages]
+        held = existing or self._open(collection)
         with held.writes, _engine_errors(collection):
             held.shard.update(UpdateOperation.upsert_points(points))
             held.shard.flush()
+
+    def document_keywords(self, collection: str) -> bool:
+        held = self._existing(collection)
+        return held is not None and held.document_keywords
 
     def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
         batches = self._query_batch(collection, scope, legs, with_payload=True)
@@ -273,16 +286,18 @@ class EdgeIndex:
             held = self._shards.get(collection)
             if held is None and (create or path.exists()):
                 with _engine_errors(collection):
-                    held = _Shard(self._load_or_create(path))
+                    held = self._load_or_create(path)
                 self._shards[collection] = held
             return held
 
-    def _load_or_create(self, path: Path) -> EdgeShard:
+    def _load_or_create(self, path: Path) -> _Shard:
+        document_keywords = not path.exists() or _has_document_keywords(path)
+        sparse = [SPARSE_VECTOR, *([DOCUMENT_SPARSE_VECTOR] if document_keywords else [])]
         config = EdgeConfig(
             vectors={
                 DENSE_VECTOR: EdgeVectorParams(size=self._dense_dim, distance=Distance.Cosine)
             },
-            sparse_vectors={SPARSE_VECTOR: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+            sparse_vectors={name: EdgeSparseVectorParams(modifier=Modifier.Idf) for name in sparse},
         )
         # Loading with the config checks it against the stored segments, and also
         # recovers a directory left half-created by a crash.
@@ -301,13 +316,15 @@ class EdgeIndex:
         except BaseException:
             shard.close()  # release the directory lock
             raise
-        return shard
+        return _Shard(shard, document_keywords)
 
-    def _point(self, passage: Passage) -> Point:
+    def _point(self, passage: Passage, document_keywords: bool) -> Point:
         vectors: dict[str, Any] = {
             DENSE_VECTOR: self._dense(passage.dense),
             SPARSE_VECTOR: _sparse(passage.sparse),
         }
+        if document_keywords and passage.document_sparse is not None:
+            vectors[DOCUMENT_SPARSE_VECTOR] = _sparse(passage.document_sparse)
         return Point(_point_id(passage.point_id), vectors, to_payload(passage.payload))
 
     def _query_batch(
@@ -323,15 +340,23 @@ class EdgeIndex:
         held = self._existing(collection)
         if held is None or not requests:
             return [[] for _ in legs]
+        # A collection made before document keyword vectors finds nothing on that leg.
+        runs = [held.document_keywords or leg.kind is not LegKind.DOCUMENT_KEYWORD for leg in legs]
         with _engine_errors(collection):
-            return held.shard.query_batch(QueryBatchRequest(requests))
+            found = iter(
+                held.shard.query_batch(
+                    QueryBatchRequest([r for r, run in zip(requests, runs, strict=True) if run])
+                )
+            )
+        return [next(found) if run else [] for run in runs]
 
     def _leg_request(self, leg: Leg, where: Filter, with_payload: bool | list[str]) -> QueryRequest:
         if leg.kind is LegKind.DENSE and leg.dense is not None:
             query = Query.Nearest(self._dense(leg.dense), using=DENSE_VECTOR)
             params = None
-        elif leg.kind is LegKind.KEYWORD and leg.sparse is not None:
-            query = Query.Nearest(_sparse(leg.sparse), using=SPARSE_VECTOR)
+        elif leg.sparse is not None:
+            using = SPARSE_VECTOR if leg.kind is LegKind.KEYWORD else DOCUMENT_SPARSE_VECTOR
+            query = Query.Nearest(_sparse(leg.sparse), using=using)
             # IDF over the scope only: other tenants' documents must not move our scores.
             params = SearchParams(idf=IdfParams(corpus=where))
         else:
@@ -376,6 +401,17 @@ def _point_id(point_id: str) -> str:
         return str(uuid.UUID(point_id))
     except ValueError:
         raise ValueError(f"point ids must be UUIDs, got {point_id!r}") from None
+
+
+def _has_document_keywords(path: Path) -> bool:
+    """Whether an existing shard was created with the whole-document BM25 vector, as the
+    config Edge keeps in its directory says. A directory without that file was left
+    half-created by a crash (Edge writes it first): it is created afresh, with it."""
+    try:
+        config = json.loads((path / _EDGE_CONFIG_FILE).read_text())
+    except FileNotFoundError:
+        return True
+    return DOCUMENT_SPARSE_VECTOR in config.get("sparse_vectors", {})
 
 
 def _document(document_id: str) -> FieldCondition:

@@ -23,6 +23,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from ingest.index import (
     DENSE_VECTOR,
+    DOCUMENT_SPARSE_VECTOR,
     ORG_COLLECTION_PREFIX,
     SHARED_COLLECTION,
     SPARSE_VECTOR,
@@ -84,6 +85,8 @@ class ServerIndex:
         self._serialize = False
         self._known: set[str] = set()  # collections seen to exist (kbgate never drops one)
         self._ensured: set[str] = set()  # ... and whose payload indexes were checked
+        #: per collection: created with the whole-document BM25 vector (older ones lack it)
+        self._document_keywords: dict[str, bool] = {}
         self._payload_indexes = True
         self._closed = False
 
@@ -131,14 +134,27 @@ class ServerIndex:
             self._ensured.add(collection)
 
     def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
-        points = [self._point(passage) for passage in passages]
-        if not points:
+        if not passages:
             return
+        # Points are built (and checked) before a new collection is made; it gets the vector.
+        document_keywords = not self._exists(collection) or self.document_keywords(collection)
+        points = [self._point(passage, document_keywords) for passage in passages]
         self.ensure_collection(collection)
         with self._serialized(), _engine_errors(collection):
             for start in range(0, len(points), _UPSERT_BATCH):
                 batch = points[start : start + _UPSERT_BATCH]
                 self._client.upsert(collection, batch, wait=True)
+
+    def document_keywords(self, collection: str) -> bool:
+        known = self._document_keywords.get(collection)
+        if known is not None:
+            return known
+        if not self._exists(collection):
+            return False
+        with self._serialized(), _engine_errors(collection):
+            sparse = self._client.get_collection(collection).config.params.sparse_vectors
+        known = self._document_keywords[collection] = DOCUMENT_SPARSE_VECTOR in (sparse or {})
+        return known
 
     def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
         responses = self._query_batch(collection, scope, legs, with_payload=True)
@@ -171,9 +187,13 @@ class ServerIndex:
         requests = [self._leg_request(leg, where, with_payload) for leg in legs]
         if not requests or not self._exists(collection):
             return [[] for _ in legs]
+        # A collection made before document keyword vectors finds nothing on that leg.
+        document_keywords = self.document_keywords(collection)
+        runs = [document_keywords or leg.kind is not LegKind.DOCUMENT_KEYWORD for leg in legs]
+        wanted = [request for request, run in zip(requests, runs, strict=True) if run]
         with self._serialized(), _engine_errors(collection):
-            responses = self._client.query_batch_points(collection, requests)
-        return [response.points for response in responses]
+            responses = iter(self._client.query_batch_points(collection, wanted) if wanted else [])
+        return [next(responses).points if run else [] for run in runs]
 
     def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
         extra = () if document_id is None else (_match(PayloadKey.DOCUMENT_ID, document_id),)
@@ -286,7 +306,8 @@ class ServerIndex:
                     )
                 },
                 sparse_vectors_config={
-                    SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)
+                    name: models.SparseVectorParams(modifier=models.Modifier.IDF)
+                    for name in (SPARSE_VECTOR, DOCUMENT_SPARSE_VECTOR)
                 },
             )
         except UnexpectedResponse:
@@ -294,11 +315,13 @@ class ServerIndex:
             if not self._client.collection_exists(collection):
                 raise
 
-    def _point(self, passage: Passage) -> models.PointStruct:
+    def _point(self, passage: Passage, document_keywords: bool) -> models.PointStruct:
         vectors: dict[str, models.Vector] = {
             DENSE_VECTOR: self._dense(passage.dense),
             SPARSE_VECTOR: _sparse(passage.sparse),
         }
+        if document_keywords and passage.document_sparse is not None:
+            vectors[DOCUMENT_SPARSE_VECTOR] = _sparse(passage.document_sparse)
         payload = to_payload(passage.payload)
         return models.PointStruct(id=_point_id(passage.point_id), vector=vectors, payload=payload)
 
@@ -308,11 +331,12 @@ class ServerIndex:
         if leg.kind is LegKind.DENSE and leg.dense is not None:
             query = models.NearestQuery(nearest=self._dense(leg.dense))
             using, params = DENSE_VECTOR, None
-        elif leg.kind is LegKind.KEYWORD and leg.sparse is not None:
+        elif leg.sparse is not None:
             query = models.NearestQuery(nearest=_sparse(leg.sparse))
             # IDF over the scope only: other tenants' documents must not move our scores.
             idf = models.IdfCorpusParams(corpus=where)
-            using, params = SPARSE_VECTOR, models.SearchParams(idf=idf)
+            using = SPARSE_VECTOR if leg.kind is LegKind.KEYWORD else DOCUMENT_SPARSE_VECTOR
+            params = models.SearchParams(idf=idf)
         else:
             raise ValueError(f"a {leg.kind} leg without its vector")
         return models.QueryRequest(

@@ -147,6 +147,9 @@ class DocumentWriter:
             embeddings = self._embedder.embed_documents(
                 [embedding_input(document.title, text) for text in texts]
             )
+            (whole,) = self._embedder.embed_document_keywords(
+                [embedding_input(document.title, document.text)]
+            )
         except Exception as error:  # any model failure: nothing has been written yet
             raise EmbeddingFailedError("the embedder failed; nothing was written") from error
         indexed_at = self._clock().isoformat()
@@ -169,6 +172,7 @@ class DocumentWriter:
                     checksum=text_checksum(text),
                     indexed_at=indexed_at,
                 ),
+                document_sparse=whole if position == 0 else None,
             )
             for position, (text, embedding) in enumerate(zip(texts, embeddings, strict=True))
         ]

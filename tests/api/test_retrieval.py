@@ -48,6 +48,24 @@ async def test_answerable_question_finds_its_document(engine_gateway: Gateway) -
     assert body["effective"]["fusion_method"] == "score"
 
 
+async def test_a_document_holding_all_the_words_outranks_ones_holding_some(
+    engine_gateway: Gateway,
+) -> None:
+    """Keyword search weighs whole documents as well as passages: a report whose passages
+    each hold one of the question's rare words ranks above short notes holding just one."""
+    tenant = await provision(engine_gateway, "acme", "support")
+    await tenant.kb("kb", fusion={"dense": 0, "keyword": 1}, keyword_floor=0)
+    weeks = " ".join(f"Week {n}: the lab logged routine tank checks." for n in range(15))
+    report = f"Zebrafish larvae were raised in the lab. {weeks} Melanocyte counts were taken."
+    await tenant.doc("kb", "report", report)
+    days = " ".join(f"Day {n}: the water was clear." for n in range(5))
+    await tenant.doc("kb", "fish", f"Zebrafish notes from the lab tanks. {days}")
+    await tenant.doc("kb", "skin", f"Melanocyte notes from the lab samples. {days}")
+    await tenant.agent("bot", ["kb"])
+    body = (await tenant.retrieve("bot", "zebrafish melanocyte")).json()
+    assert body["passages"][0]["document_id"] == "report"
+
+
 async def test_off_topic_question_abstains(engine_gateway: Gateway) -> None:
     """A question the KB does not bear on abstains: no passages, empty context."""
     tenant = await _tenant_with_corpus(engine_gateway)

@@ -16,15 +16,25 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from qdrant_client import QdrantClient
-from qdrant_edge import EdgeShard, KeywordIndexParams
+from qdrant_client import QdrantClient, models
+from qdrant_edge import (
+    Distance,
+    EdgeConfig,
+    EdgeShard,
+    EdgeSparseVectorParams,
+    EdgeVectorParams,
+    KeywordIndexParams,
+    Modifier,
+)
 from testcontainers.community.qdrant import QdrantContainer
 
 from ingest.index import (
+    DENSE_VECTOR,
+    SPARSE_VECTOR,
     Index,
     IndexUnavailableError,
     Leg,
@@ -132,6 +142,15 @@ def dense_leg(vector: tuple[float, ...], limit: int = 100, floor: float | None =
 
 def keyword_leg(*terms: int, limit: int = 100, floor: float | None = None) -> Leg:
     return Leg(LegKind.KEYWORD, sparse=sparse(*terms), limit=limit, floor=floor)
+
+
+def document_leg(*terms: int, limit: int = 100, floor: float | None = None) -> Leg:
+    return Leg(LegKind.DOCUMENT_KEYWORD, sparse=sparse(*terms), limit=limit, floor=floor)
+
+
+def with_document_terms(first: Passage, *terms: int) -> Passage:
+    """A document's first passage carrying the BM25 vector of the whole document."""
+    return replace(first, document_sparse=sparse(*terms))
 
 
 def hit_ids(index: Index, collection: str, where: Scope, *legs: Leg) -> list[list[str]]:
@@ -500,8 +519,8 @@ def test_backfill_org_refuses_a_strict_scope(index: Index, collection: str) -> N
 def test_missing_collection_behaves_as_empty(index: Index) -> None:
     """Reads and deletes on a collection never created return nothing instead of failing."""
     missing = org_collection("never-created")
-    result = index.query(missing, scope(), [dense_leg(axis(0)), keyword_leg(1)])
-    assert result.legs == ((), ())
+    result = index.query(missing, scope(), [dense_leg(axis(0)), keyword_leg(1), document_leg(1)])
+    assert result.legs == ((), (), ())
     assert index.count(missing, scope()) == 0
     assert index.count(missing, scope(), "doc1") == 0
     assert index.scroll_document(missing, scope(), "doc1") == []
@@ -509,6 +528,40 @@ def test_missing_collection_behaves_as_empty(index: Index) -> None:
     assert index.delete_document(missing, scope(), "doc1") == 0
     assert index.delete_points(missing, scope(), [point_id("t1", "kb", "doc1", 0)]) == 0
     assert index.backfill_org(missing, scope(strict=False)) == 0
+
+
+def test_document_keyword_leg_ranks_whole_documents_inside_the_scope(
+    index: Index, collection: str
+) -> None:
+    """A new collection stores whole-document BM25 vectors: the document keyword leg finds a
+    document by words of any of its passages, answers with its first passage, ranks it by
+    the whole document, and never sees another tenant's, KB's or clearance's documents."""
+    index.ensure_collection(collection)
+    assert index.document_keywords(collection)
+    both = [
+        with_document_terms(passage(doc="both", idx=0, terms=(7,)), 7, 8),
+        passage(doc="both", idx=1, terms=(8,)),
+    ]
+    one = [with_document_terms(passage(doc="one", idx=0, terms=(7,)), 7, 20)]
+    hidden = [
+        with_document_terms(passage(tenant="t2", doc="other", idx=0, terms=(7, 8)), 7, 8),
+        with_document_terms(passage(kb="kb2", doc="kb2", idx=0, terms=(7, 8)), 7, 8),
+        with_document_terms(
+            passage(doc="secret", idx=0, terms=(7, 8), label=Classification.RESTRICTED), 7, 8
+        ),
+    ]
+    index.upsert(collection, [*both, *one, *hidden])
+
+    documents, passages = hit_ids(index, collection, scope(), document_leg(7, 8), keyword_leg(8))
+    assert documents == [both[0].point_id, one[0].point_id]
+    assert passages == [both[1].point_id]
+    ranked = index.rank(collection, scope(), [document_leg(7, 8)])
+    assert [r.ref for r in ranked.legs[0]] == [both[0].payload.ref, one[0].payload.ref]
+
+
+def test_document_keywords_of_a_missing_collection(index: Index) -> None:
+    """A collection not created yet has no document keyword vectors to search."""
+    assert not index.document_keywords(org_collection("never-created"))
 
 
 def test_upsert_overwrites_a_point_with_the_same_id(index: Index, collection: str) -> None:
@@ -675,3 +728,59 @@ def test_edge_shards_live_under_the_data_dir(tmp_path: Path) -> None:
     finally:
         index.close()
     assert os.listdir(tmp_path / EDGE_DIR / org_collection(ORG))
+
+
+# --- collections made before whole-document keyword vectors ------------------------------
+
+
+def _older_collection_is_served_without_document_legs(index: Index, collection: str) -> None:
+    assert not index.document_keywords(collection)
+    first = with_document_terms(passage(idx=0, terms=(7,)), 7, 8)
+    index.upsert(collection, [first, passage(idx=1, terms=(8,))])
+    dense, keyword, documents = index.query(
+        collection, scope(), [dense_leg(axis(0), limit=1), keyword_leg(8), document_leg(7, 8)]
+    ).legs
+    assert [h.point_id for h in dense] == [first.point_id]
+    assert [h.point_id for h in keyword] == [point_id("t1", "kb", "doc1", 1)]
+    assert documents == ()
+    assert index.rank(collection, scope(), [document_leg(7, 8)]).legs == ((),)
+
+
+def test_edge_shard_made_before_document_keywords_opens_and_skips_that_leg(
+    tmp_path: Path,
+) -> None:
+    """A shard created by an earlier release (dense and passage BM25 vectors only) still
+    opens, takes writes (the whole-document vector is dropped) and answers every other
+    leg; the document keyword leg finds nothing there."""
+    collection = org_collection(ORG)
+    older = EdgeConfig(
+        vectors={DENSE_VECTOR: EdgeVectorParams(size=DIM, distance=Distance.Cosine)},
+        sparse_vectors={SPARSE_VECTOR: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+    )
+    EdgeShard.create(str(tmp_path / EDGE_DIR / collection), older).close()
+    index = EdgeIndex(tmp_path, dense_dim=DIM)
+    try:
+        _older_collection_is_served_without_document_legs(index, collection)
+    finally:
+        index.close()
+
+
+def test_local_collection_made_before_document_keywords_skips_that_leg(tmp_path: Path) -> None:
+    """The same for qdrant-client: a collection without the whole-document vector."""
+    collection = org_collection(ORG)
+    client = QdrantClient(path=str(tmp_path))
+    client.create_collection(
+        collection,
+        vectors_config={
+            DENSE_VECTOR: models.VectorParams(size=DIM, distance=models.Distance.COSINE)
+        },
+        sparse_vectors_config={
+            SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)
+        },
+    )
+    client.close()
+    index = ServerIndex.local(tmp_path, dense_dim=DIM)
+    try:
+        _older_collection_is_served_without_document_legs(index, collection)
+    finally:
+        index.close()

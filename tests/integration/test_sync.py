@@ -16,7 +16,7 @@ import pytest
 
 from ingest.chunking import ChunkingParams, split_sentences
 from ingest.embedding import Embedder, Embedding, FastEmbedder
-from ingest.index import Hit, Index, Leg, LegKind
+from ingest.index import Hit, Index, Leg, LegKind, SparseVector
 from ingest.payload import Classification, Scope
 from ingest.qdrant_edge import EdgeIndex
 from ingest.qdrant_server import ServerIndex
@@ -48,6 +48,9 @@ class CountingEmbedder:
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
         return self._inner.embed_queries(texts)
+
+    def embed_document_keywords(self, texts: Sequence[str]) -> list[SparseVector]:
+        return self._inner.embed_document_keywords(texts)
 
 
 class CrashBeforeCleanup:
@@ -308,6 +311,35 @@ def test_boundary_sentences_are_found_whole(index: Index, embedder: FastEmbedder
         _, keyword = both_legs(index, embedder, f"zq{n}x", scope())
         assert keyword, sentence
         assert all(sentence in hit.payload.text for hit in keyword), sentence
+
+
+def test_a_documents_words_are_found_whole_on_its_first_passage(
+    index: Index, embedder: FastEmbedder
+) -> None:
+    """The writer gives a document's first passage the BM25 vector of the whole document:
+    the document keyword leg finds the document by words that only its later passages hold,
+    once per document, and a new version carries the new text's words."""
+    sentences = [
+        f"Inspection note {n}: the crew checked pump {n} on the northern pipeline."
+        for n in range(40)
+    ]
+    text = " ".join([*sentences, "The last note mentions a zebrafish in the intake."])
+    writer = DocumentWriter(index, embedder)
+    assert writer.put(TARGET, Document("notes.txt", text, Classification.INTERNAL)).passages >= 3
+    writer.put(TARGET, Document("other.txt", "Pumps and pipelines.", Classification.INTERNAL))
+
+    def whole_document_hits(question: str) -> list[tuple[str, int]]:
+        query = embedder.embed_queries([question])[0]
+        leg = Leg(LegKind.DOCUMENT_KEYWORD, sparse=query.sparse, limit=100)
+        [hits] = index.query(COLLECTION, scope(), [leg]).legs
+        return [(hit.payload.document_id, hit.payload.passage_index) for hit in hits]
+
+    assert whole_document_hits("zebrafish") == [("notes.txt", 0)]
+    assert sorted(whole_document_hits("pipeline")) == [("notes.txt", 0), ("other.txt", 0)]
+    replaced = text.replace("zebrafish", "heron")
+    writer.put(TARGET, Document("notes.txt", replaced, Classification.INTERNAL))
+    assert whole_document_hits("zebrafish") == []
+    assert whole_document_hits("heron") == [("notes.txt", 0)]
 
 
 # ---- legacy points -------------------------------------------------------------------

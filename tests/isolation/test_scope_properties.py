@@ -279,12 +279,14 @@ dense_legs = st.builds(
     st.integers(1, 25),
     st.one_of(st.none(), st.sampled_from((-0.5, 0.0, 0.3, 0.6, 0.9))),
 )
+# Passage and whole-document keyword legs (every point here carries both vectors alike).
 keyword_legs = st.builds(
-    lambda terms, limit: Leg(
-        LegKind.KEYWORD,
+    lambda kind, terms, limit: Leg(
+        kind,
         sparse=SparseVector(indices=tuple(sorted(terms)), values=tuple(1.0 for _ in terms)),
         limit=limit,
     ),
+    st.sampled_from((LegKind.KEYWORD, LegKind.DOCUMENT_KEYWORD)),
     st.sets(st.sampled_from(VOCABULARY), min_size=1, max_size=3),
     st.integers(1, 25),
 )
@@ -295,10 +297,12 @@ legs_st = st.tuples(
 
 def _passage(point: Point, prefix: str, n: int) -> Passage:
     norm = math.sqrt(sum(x * x for x in point.dense))
+    terms = SparseVector(indices=point.terms, values=tuple(1.0 for _ in point.terms))
     return Passage(
         point_id=str(uuid.uuid4()),
         dense=tuple(x / norm for x in point.dense),
-        sparse=SparseVector(indices=point.terms, values=tuple(1.0 for _ in point.terms)),
+        sparse=terms,
+        document_sparse=terms,
         payload=PassagePayload(
             tenant_id=prefix + point.tenant,
             knowledge_base_id=point.kb,
@@ -377,9 +381,9 @@ def test_mixed_legs_agree_with_an_exact_search_oracle(
 ) -> None:
     """One query with several dense and keyword legs (limits, floors): every hit is
     admitted by the scope; each dense leg is exactly the cosine top-`limit` of the admitted
-    points above its floor; each keyword leg returns `limit` admitted points sharing a term
-    with the query (or all of them). `rank` returns only admitted points, and `fetch` of
-    every point id reads exactly the admitted ones."""
+    points above its floor; each keyword leg (passage or whole-document) returns `limit`
+    admitted points sharing a term with the query (or all of them). `rank` returns only
+    admitted points, and `fetch` of every point id reads exactly the admitted ones."""
     prefix = f"m{next(_run)}-"
     passages = [_passage(point, prefix, n) for n, point in enumerate(points)]
     scope = _prefixed(scope, prefix)

@@ -38,6 +38,9 @@ class FakeEmbedder:
         self.calls += len(texts)
         return [Embedding(self._dense(text), _sparse(text, query=True)) for text in texts]
 
+    def embed_document_keywords(self, texts: Sequence[str]) -> list[SparseVector]:
+        return [_sparse(text, query=False) for text in texts]
+
     def _dense(self, text: str) -> tuple[float, ...]:
         raw: list[float] = []
         counter = 0
@@ -71,4 +74,7 @@ class FailingEmbedder:
         raise RuntimeError("model unavailable")
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
+        raise RuntimeError("model unavailable")
+
+    def embed_document_keywords(self, texts: Sequence[str]) -> list[SparseVector]:
         raise RuntimeError("model unavailable")

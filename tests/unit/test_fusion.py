@@ -3,6 +3,8 @@ per-document grouping, no fused floors, caps."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gateway.fusion import (
@@ -219,3 +221,38 @@ def test_passage_choice_follows_the_fusion_method() -> None:
         leg(KEYWORD, hit("a", 0, score=12.0), hit("a", 1, score=3.0)),
     ]
     assert [c.point_id for c in fuse(legs)] == ["kb/a#0"]
+
+
+def test_a_whole_document_leg_scores_documents_not_passages() -> None:
+    """A document keyword hit (a document's first passage) adds to its document's score,
+    but the passage that represents the document is still chosen by the passage legs, and
+    the passage's own keyword score is not replaced by the whole document's."""
+    passage_legs = [
+        leg(DENSE, hit("a", 2, score=0.9), hit("b", 0, score=0.85)),
+        leg(KEYWORD, hit("a", 2, score=4.0), hit("b", 0, score=5.0), weight=0.5),
+    ]
+    without = fuse(passage_legs)
+    assert docs(without) == ["b", "a"]
+
+    whole = leg(LegKind.DOCUMENT_KEYWORD, hit("a", 0, score=9.0), hit("b", 0, score=3.0))
+    fused = fuse([*passage_legs, replace(whole, weight=0.5)])
+    assert docs(fused) == ["a", "b"]
+    assert fused[0].hit.payload.passage_index == 2
+    assert fused[0].keyword_score == 4.0
+
+
+def test_a_document_only_the_whole_document_leg_found_is_represented_by_its_first_passage() -> None:
+    """A document whose words are spread over passages that no passage leg returned is
+    still a candidate, represented by the passage that carries its whole-document vector."""
+    fused = fuse(
+        [
+            leg(DENSE, hit("a", 1, score=0.9), hit("c", 0, score=0.5)),
+            leg(LegKind.DOCUMENT_KEYWORD, hit("b", 0, score=6.0), hit("a", 0, score=2.0)),
+        ]
+    )
+    assert {c.hit.payload.document_id: c.hit.payload.passage_index for c in fused} == {
+        "a": 1,
+        "b": 0,
+        "c": 0,
+    }
+    assert all(c.keyword_score is None for c in fused)
