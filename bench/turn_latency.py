@@ -96,6 +96,8 @@ async def _prepare(services: Services, data_dir: Path, limit: int | None) -> str
         if position % 500 == 0:
             rate = position / (time.perf_counter() - started)
             print(f"  ingested {position}/{len(corpus)} ({rate:.1f} docs/s)", file=sys.stderr)
+    # As a gateway started on this data dir would, before the floor is measured.
+    await asyncio.to_thread(services.index.optimize)
     return secret
 
 

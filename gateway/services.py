@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
@@ -116,6 +117,7 @@ async def build_services(
     if engine is None:
         engine = await asyncio.to_thread(_build_index, config)
     index, index_engine = engine
+    await asyncio.to_thread(_optimize_index, index, telemetry)
     # The model and presidio load side by side: start-up is mostly their imports.
     model, pii = await asyncio.gather(
         _given_or_built(embedder, lambda: _build_embedder(config)),
@@ -143,6 +145,19 @@ async def build_services(
         ),
         redaction_cache=LruCache(config.redaction_cache_size),
     )
+
+
+def _optimize_index(index: Index, telemetry: Telemetry) -> None:
+    """Index what was written since the last start, before the first turn: Edge's
+    optimizer stops the whole process while it runs (`ingest.qdrant_edge`)."""
+    started = time.perf_counter()
+    changed = index.optimize()
+    if changed:
+        telemetry.log.info(
+            "index_optimized",
+            collections=len(changed),
+            duration_ms=round((time.perf_counter() - started) * 1000),
+        )
 
 
 async def _given_or_built(given: T | None, build: Callable[[], T]) -> T:

@@ -188,6 +188,11 @@ class Index(Protocol):
     def backfill_org(self, collection: str, scope: Scope) -> int:
         """Set `orgId = scope.org_id` on points inside the (non-strict) scope that lack it."""
 
+    def optimize(self) -> list[str]:
+        """Build the search indexes (HNSW, compact sparse indexes) of every collection's
+        large unindexed segments; return the collections that changed. Blocking and slow
+        (seconds per 10,000 passages): run it only while no turn is served."""
+
     def ping(self) -> None:
         """Raise `IndexUnavailableError` when the engine cannot answer."""
 

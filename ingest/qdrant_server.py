@@ -262,6 +262,10 @@ class ServerIndex:
                 self._client.set_payload(collection, payload, models.FilterSelector(filter=where))
         return updated
 
+    def optimize(self) -> list[str]:
+        """Nothing to do: the server's own optimizer indexes segments in the background."""
+        return []
+
     def ping(self) -> None:
         if self._closed:
             raise IndexUnavailableError("the Qdrant index is closed")

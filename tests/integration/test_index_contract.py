@@ -50,6 +50,7 @@ from ingest.payload import (
     PassagePayload,
     Scope,
     text_checksum,
+    to_payload,
 )
 from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from ingest.qdrant_server import ServerIndex
@@ -627,6 +628,125 @@ def test_edge_upserts_survive_close_and_reopen(tmp_path: Path) -> None:
         assert dense == [point_id("t1", "kb", "doc1", 3)]
     finally:
         second.close()
+
+
+def _mixed_corpus(rng: random.Random) -> list[Passage]:
+    """Three tenants, two KBs each, two clearances: 240 passages, enough vector data for a
+    1 KB indexing threshold to build an HNSW graph."""
+    return [
+        with_document_terms(found, 7, 300 + n) if found.payload.passage_index == 0 else found
+        for n, found in enumerate(
+            passage(
+                tenant=tenant,
+                kb=kb,
+                doc=f"doc{n % 10}",
+                idx=n // 10,
+                label=Classification.CONFIDENTIAL if n % 3 == 0 else Classification.INTERNAL,
+                dense=random_unit(rng),
+                terms=(7, 100 + n % 25),
+            )
+            for tenant in ("t1", "t2", "t3")
+            for kb in ("kb", "kb2")
+            for n in range(40)
+        )
+    ]
+
+
+def _indexed_edge(root: Path) -> EdgeIndex:
+    return EdgeIndex(root, dense_dim=DIM, indexing_threshold_kb=1)
+
+
+def test_edge_optimize_builds_the_graph_and_searches_stay_inside_the_scope(
+    tmp_path: Path,
+) -> None:
+    """After `optimize` indexes a collection (HNSW graph, searched through the graph even
+    under the Scope filter), every leg still returns only the scope's passages, finds a
+    passage by its own vector first, and answers as the exact search did before; a second
+    call has nothing left to do."""
+    collection = org_collection(ORG)
+    corpus = _mixed_corpus(random.Random(7))
+    index = _indexed_edge(tmp_path)
+    index.upsert(collection, corpus)
+    scopes = [
+        scope("t1", clearance=Classification.CONFIDENTIAL),
+        scope("t2", ("kb2",)),
+        scope("t3", ("kb", "kb2")),
+    ]
+    probes = [corpus[5], corpus[47], corpus[130], corpus[233]]
+
+    def answers() -> list[tuple[list[str], list[list[float]]]]:
+        """Per scope and probe: the dense leg's passages, and every leg's scores (the
+        keyword legs tie often, and ties may come back in another order)."""
+        found = []
+        for where in scopes:
+            for n, probe in enumerate(probes):
+                legs = index.query(
+                    collection,
+                    where,
+                    [
+                        dense_leg(probe.dense, limit=10),
+                        keyword_leg(7, 100 + n, limit=10),
+                        document_leg(7, limit=10),
+                    ],
+                ).legs
+                scores = [[round(hit.score, 5) for hit in leg] for leg in legs]
+                found.append(([hit.point_id for hit in legs[0]], scores))
+        return found
+
+    def visible_ids() -> list[list[list[str]]]:
+        return [
+            hit_ids(
+                index, collection, where, dense_leg(probe.dense), keyword_leg(7), document_leg(7)
+            )
+            for where in scopes
+            for probe in probes
+        ]
+
+    exact = answers()
+    try:
+        assert index.optimize() == [collection]
+        assert index.optimize() == []
+        allowed = [
+            {p.point_id for p in corpus if where.admits(to_payload(p.payload))} for where in scopes
+        ]
+        for position, legs in enumerate(visible_ids()):
+            visible = allowed[position // len(probes)]
+            assert legs[0]
+            assert all(set(found) <= visible for found in legs)
+        for where in scopes:
+            for probe in probes:
+                if where.admits(to_payload(probe.payload)):
+                    [dense] = hit_ids(index, collection, where, dense_leg(probe.dense, limit=1))
+                    assert dense == [probe.point_id]
+        assert answers() == exact
+    finally:
+        index.close()
+
+
+def test_edge_writes_after_optimize_are_searched(tmp_path: Path) -> None:
+    """An indexed collection takes new points, replacements and deletions, and every
+    search sees them at once, also after the next open."""
+    collection = org_collection(ORG)
+    corpus = _mixed_corpus(random.Random(11))
+    index = _indexed_edge(tmp_path)
+    index.upsert(collection, corpus)
+    assert index.optimize() == [collection]
+    added = passage(doc="late", dense=axis(0), terms=(999,))
+    index.upsert(collection, [added])
+    gone = corpus[0]
+    index.delete_document(collection, scope(), gone.payload.document_id)
+    try:
+        assert hit_ids(index, collection, scope(), keyword_leg(999)) == [[added.point_id]]
+        assert gone.payload.document_id not in index.document_ids(collection, scope())
+    finally:
+        index.close()
+    reopened = _indexed_edge(tmp_path)
+    try:
+        [dense] = hit_ids(reopened, collection, scope(), dense_leg(axis(0), limit=1))
+        assert dense == [added.point_id]
+        assert gone.payload.document_id not in reopened.document_ids(collection, scope())
+    finally:
+        reopened.close()
 
 
 # Imports only what an Edge writer needs (qdrant-client alone takes seconds to import).

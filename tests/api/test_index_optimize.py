@@ -1,0 +1,96 @@
+"""A gateway start indexes what earlier runs wrote to Qdrant Edge, before it serves.
+
+Edge's optimizer holds the GIL while it builds a segment's HNSW graph, so the gateway
+runs it at start only. These tests lower the indexing threshold to 1 KB so that a few
+documents are enough to build the graph that a real store gets from about 6,500 passages.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from gateway.app import create_app
+from gateway.services import build_services
+from gateway.telemetry import Telemetry, build_logger
+from ingest.embedding import Embedder
+from ingest.qdrant_edge import EdgeIndex
+from tests.api.conftest import Gateway, gateway_config
+from tests.api.tenants import provision
+
+pytestmark = pytest.mark.anyio
+
+StartGateway = Callable[[], AbstractAsyncContextManager[Gateway]]
+
+MANUALS = {
+    "pumps.txt": "Each pump is inspected every month by the site engineer. " * 8,
+    "valves.txt": "Relief valves are replaced every five years, or after any leak. " * 8,
+    "boilers.txt": "Boiler water is tested weekly for hardness and dissolved oxygen. " * 8,
+}
+
+
+@pytest.fixture
+def start(tmp_path: Path, embedder: Embedder) -> StartGateway:
+    """Starts of one gateway on one data dir, its Edge index with a 1 KB threshold."""
+    config = gateway_config(tmp_path / "data")
+
+    @asynccontextmanager
+    async def started() -> AsyncIterator[Gateway]:
+        logs = io.StringIO()
+        index = EdgeIndex(config.data_dir, indexing_threshold_kb=1)
+        services = await build_services(
+            config,
+            Telemetry(build_logger("INFO", logs)),
+            embedder=embedder,
+            engine=(index, "qdrant-edge"),
+        )
+        try:
+            async with AsyncTestClient(create_app(config, services)) as client:
+                yield Gateway(client=client, services=services, logs=logs, config=config)
+        finally:
+            await services.close()
+
+    return started
+
+
+def _optimized_events(logs: io.StringIO) -> list[dict[str, object]]:
+    lines = [json.loads(line) for line in logs.getvalue().splitlines() if line.startswith("{")]
+    return [line for line in lines if line.get("event") == "index_optimized"]
+
+
+async def test_start_indexes_earlier_writes_and_turns_stay_in_scope(start: StartGateway) -> None:
+    """Documents ingested by one run are indexed when the next run starts: it logs
+    `index_optimized` with a count and a duration only, its turns find the right document
+    and never another tenant's, and a third start has nothing left to index."""
+    async with start() as gw:
+        assert _optimized_events(gw.logs) == []
+        support = await provision(gw, "acme", "acme-support")
+        sales = await provision(gw, "acme", "acme-sales")  # same org: the same collection
+        for tenant in (support, sales):
+            await tenant.kb("manuals")
+            await tenant.agent("bot", ["manuals"])
+        for name, text in MANUALS.items():
+            await support.doc("manuals", name, text)
+        await sales.doc("manuals", "secret.txt", "Each pump is inspected every month. " * 8)
+
+    async with start() as gw:
+        [event] = _optimized_events(gw.logs)
+        assert set(event) >= {"collections", "duration_ms"}
+        assert event["collections"] == 1
+        assert not {"tenant", "collection", "kb", "text"} & set(event)
+        assert gw.services.index.optimize() == []
+        support.gw = gw  # workspaces and keys are in the data dir
+        turn = await support.retrieve("bot", "How often is each pump inspected?")
+        assert turn.status_code == 200, turn.text
+        passages = turn.json()["passages"]
+        assert passages[0]["document_id"] == "pumps.txt"
+        assert {p["document_id"] for p in passages} <= set(MANUALS)
+
+    async with start() as gw:
+        assert _optimized_events(gw.logs) == []
