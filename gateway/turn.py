@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from gateway.auth import Principal
 from gateway.errors import DependencyUnavailableError, InvalidInputError, NotFoundError
@@ -49,6 +49,8 @@ from settings.resolve import (
     resolve_top_k,
 )
 from settings.store import StoreUnavailableError
+
+T = TypeVar("T")
 
 _CHARS_PER_TOKEN = 4
 #: Of a KB's keyword weight, the part its whole-document BM25 leg gets (the passage leg
@@ -180,10 +182,8 @@ async def embed_queries(services: Services, tenant_id: str, texts: list[str]) ->
     """Off the event loop, bounded in time: through the tenant's cache, batched with
     concurrent turns' questions (`ingest.query_embedding`)."""
     try:
-        return await asyncio.wait_for(
-            services.query_embeddings.embed(tenant_id, texts),
-            timeout=services.config.embed_timeout_s,
-        )
+        async with asyncio.timeout(services.config.embed_timeout_s):
+            return await services.query_embeddings.embed(tenant_id, texts)
     except (TimeoutError, RuntimeError, ValueError) as error:
         raise DependencyUnavailableError("embedder") from error
 
@@ -203,9 +203,8 @@ async def search_plans(
         return legs, services.index.rank(plan.collection, plan.scope, legs)
 
     async def one(plan: KbPlan) -> list[RankedLeg[RankedPoint]]:
-        legs, result = await asyncio.wait_for(
-            asyncio.to_thread(rank, plan), timeout=services.config.qdrant_timeout_s
-        )
+        async with asyncio.timeout(services.config.qdrant_timeout_s):
+            legs, result = await asyncio.to_thread(rank, plan)
         hits = [list(found) for found in result.legs]
         current = {hit.point_id for hit in newest_versions(h for leg in hits for h in leg)}
         weights = leg_weights(plan, legs)
@@ -215,7 +214,7 @@ async def search_plans(
         ]
 
     try:
-        per_kb = await asyncio.gather(*(one(plan) for plan in plans))
+        per_kb = await _concurrently([one(plan) for plan in plans])
     except (TimeoutError, IndexUnavailableError) as error:
         raise DependencyUnavailableError("index") from error
     return [leg for legs in per_kb for leg in legs]
@@ -235,13 +234,13 @@ async def fetch_chosen(
 
     async def one(kb_id: str, point_ids: list[str]) -> dict[str, PassagePayload]:
         plan = by_kb[kb_id]
-        return await asyncio.wait_for(
-            asyncio.to_thread(services.index.fetch, plan.collection, plan.scope, point_ids),
-            timeout=services.config.qdrant_timeout_s,
-        )
+        async with asyncio.timeout(services.config.qdrant_timeout_s):
+            return await asyncio.to_thread(
+                services.index.fetch, plan.collection, plan.scope, point_ids
+            )
 
     try:
-        found = await asyncio.gather(*(one(kb, ids) for kb, ids in wanted.items()))
+        found = await _concurrently([one(kb, ids) for kb, ids in wanted.items()])
     except (TimeoutError, IndexUnavailableError) as error:
         raise DependencyUnavailableError("index") from error
     payloads = {point_id: payload for part in found for point_id, payload in part.items()}
@@ -252,6 +251,13 @@ async def fetch_chosen(
         for candidate in chosen
         if candidate.point_id in payloads
     ]
+
+
+async def _concurrently(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """All results, in order; a lone call runs in this task (most turns search one KB)."""
+    if len(calls) == 1:
+        return [await calls[0]]
+    return list(await asyncio.gather(*calls))
 
 
 def _only(hits: Sequence[RankedPoint], keep: set[str]) -> list[RankedPoint]:
