@@ -261,7 +261,10 @@ async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
             clearance=Classification.RESTRICTED,
         )
         sink = _EmbeddedSink(services, principal, args.kb, config.data_dir)
-        return await _run_sync(args, sink)
+        status = await _run_sync(args, sink)
+        # No gateway serves this data dir now: index what was written, as a start would.
+        await asyncio.to_thread(services.index.optimize)
+        return status
     finally:
         await services.close()
         close = getattr(services.embedder, "close", None)

@@ -198,7 +198,9 @@ def _build_index(config: Config) -> tuple[Index, str]:
         return server, "qdrant-server"
     from ingest.qdrant_edge import EdgeIndex
 
-    return EdgeIndex(config.data_dir), "qdrant-edge"
+    return EdgeIndex(
+        config.data_dir, indexing_threshold_kb=config.edge_indexing_threshold_kb
+    ), "qdrant-edge"
 
 
 def _build_embedder(config: Config) -> Embedder:

@@ -68,6 +68,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     qdrant_url: str | None = None
     qdrant_api_key: str | None = None
     qdrant_timeout_s: float = 5.0
+    #: Qdrant Edge indexes a segment once its vectors pass this size (KB); None: Edge's
+    #: default (10,000 KB, about 6,500 passages). See `ingest.qdrant_edge`.
+    edge_indexing_threshold_kb: int | None = None
     redis_url: str | None = None
     redis_timeout_s: float = 2.0
     platform_key: str | None = None
@@ -155,6 +158,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "QDRANT_URL": ("qdrant_url", _parse_url),
     "QDRANT_API_KEY": ("qdrant_api_key", _parse_str),
     "QDRANT_TIMEOUT_S": ("qdrant_timeout_s", _parse_float),
+    "EDGE_INDEXING_THRESHOLD_KB": ("edge_indexing_threshold_kb", _parse_int),
     "REDIS_URL": ("redis_url", _parse_url),
     "REDIS_TIMEOUT_S": ("redis_timeout_s", _parse_float),
     "PLATFORM_KEY": ("platform_key", _parse_str),
@@ -197,6 +201,11 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
     (lambda c: 0 < c.port < 65536, "PORT", "must be a TCP port, 1..65535"),
     (lambda c: c.qdrant_timeout_s > 0, "QDRANT_TIMEOUT_S", "must be positive"),
     (lambda c: c.redis_timeout_s > 0, "REDIS_TIMEOUT_S", "must be positive"),
+    (
+        lambda c: c.edge_indexing_threshold_kb is None or c.edge_indexing_threshold_kb >= 1,
+        "EDGE_INDEXING_THRESHOLD_KB",
+        "must be at least 1",
+    ),
     (
         lambda c: c.embedding_threads is None or c.embedding_threads >= 1,
         "EMBEDDING_THREADS",

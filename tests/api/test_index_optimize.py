@@ -20,7 +20,6 @@ from gateway.app import create_app
 from gateway.services import build_services
 from gateway.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedder
-from ingest.qdrant_edge import EdgeIndex
 from tests.api.conftest import Gateway, gateway_config
 from tests.api.tenants import provision
 
@@ -37,18 +36,14 @@ MANUALS = {
 
 @pytest.fixture
 def start(tmp_path: Path, embedder: Embedder) -> StartGateway:
-    """Starts of one gateway on one data dir, its Edge index with a 1 KB threshold."""
-    config = gateway_config(tmp_path / "data")
+    """Starts of one gateway on one data dir, with `KBGATE_EDGE_INDEXING_THRESHOLD_KB` 1."""
+    config = gateway_config(tmp_path / "data", edge_indexing_threshold_kb=1)
 
     @asynccontextmanager
     async def started() -> AsyncIterator[Gateway]:
         logs = io.StringIO()
-        index = EdgeIndex(config.data_dir, indexing_threshold_kb=1)
         services = await build_services(
-            config,
-            Telemetry(build_logger("INFO", logs)),
-            embedder=embedder,
-            engine=(index, "qdrant-edge"),
+            config, Telemetry(build_logger("INFO", logs)), embedder=embedder
         )
         try:
             async with AsyncTestClient(create_app(config, services)) as client:

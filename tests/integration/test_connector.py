@@ -359,6 +359,24 @@ def test_embedded_runs_add_leave_alone_change_and_delete(
 
 
 @pytest.mark.slow
+def test_embedded_run_leaves_the_store_indexed(
+    embedded: Embedded, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run on a data dir ends by indexing what it wrote (no gateway serves the data dir
+    meanwhile, and Edge indexes only when asked): with the threshold at 1 KB, nothing is
+    left for the next start to index, and the documents are still all there."""
+    monkeypatch.setenv("KBGATE_EDGE_INDEXING_THRESHOLD_KB", "1")
+    code, summary = run_cli(embedded.argv(), capsys)
+    assert (code, summary["added"]) == (1, 4)
+    index = EdgeIndex(embedded.data_dir, indexing_threshold_kb=1)
+    try:
+        assert index.optimize() == []
+    finally:
+        index.close()
+    assert set(stored(embedded.data_dir)) == GOOD_FILES
+
+
+@pytest.mark.slow
 def test_embedded_summary_is_readable(
     embedded: Embedded, capsys: pytest.CaptureFixture[str]
 ) -> None:
