@@ -406,6 +406,64 @@ def test_mixed_legs_agree_with_an_exact_search_oracle(
     assert set(fetched) == admitted_ids, "fetch read a point outside the scope, or missed one"
 
 
+@pytest.fixture(scope="module")
+def indexed_edge(fast_root: Path) -> Iterator[EdgeIndex]:
+    """One Edge shard that indexes (HNSW graph, compact sparse indexes) from 1 KB of vectors
+    and searches through the graph under the filter; earlier examples' points are noise."""
+    index = EdgeIndex(
+        fast_root / f"indexed-{uuid.uuid4().hex[:8]}", dense_dim=DIM, indexing_threshold_kb=1
+    )
+    index.ensure_collection(COLLECTION)
+    yield index
+    index.close()
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(points=points_st, scope=scopes_st, legs=legs_st)
+def test_an_indexed_collection_answers_only_inside_the_scope(
+    indexed_edge: EdgeIndex, points: list[Point], scope: Scope, legs: list[Leg]
+) -> None:
+    """Once `optimize` has built the graph that searches walk under the Scope filter, every
+    leg of `query` and `rank` returns only admitted points, each keyword hit shares a term
+    with its leg, a dense leg asking for an admitted point's own vector finds it first,
+    and `fetch` reads exactly the admitted points. (The graph is approximate, so the exact
+    top-k of the oracle above is not asked of it.)"""
+    prefix = f"i{next(_run)}-"
+    passages = [_passage(point, prefix, n) for n, point in enumerate(points)]
+    scope = _prefixed(scope, prefix)
+    admitted = _admitted(scope, passages)
+    admitted_ids = {p.point_id for p in admitted}
+    # Noise under a tenant no scope names takes the example past the 1 KB threshold, so
+    # that its own points are in the graph the searches walk.
+    noise = [
+        _passage(dataclasses.replace(points[n % len(points)], tenant="noise"), prefix, n)
+        for n in range(80)
+    ]
+    indexed_edge.upsert(COLLECTION, [*passages, *noise])
+    assert indexed_edge.optimize() == [COLLECTION]
+    result = indexed_edge.query(COLLECTION, scope, legs)
+    ranked = indexed_edge.rank(COLLECTION, scope, legs)
+    for leg, hits in zip(legs, result.legs, strict=True):
+        assert {h.point_id for h in hits} <= admitted_ids, "a hit outside the scope"
+        if leg.kind is not LegKind.DENSE:
+            _check_keyword(leg, hits, admitted)
+    for ranked_leg in ranked.legs:
+        assert {r.point_id for r in ranked_leg} <= admitted_ids, "a ranked point outside the scope"
+    for target in admitted[:3]:
+        [own] = indexed_edge.query(
+            COLLECTION, scope, [Leg(LegKind.DENSE, dense=target.dense, limit=1)]
+        ).legs
+        assert own
+        assert own[0].score == pytest.approx(1.0, abs=TOLERANCE)
+    fetched = indexed_edge.fetch(COLLECTION, scope, [p.point_id for p in passages])
+    assert set(fetched) == admitted_ids, "fetch read a point outside the scope, or missed one"
+
+
 def _ranked(hits: Sequence[Hit]) -> tuple[list[float], set[str]]:
     """A leg's scores, and the ids of the hits strictly above its last score (the hits at
     the cut may tie with points left out, and ties may break either way)."""
