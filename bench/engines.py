@@ -3,7 +3,9 @@
 Each size gets one collection per engine filled with the same synthetic points
 (random 384-d unit vectors, Zipf-distributed sparse terms, 20 tenants x 5 KBs);
 then the same hybrid queries (a dense and a keyword leg, limit 100, one tenant's
-Scope) run alternately on both engines. Medians and p99 in one run, and the ratio.
+Scope) run alternately on every engine. Medians and p99 in one run, and the ratio.
+Edge runs twice: as written (plain segments, what a serving gateway leaves) and
+indexed (`EdgeIndex.optimize`, what a gateway start leaves; `optimize_s`).
 
     uv run python bench/engines.py [--sizes 20000 100000] [--queries 200]
 """
@@ -29,7 +31,7 @@ from ingest.qdrant_server import ServerIndex
 
 RESULTS = Path(__file__).parent / "results" / "engines.json"
 PLOT = RESULTS.with_suffix(".png")
-ENGINES = ("qdrant-edge", "qdrant-client-local")
+ENGINES = ("qdrant-edge", "qdrant-edge-indexed", "qdrant-client-local")
 DIM = 384
 VOCAB = 30_000
 TENANTS = 20
@@ -102,11 +104,16 @@ def measure(size: int, queries: int) -> dict[str, object]:
     rng = np.random.default_rng(7)
     picker = random.Random(7)
     with tempfile.TemporaryDirectory() as scratch:
+        indexed = EdgeIndex(Path(scratch) / "indexed")
         engines: dict[str, Index] = {
-            "qdrant-edge": EdgeIndex(Path(scratch)),
+            "qdrant-edge": EdgeIndex(Path(scratch) / "plain"),
+            "qdrant-edge-indexed": indexed,
             "qdrant-client-local": ServerIndex.local(None),
         }
         fill = {name: round(_fill(index, passages), 2) for name, index in engines.items()}
+        started = time.perf_counter()
+        indexed.optimize()
+        optimize_s = round(time.perf_counter() - started, 2)
         latencies: dict[str, list[float]] = {name: [] for name in engines}
         for _ in range(queries):
             scope = Scope.of(
@@ -119,7 +126,12 @@ def measure(size: int, queries: int) -> dict[str, object]:
                 latencies[name].append(_query(index, scope, dense, sparse))
         for index in engines.values():
             index.close()
-    summary: dict[str, object] = {"passages": size, "queries": queries, "fill_s": fill}
+    summary: dict[str, object] = {
+        "passages": size,
+        "queries": queries,
+        "fill_s": fill,
+        "optimize_s": optimize_s,
+    }
     for name, values in latencies.items():
         ordered = sorted(values)
         summary[name] = {
@@ -129,6 +141,9 @@ def measure(size: int, queries: int) -> dict[str, object]:
     edge = statistics.median(latencies["qdrant-edge"])
     local = statistics.median(latencies["qdrant-client-local"])
     summary["local_over_edge_median"] = round(local / edge, 2)
+    summary["indexed_over_plain_edge_median"] = round(
+        statistics.median(latencies["qdrant-edge-indexed"]) / edge, 2
+    )
     return summary
 
 
@@ -142,9 +157,12 @@ def plot(results: dict[str, dict[str, Any]], path: Path) -> None:
     sizes = sorted(results, key=int)
     figure, axis = plt.subplots(figsize=(7, 4.5))
     for engine in ENGINES:
+        measured = [size for size in sizes if engine in results[size]]  # older runs lack some
         for stat, style in (("median_ms", "-o"), ("p99_ms", ":x")):
-            values = [results[size][engine][stat] for size in sizes]
-            axis.plot([int(size) for size in sizes], values, style, label=f"{engine} {stat[:-3]}")
+            values = [results[size][engine][stat] for size in measured]
+            axis.plot(
+                [int(size) for size in measured], values, style, label=f"{engine} {stat[:-3]}"
+            )
     axis.set_xscale("log")
     axis.set_yscale("log")
     axis.set_xlabel("passages in the collection")

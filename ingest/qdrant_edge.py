@@ -127,8 +127,9 @@ class EdgeIndex:
         self, data_dir: Path, dense_dim: int = 384, *, indexing_threshold_kb: int | None = None
     ) -> None:
         """`indexing_threshold_kb`: the vector data (KB) from which `optimize` indexes a
-        segment and searches use its graph; Edge's defaults when None. Tests set it low
-        to run small collections through the HNSW graph."""
+        segment and searches use its graph; Edge's defaults when None; 0 never indexes
+        (`optimize` does nothing). Tests set it low to run small collections through
+        the HNSW graph."""
         self._root = Path(data_dir) / EDGE_DIR
         self._dense_dim = dense_dim
         self._indexing_threshold_kb = indexing_threshold_kb
@@ -250,6 +251,8 @@ class EdgeIndex:
         return updated
 
     def optimize(self) -> list[str]:
+        if self._indexing_threshold_kb == 0:
+            return []
         changed = []
         for collection in self._collections_on_disk():
             held = self._open(collection)
@@ -349,7 +352,7 @@ class EdgeIndex:
 
     def _indexing_config(self) -> dict[str, Any]:
         threshold = self._indexing_threshold_kb
-        if threshold is None:
+        if not threshold:
             return {}
         return {
             "optimizers": EdgeOptimizersConfig(indexing_threshold=threshold),

@@ -69,7 +69,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     qdrant_api_key: str | None = None
     qdrant_timeout_s: float = 5.0
     #: Qdrant Edge indexes a segment once its vectors pass this size (KB); None: Edge's
-    #: default (10,000 KB, about 6,500 passages). See `ingest.qdrant_edge`.
+    #: default (10,000 KB, about 6,500 passages); 0: never. See `ingest.qdrant_edge`.
     edge_indexing_threshold_kb: int | None = None
     redis_url: str | None = None
     redis_timeout_s: float = 2.0
@@ -202,9 +202,9 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
     (lambda c: c.qdrant_timeout_s > 0, "QDRANT_TIMEOUT_S", "must be positive"),
     (lambda c: c.redis_timeout_s > 0, "REDIS_TIMEOUT_S", "must be positive"),
     (
-        lambda c: c.edge_indexing_threshold_kb is None or c.edge_indexing_threshold_kb >= 1,
+        lambda c: c.edge_indexing_threshold_kb is None or c.edge_indexing_threshold_kb >= 0,
         "EDGE_INDEXING_THRESHOLD_KB",
-        "must be at least 1",
+        "must be 0 (never index) or more",
     ),
     (
         lambda c: c.embedding_threads is None or c.embedding_threads >= 1,

@@ -723,6 +723,26 @@ def test_edge_optimize_builds_the_graph_and_searches_stay_inside_the_scope(
         index.close()
 
 
+def test_edge_threshold_zero_never_indexes(tmp_path: Path) -> None:
+    """With the indexing threshold at 0, `optimize` leaves every segment plain (a start
+    stays instant) and searches still answer; the same data would have been indexed."""
+    collection = org_collection(ORG)
+    corpus = _mixed_corpus(random.Random(3))
+    never = EdgeIndex(tmp_path, dense_dim=DIM, indexing_threshold_kb=0)
+    never.upsert(collection, corpus)
+    try:
+        assert never.optimize() == []
+        [dense] = hit_ids(never, collection, scope(), dense_leg(corpus[1].dense, limit=1))
+        assert dense == [corpus[1].point_id]
+    finally:
+        never.close()
+    later = _indexed_edge(tmp_path)
+    try:
+        assert later.optimize() == [collection]
+    finally:
+        later.close()
+
+
 def test_edge_writes_after_optimize_are_searched(tmp_path: Path) -> None:
     """An indexed collection takes new points, replacements and deletions, and every
     search sees them at once, also after the next open."""

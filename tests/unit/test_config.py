@@ -70,6 +70,8 @@ def test_overrides_beat_the_environment() -> None:
         ("KBGATE_EMBEDDING_BATCH_SIZE", "1000"),
         ("KBGATE_EMBEDDING_QUERY_THREADS", "-1"),
         ("KBGATE_FUSION_METHOD", "borda"),
+        ("KBGATE_EDGE_INDEXING_THRESHOLD_KB", "-1"),
+        ("KBGATE_EDGE_INDEXING_THRESHOLD_KB", "lots"),
     ],
 )
 def test_invalid_values_fail_naming_the_variable(variable: str, value: str) -> None:
