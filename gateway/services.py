@@ -151,7 +151,12 @@ def _optimize_index(index: Index, telemetry: Telemetry) -> None:
     """Index what was written since the last start, before the first turn: Edge's
     optimizer stops the whole process while it runs (`ingest.qdrant_edge`)."""
     started = time.perf_counter()
-    changed = index.optimize()
+    try:
+        changed = index.optimize()
+    except IndexUnavailableError:
+        # Unindexed segments are still searched, exactly: serve rather than not start.
+        telemetry.log.warning("index_optimize_failed")
+        return
     if changed:
         telemetry.log.info(
             "index_optimized",

@@ -191,7 +191,9 @@ class Index(Protocol):
     def optimize(self) -> list[str]:
         """Build the search indexes (HNSW, compact sparse indexes) of every collection's
         large unindexed segments; return the collections that changed. Blocking and slow
-        (seconds per 10,000 passages): run it only while no turn is served."""
+        (seconds per 10,000 passages): run it only while no turn is served. Raises
+        `IndexUnavailableError` after trying every collection if any failed; searches
+        still answer (exactly) where it did."""
 
     def ping(self) -> None:
         """Raise `IndexUnavailableError` when the engine cannot answer."""

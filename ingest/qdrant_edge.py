@@ -254,12 +254,17 @@ class EdgeIndex:
     def optimize(self) -> list[str]:
         if self._indexing_threshold_kb == 0:
             return []
-        changed = []
+        changed, failures = [], []
         for collection in self._collections_on_disk():
-            held = self._open(collection)
-            with held.writes, _engine_errors(collection):
-                if held.shard.optimize():
-                    changed.append(collection)
+            try:  # one collection failing must not keep the others plain
+                held = self._open(collection)
+                with held.writes, _engine_errors(collection):
+                    if held.shard.optimize():
+                        changed.append(collection)
+            except IndexUnavailableError as error:
+                failures.append(str(error))
+        if failures:
+            raise IndexUnavailableError(f"indexing failed: {'; '.join(failures)}")
         return changed
 
     def _collections_on_disk(self) -> list[str]:

@@ -1,4 +1,5 @@
-"""A gateway start indexes what earlier runs wrote to Qdrant Edge, before it serves.
+"""A gateway start indexes what earlier runs wrote to Qdrant Edge, before it serves, and
+starts anyway when indexing fails.
 
 Edge's optimizer holds the GIL while it builds a segment's HNSW graph, so the gateway
 runs it at start only. These tests lower the indexing threshold to 1 KB so that a few
@@ -20,6 +21,8 @@ from gateway.app import create_app
 from gateway.services import build_services
 from gateway.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedder
+from ingest.index import IndexUnavailableError
+from ingest.qdrant_edge import EdgeIndex
 from tests.api.conftest import Gateway, gateway_config
 from tests.api.tenants import provision
 
@@ -54,9 +57,12 @@ def start(tmp_path: Path, embedder: Embedder) -> StartGateway:
     return started
 
 
+def _events(logs: io.StringIO) -> list[dict[str, object]]:
+    return [json.loads(line) for line in logs.getvalue().splitlines() if line.startswith("{")]
+
+
 def _optimized_events(logs: io.StringIO) -> list[dict[str, object]]:
-    lines = [json.loads(line) for line in logs.getvalue().splitlines() if line.startswith("{")]
-    return [line for line in lines if line.get("event") == "index_optimized"]
+    return [line for line in _events(logs) if line.get("event") == "index_optimized"]
 
 
 async def test_start_indexes_earlier_writes_and_turns_stay_in_scope(start: StartGateway) -> None:
@@ -89,3 +95,41 @@ async def test_start_indexes_earlier_writes_and_turns_stay_in_scope(start: Start
 
     async with start() as gw:
         assert _optimized_events(gw.logs) == []
+
+
+class _OptimizerDown(EdgeIndex):
+    """Qdrant Edge whose optimizer fails (a full disk, say); everything else is real."""
+
+    def optimize(self) -> list[str]:
+        raise IndexUnavailableError("simulated: the optimizer failed")
+
+
+async def test_a_failing_optimizer_does_not_stop_the_start(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """When indexing fails at start, the gateway still starts, logs
+    `index_optimize_failed` with nothing about which collection, and serves turns from
+    the plain segments."""
+    config = gateway_config(tmp_path / "data")
+    logs = io.StringIO()
+    services = await build_services(
+        config,
+        Telemetry(build_logger("INFO", logs)),
+        embedder=embedder,
+        engine=(_OptimizerDown(config.data_dir), "qdrant-edge"),
+    )
+    try:
+        async with AsyncTestClient(create_app(config, services)) as client:
+            gw = Gateway(client=client, services=services, logs=logs, config=config)
+            failed = [line for line in _events(logs) if line["event"] == "index_optimize_failed"]
+            assert len(failed) == 1
+            assert set(failed[0]) <= {"event", "level", "timestamp"}
+            tenant = await provision(gw, "acme", "acme-support")
+            await tenant.kb("manuals")
+            await tenant.agent("bot", ["manuals"])
+            await tenant.doc("manuals", "pumps.txt", MANUALS["pumps.txt"])
+            turn = await tenant.retrieve("bot", "How often is each pump inspected?")
+            assert turn.status_code == 200, turn.text
+            assert turn.json()["passages"][0]["document_id"] == "pumps.txt"
+    finally:
+        await services.close()
