@@ -6,7 +6,9 @@
 2. Floor: in-process, per question, the engine work a turn cannot avoid — embedding the
    question (dense + BM25), the ranking call of its KB (dense and keyword legs) and the
    read of `top_k` passages' payloads — sequentially, with the gateway's own config.
-   Measured before and after the HTTP passes; the floor is all of both.
+   Measured before and after the HTTP passes; the floor is all of both. The parallel
+   floor does the same work from as many threads as there are callers (concurrency > 1):
+   what the cores give without HTTP, framework and turn logic.
 3. HTTP: a real `kbgate serve` on the same data dir; `POST /v1/retrieve` with redaction
    on (the default) and off, at each concurrency. Every (redaction, concurrency) pair gets
    a freshly started gateway, so its caches start empty, and two passes:
@@ -15,7 +17,8 @@
    - repeat: the same questions again on that gateway — question embeddings and
      redactions now come from the caches, while settings, search, fusion, fencing,
      the turn record and HTTP still run: what a caller repeating questions sees.
-Reports median and p99 latency, turns per second, their ratios to the floor, the mean
+Reports median and p99 latency, turns per second, their ratios to the floor (and turns
+per second to the parallel floor at the same concurrency), the mean
 server-side stage times per turn (from /metrics) and the load average around each
 pass; writes `bench/results/turn_latency.json` and a PNG plot.
 
@@ -47,7 +50,7 @@ from gateway.auth import Principal
 from gateway.errors import ConflictError
 from gateway.services import Services, build_services
 from gateway.telemetry import Telemetry, build_logger
-from gateway.turn import legs_for, plan_turn
+from gateway.turn import KbPlan, legs_for, plan_turn
 from settings.config import load_config
 from settings.records import Role
 from tests.support.gateway_process import GatewayProcess
@@ -114,9 +117,23 @@ def _principal() -> Principal:
     )
 
 
+def _floor_step(services: Services, plan: KbPlan, question: str) -> None:
+    """The engine work of one turn: embed the question, rank its KB, read `top_k` payloads
+    (here the dense leg's first)."""
+    embeddings = services.embedder.embed_queries([question])
+    legs = legs_for(
+        plan,
+        embeddings,
+        services.config.leg_limit,
+        document_keywords=services.index.document_keywords(plan.collection),
+    )
+    ranked = services.index.rank(plan.collection, plan.scope, legs)
+    chosen = [point.point_id for point in ranked.legs[0][: plan.top_k.value]]
+    services.index.fetch(plan.collection, plan.scope, chosen)
+
+
 async def _floor(services: Services, questions: list[str]) -> tuple[list[float], float]:
-    """Per question, in-process and sequential, the engine work a turn cannot avoid: embed,
-    rank both legs, read the payloads of `top_k` passages (here the dense leg's first).
+    """Per question, in-process and sequential, the engine work a turn cannot avoid.
     Latencies (ms) and the CPU time of this process (all threads) per question (ms)."""
     context = await plan_turn(services, _principal(), AGENT)
     plan = context.plans[0]
@@ -124,18 +141,26 @@ async def _floor(services: Services, questions: list[str]) -> tuple[list[float],
     cpu = time.process_time()
     for question in questions:
         started = time.perf_counter()
-        embeddings = services.embedder.embed_queries([question])
-        legs = legs_for(
-            plan,
-            embeddings,
-            services.config.leg_limit,
-            document_keywords=services.index.document_keywords(plan.collection),
-        )
-        ranked = services.index.rank(plan.collection, plan.scope, legs)
-        chosen = [point.point_id for point in ranked.legs[0][: plan.top_k.value]]
-        services.index.fetch(plan.collection, plan.scope, chosen)
+        _floor_step(services, plan, question)
         latencies.append((time.perf_counter() - started) * 1000)
     return latencies, (time.process_time() - cpu) * 1000 / max(1, len(questions))
+
+
+async def _parallel_floor(
+    services: Services, questions: list[str], concurrency: int
+) -> tuple[float, float]:
+    """The same engine work from `concurrency` threads at once, each question once: what
+    this machine's cores give with no HTTP, framework or turn logic. Questions per second
+    and CPU time per question (ms)."""
+    context = await plan_turn(services, _principal(), AGENT)
+    plan = context.plans[0]
+    cpu = time.process_time()
+    started = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(lambda question: _floor_step(services, plan, question), questions))
+    elapsed = time.perf_counter() - started
+    turns = max(1, len(questions))
+    return turns / elapsed, (time.process_time() - cpu) * 1000 / turns
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -335,6 +360,9 @@ async def main() -> None:
         documents = len(await knowledge.list_documents(services, _principal(), KB))
         _ = await _floor(services, questions[:20])  # warm-up
         floor_before, cpu_before = await _floor(services, questions)
+        parallel_before = {
+            c: await _parallel_floor(services, questions, c) for c in args.concurrency if c > 1
+        }
     finally:
         await services.close()
 
@@ -350,6 +378,9 @@ async def main() -> None:
     services = await build_services(config, Telemetry(build_logger("WARNING")))
     try:
         floor_after, cpu_after = await _floor(services, questions)
+        parallel_after = {
+            c: await _parallel_floor(services, questions, c) for c in args.concurrency if c > 1
+        }
     finally:
         await services.close()
     floor = _summary(floor_before + floor_after)
@@ -357,6 +388,15 @@ async def main() -> None:
     floor["median_ms_before_http"] = round(statistics.median(floor_before), 2)
     floor["median_ms_after_http"] = round(statistics.median(floor_after), 2)
     floor["cpu_ms_per_question"] = round((cpu_before + cpu_after) / 2, 2)
+    parallel = {
+        str(c): {
+            "turns_per_s": round((parallel_before[c][0] + parallel_after[c][0]) / 2, 1),
+            "turns_per_s_before_http": round(parallel_before[c][0], 1),
+            "turns_per_s_after_http": round(parallel_after[c][0], 1),
+            "cpu_ms_per_question": round((parallel_before[c][1] + parallel_after[c][1]) / 2, 2),
+        }
+        for c in parallel_before
+    }
 
     result: dict[str, Any] = {
         "command": "uv run python -m bench.turn_latency " + " ".join(sys.argv[1:]),
@@ -367,11 +407,23 @@ async def main() -> None:
         "load_average_at_start": [round(x, 2) for x in load_start],
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "floor": floor,
+        "parallel_floor": parallel,
         "http": http,
         "ratios_to_floor": {
             mode: {
                 c: {kind: _ratios(run[kind], floor) for kind in ("distinct", "repeat")}
                 for c, run in runs.items()
+            }
+            for mode, runs in http.items()
+        },
+        "turns_per_s_to_parallel_floor": {
+            mode: {
+                c: {
+                    kind: round(run[kind]["turns_per_s"] / parallel[c]["turns_per_s"], 2)
+                    for kind in ("distinct", "repeat")
+                }
+                for c, run in runs.items()
+                if c in parallel
             }
             for mode, runs in http.items()
         },
@@ -384,6 +436,10 @@ async def main() -> None:
             "The HTTP client runs on the same 2 cores: one thread and one keep-alive "
             "stdlib http.client connection per caller (about 0.3 ms of CPU per request); "
             "health_live_round_trip_ms: GET /health/live, HTTP and framework alone. "
+            "parallel_floor: the floor's work from as many threads as callers, each "
+            "question once (the mean of a measurement before and one after the HTTP "
+            "passes): the most this machine gives at that concurrency without HTTP, "
+            "framework and turn logic; turns_per_s_to_parallel_floor compares with it. "
             "cpu: CPU time of the gateway process "
             "(all threads) per turn, against the floor's per question: a figure the other "
             "load on the machine disturbs less than latency."

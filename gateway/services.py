@@ -140,7 +140,11 @@ async def build_services(
         ),
         rate_limiter=_build_rate_limiter(config, telemetry),
         query_embeddings=QueryEmbeddings(
-            QueryBatcher(model.embed_queries, max_texts=config.query_batch_max),
+            QueryBatcher(
+                model.embed_queries,
+                max_texts=config.query_batch_max,
+                lanes=config.query_batch_lanes,
+            ),
             LruCache(config.query_cache_size),
         ),
         redaction_cache=LruCache(config.redaction_cache_size),

@@ -57,6 +57,12 @@ _CHARS_PER_TOKEN = 4
 #: gets the rest). Chosen on SciFact's tune half: a document's words spread over its
 #: passages, which a passage leg alone misses (README, "Retrieval quality").
 DOCUMENT_KEYWORD_SHARE = 0.5
+#: Passages each leg ranks per passage the KB may return (`top_k`), at least
+#: `LEG_DEPTH_MIN` and at most `leg_limit`. Fusion rarely reaches deeper: on SciFact a
+#: `top_k` 8 turn at depth 40 scores hybrid nDCG@10 0.7095 against 0.7097 at 100, and the
+#: ranking call takes about 2 ms less (README, "Retrieval quality").
+LEG_DEPTH_PER_RESULT = 5
+LEG_DEPTH_MIN = 20
 _TITLE = "\x1ftitle:"  # key prefix for titles redacted alongside passage texts
 
 
@@ -268,7 +274,9 @@ def legs_for(
     plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int, *, document_keywords: bool
 ) -> list[Leg]:
     """Per question: a dense leg and the keyword legs of the KB's non-zero channels; the
-    whole-document keyword leg where the collection stores its vectors."""
+    whole-document keyword leg where the collection stores its vectors. Each ranks
+    `leg_depth` passages."""
+    depth = leg_depth(plan.top_k.value, leg_limit)
     legs: list[Leg] = []
     for embedding in embeddings:
         if plan.dense_weight > 0:
@@ -276,17 +284,22 @@ def legs_for(
                 Leg(
                     kind=LegKind.DENSE,
                     dense=embedding.dense,
-                    limit=leg_limit,
+                    limit=depth,
                     floor=plan.score_threshold.value,
                 )
             )
         if plan.keyword_weight > 0 and embedding.sparse.indices:
             kinds = [LegKind.KEYWORD, *([LegKind.DOCUMENT_KEYWORD] if document_keywords else [])]
             legs.extend(
-                Leg(kind=kind, sparse=embedding.sparse, limit=leg_limit, floor=plan.keyword_floor)
+                Leg(kind=kind, sparse=embedding.sparse, limit=depth, floor=plan.keyword_floor)
                 for kind in kinds
             )
     return legs
+
+
+def leg_depth(top_k: int, leg_limit: int) -> int:
+    """Passages per leg for a KB that returns `top_k`: enough for fusion, capped at `leg_limit`."""
+    return min(leg_limit, max(LEG_DEPTH_MIN, LEG_DEPTH_PER_RESULT * top_k))
 
 
 def leg_weights(plan: KbPlan, legs: Sequence[Leg]) -> dict[LegKind, float]:

@@ -335,3 +335,28 @@ async def test_turn_telemetry_has_counts_not_text(gateway: Gateway) -> None:
     for secret in ("purr", "Domestic cats", "support", "acme"):
         assert secret not in metrics
         assert secret not in gateway.logs.getvalue()
+
+
+def _event_total(metrics: str, event: str) -> float:
+    prefix = f'kbgate_events_total{{event="{event}"}} '
+    lines = [line for line in metrics.splitlines() if line.startswith(prefix)]
+    return float(lines[0].removeprefix(prefix)) if lines else 0.0
+
+
+async def test_each_leg_ranks_five_passages_per_passage_returned(gateway: Gateway) -> None:
+    """A turn's dense leg ranks 5 x top_k passages, at least 20: more than fusion needs is
+    search time, and the turn's results stay the best of those candidates."""
+    tenant = await provision(gateway, "acme", "support")
+    await tenant.kb("kb", top_k=1, score_threshold=0.0)
+    for number in range(30):
+        await tenant.doc("kb", f"note-{number}", f"Field note {number} about garden birds.")
+    await tenant.agent("bot", ["kb"])
+    seen = []
+    for top_k in (1, 5):
+        await tenant.kb("kb", top_k=top_k, score_threshold=0.0)
+        before = _event_total((await gateway.client.get("/metrics")).text, "turn_candidates_dense")
+        body = (await tenant.retrieve("bot", "Which birds visit gardens?")).json()
+        after = _event_total((await gateway.client.get("/metrics")).text, "turn_candidates_dense")
+        assert len(body["passages"]) == top_k
+        seen.append(after - before)
+    assert seen == [20, 25]

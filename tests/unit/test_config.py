@@ -72,6 +72,7 @@ def test_overrides_beat_the_environment() -> None:
         ("KBGATE_FUSION_METHOD", "borda"),
         ("KBGATE_EDGE_INDEXING_THRESHOLD_KB", "-1"),
         ("KBGATE_EDGE_INDEXING_THRESHOLD_KB", "lots"),
+        ("KBGATE_QUERY_BATCH_LANES", "0"),
     ],
 )
 def test_invalid_values_fail_naming_the_variable(variable: str, value: str) -> None:

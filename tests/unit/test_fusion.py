@@ -15,6 +15,7 @@ from gateway.fusion import (
     cap_per_knowledge_base,
     fuse,
 )
+from gateway.turn import leg_depth
 from ingest.index import Hit, LegKind
 from ingest.payload import PassagePayload
 from settings.config import FusionMethod
@@ -256,3 +257,14 @@ def test_a_document_only_the_whole_document_leg_found_is_represented_by_its_firs
         "c": 0,
     }
     assert all(c.keyword_score is None for c in fused)
+
+
+@pytest.mark.parametrize(
+    ("top_k", "leg_limit", "depth"),
+    [(1, 100, 20), (4, 100, 20), (8, 100, 40), (20, 100, 100), (50, 100, 100), (8, 30, 30)],
+)
+def test_leg_depth_is_five_per_result_within_the_limit(
+    top_k: int, leg_limit: int, depth: int
+) -> None:
+    """Each leg ranks 5 passages per passage the KB returns, at least 20, at most leg_limit."""
+    assert leg_depth(top_k, leg_limit) == depth

@@ -77,6 +77,33 @@ async def test_requests_arriving_during_a_call_share_the_next_call() -> None:
         assert result == model.expected([f"q{i}", "shared"])
 
 
+async def test_each_lane_runs_a_batch_at_the_same_time_and_the_rest_queue() -> None:
+    """With two lanes, two requests start two model calls at once; a third, arriving while
+    both run, waits and goes in the next call a lane starts."""
+    model = GatedModel()
+    model.gate.clear()
+    batcher = QueryBatcher(model.embed_queries, max_texts=32, lanes=2)
+    first = asyncio.create_task(batcher.embed(["first"]))
+    await _until(lambda: len(model.batches) == 1)
+    second = asyncio.create_task(batcher.embed(["second"]))
+    await _until(lambda: len(model.batches) == 2)
+    third = asyncio.create_task(batcher.embed(["third"]))
+    fourth = asyncio.create_task(batcher.embed(["fourth"]))
+    await asyncio.sleep(0.01)
+    assert len(model.batches) == 2
+    model.gate.set()
+    results = await asyncio.gather(first, second, third, fourth)
+    assert model.batches == [["first"], ["second"], ["third", "fourth"]]
+    for text, result in zip(["first", "second", "third", "fourth"], results, strict=True):
+        assert result == model.expected([text])
+
+
+def test_lanes_must_be_at_least_one() -> None:
+    """A batcher without a lane could never embed: refused when built."""
+    with pytest.raises(ValueError, match="lanes"):
+        QueryBatcher(FakeEmbedder().embed_queries, max_texts=32, lanes=0)
+
+
 async def test_a_batch_holds_whole_requests_up_to_max_texts() -> None:
     """Queued requests are never split; a batch stops before exceeding max_texts."""
     model = GatedModel()
