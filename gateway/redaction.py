@@ -22,6 +22,7 @@ Every method here is CPU-bound: the gateway calls them through `asyncio.to_threa
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,8 @@ PHONE_REGIONS = ("US", "GB", "DE", "FR", "IL", "IN", "BR")
 #: Deeper JSON than this is refused rather than walked.
 MAX_JSON_DEPTH = 64
 CREDENTIALS_URL = "URL_WITH_CREDENTIALS"
+#: A stretch of text without letters (an `x` is phone punctuation, as in phonenumbers).
+_LETTER_FREE = re.compile(r"[\d\WxX]+")
 PHONE = "PHONE_NUMBER"
 
 # scheme://user:password@host[...] — the user may be empty (redis://:secret@host);
@@ -99,9 +102,14 @@ class _Span(Protocol):
 class Redactor:
     """Detects and replaces PII with `<ENTITY_TYPE>` placeholders; built once per process."""
 
-    def __init__(self, analyzer: Any, anonymizer: Any, *, ner_model: str | None) -> None:
+    def __init__(
+        self, analyzer: Any, anonymizer: Any, *, ner_model: str | None, phone_digits: int = 0
+    ) -> None:
+        """`phone_digits`: the fewest digits a phone number the analyzer recognises can
+        have; a text without that many in one stretch skips the phone pass (0: never)."""
         self._analyzer = analyzer
         self._anonymizer = anonymizer
+        self._phone_digits = phone_digits
         self.ner_model = ner_model
         self.supported_entities: frozenset[str] = (
             frozenset(analyzer.get_supported_entities(LANGUAGE)) & KNOWN_PII_ENTITIES
@@ -113,19 +121,23 @@ class Redactor:
         *,
         ner_models: Sequence[str] = NER_MODELS,
         phone_regions: Sequence[str] = PHONE_REGIONS,
+        phone_prefilter: bool = True,
     ) -> Redactor:
         """Assemble the analyzer offline; PERSON only if one of `ner_models` is installed.
 
         Pass `ner_models=()` for pattern recognizers only, whatever is installed.
         `phone_regions` decides which national formats (numbers without a +country
         prefix) are recognised; each region is one more pass over the text.
+        `phone_prefilter=False` runs the phone pass on every text, even one without
+        enough digits for any number (`may_hold_phone_number`): the same answers, slower.
         """
         from presidio_anonymizer import AnonymizerEngine
 
         ner_model = _installed_ner_model(ner_models)
         anonymizer = AnonymizerEngine()  # type: ignore[no-untyped-call]  # presidio leaves __init__ unannotated
         analyzer = _build_analyzer(ner_model, tuple(phone_regions))
-        redactor = cls(analyzer, anonymizer, ner_model=ner_model)
+        phone_digits = fewest_phone_digits(tuple(phone_regions)) if phone_prefilter else 0
+        redactor = cls(analyzer, anonymizer, ner_model=ner_model, phone_digits=phone_digits)
         redactor.detect(_WARM_UP, sorted(redactor.supported_entities))
         return redactor
 
@@ -145,7 +157,9 @@ class Redactor:
         others = [name for name in wanted if name != PHONE]
         found = self._analyze(text, others, artifacts) if others else []
         if PHONE in wanted:
-            found += self._analyze(_blank(text, found), [PHONE], artifacts)
+            rest = _blank(text, found)
+            if may_hold_phone_number(rest, self._phone_digits):
+                found += self._analyze(rest, [PHONE], artifacts)
         return resolve_overlaps(text, found)
 
     def _analyze(self, text: str, entities: list[str], artifacts: Any) -> list[Any]:
@@ -254,6 +268,51 @@ def redact_texts_cached(
         redacted[key] = redaction.text
         counts.update(redaction.counts)
     return redacted, dict(sorted(counts.items()))
+
+
+def may_hold_phone_number(text: str, fewest_digits: int) -> bool:
+    """Whether some stretch of `text` free of letters holds `fewest_digits` digits.
+
+    phonenumbers' matcher only takes digits, punctuation, spaces, brackets, plus signs and
+    an `x` as a number's candidate (no letters: it finds no vanity numbers), so every
+    number it can return lies inside one such stretch, extensions aside. Most prose has
+    no stretch of four digits; scientific prose has many short ones ("1.2-3.4", "n = 12").
+    """
+    if fewest_digits <= 1:
+        return True
+    return any(
+        sum(char.isdecimal() for char in stretch) >= fewest_digits
+        for stretch in _LETTER_FREE.findall(text)
+    )
+
+
+def fewest_phone_digits(regions: Sequence[str]) -> int:
+    """The fewest digits a valid number can have, written nationally in one of `regions`
+    or internationally (country code included) anywhere: from phonenumbers' metadata, so
+    the bound follows the library's. 0 (never skip) where the metadata gives no bound."""
+    import phonenumbers
+    from phonenumbers import PhoneMetadata
+    from phonenumbers.phonenumberutil import COUNTRY_CODES_FOR_NON_GEO_REGIONS
+
+    def shortest(metadata: Any, prefix: str = "") -> int | None:
+        lengths = [n for n in metadata.general_desc.possible_length if n > 0] if metadata else []
+        return len(prefix) + min(lengths) if lengths else None
+
+    national = [shortest(PhoneMetadata.metadata_for_region(region)) for region in regions]
+    international = [
+        shortest(metadata, str(metadata.country_code))
+        for metadata in (
+            *(PhoneMetadata.metadata_for_region(r) for r in phonenumbers.SUPPORTED_REGIONS),
+            *(
+                PhoneMetadata.metadata_for_nongeo_region(c)
+                for c in COUNTRY_CODES_FOR_NON_GEO_REGIONS
+            ),
+        )
+        if metadata is not None
+    ]
+    if None in national or None in international:
+        return 0
+    return min(n for n in (*national, *international) if n is not None)
 
 
 def _blank(text: str, spans: Iterable[_Span]) -> str:

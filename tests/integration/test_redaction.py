@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
 import tldextract
 
-from gateway.redaction import MAX_JSON_DEPTH, Redactor
+from gateway.redaction import MAX_JSON_DEPTH, PHONE_REGIONS, Redactor
 from settings.resolve import DEFAULT_PII_ENTITIES, KNOWN_PII_ENTITIES
+
+BENCH_DATA = Path(__file__).resolve().parents[2] / "bench" / "data"
 
 
 @pytest.fixture(scope="module")
@@ -297,3 +301,43 @@ def test_no_network_while_building_and_detecting(
     assert "jane.doe@example.co.uk" not in result.text
     assert outbound_attempts == []
     assert default_extractor_calls == []
+
+
+def _example_numbers() -> list[str]:
+    """phonenumbers' example fixed-line and mobile numbers of the phone regions and of the
+    regions with the shortest numbers, each written nationally and internationally."""
+    import phonenumbers
+    from phonenumbers import PhoneNumberFormat, PhoneNumberType
+
+    numbers = []
+    for region in (*PHONE_REGIONS, "AT", "NU", "SH"):
+        for kind in (PhoneNumberType.FIXED_LINE, PhoneNumberType.MOBILE):
+            example = phonenumbers.example_number_for_type(region, kind)
+            if example is not None:
+                for style in (PhoneNumberFormat.NATIONAL, PhoneNumberFormat.INTERNATIONAL):
+                    numbers.append(phonenumbers.format_number(example, style))
+    return numbers
+
+
+def test_skipping_the_phone_pass_never_changes_what_is_found(redactor: Redactor) -> None:
+    """A text skips the phone pass only when no number the phone regions recognise fits in
+    it: on example numbers of every phone region and of the shortest-numbered ones, the
+    labelled PII sentences and digit-heavy prose, detection equals a pass that never skips."""
+    never_skips = Redactor.build(ner_models=(), phone_prefilter=False)
+    with (BENCH_DATA / "pii_sentences.jsonl").open(encoding="utf-8") as lines:
+        labelled = [json.loads(line)["text"] for line in lines if line.strip()]
+    texts = [
+        *(f"Reach the office on {number} today." for number in _example_numbers()),
+        *(f"Ext.: {number} x12" for number in _example_numbers()),
+        "Mortality fell (95% CI 1.2-3.4; n = 12) between 2005 and 2010.",
+        "Dose 0.5 mg/kg, p < 0.001, 3 of 40 patients.",
+        "Call 030 1234 or 555-0132.",
+        "Fullwidth: \uff10\uff13\uff10 \uff11\uff12\uff13\uff14\uff15\uff16.",
+        *labelled,
+    ]
+    found_phones = 0
+    for text in texts:
+        expected = never_skips.detect(text, DEFAULT_PII_ENTITIES)
+        assert redactor.detect(text, DEFAULT_PII_ENTITIES) == expected, text
+        found_phones += sum(d.entity_type == "PHONE_NUMBER" for d in expected)
+    assert found_phones >= len(_example_numbers())

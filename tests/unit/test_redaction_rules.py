@@ -7,7 +7,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from gateway.redaction import Detection, resolve_overlaps
+import pytest
+
+from gateway.redaction import Detection, may_hold_phone_number, resolve_overlaps
 
 
 @dataclass
@@ -96,3 +98,25 @@ def test_importing_the_gateway_loads_no_presidio() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("text", "fewest", "may_hold"),
+    [
+        ("No digits at all.", 4, False),
+        ("Doses of 5 and 10 mg in 3 arms.", 4, False),  # letters split the digits
+        ("Call 030 1234 today.", 4, True),
+        ("(95% CI 1.2-3.4)", 4, True),  # punctuation and spaces do not split
+        ("Room 12x34", 4, True),  # x is phone punctuation
+        ("Codes A12B34C56", 4, False),
+        ("Fullwidth \uff10\uff13\uff10\uff11", 4, True),  # any decimal digit counts
+        ("Exactly 123 here", 4, False),
+        ("Exactly 1234 here", 4, True),
+        ("A single 7", 0, True),  # a bound of 0 never skips
+    ],
+)
+def test_a_text_may_hold_a_phone_number_only_with_enough_digits_in_one_stretch(
+    text: str, fewest: int, may_hold: bool
+) -> None:
+    """Digits count together across punctuation and spaces, never across letters."""
+    assert may_hold_phone_number(text, fewest) is may_hold
