@@ -22,6 +22,7 @@ Every method here is CPU-bound: the gateway calls them through `asyncio.to_threa
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -45,8 +46,6 @@ PHONE_REGIONS = ("US", "GB", "DE", "FR", "IL", "IN", "BR")
 #: Deeper JSON than this is refused rather than walked.
 MAX_JSON_DEPTH = 64
 CREDENTIALS_URL = "URL_WITH_CREDENTIALS"
-#: A stretch of text without letters (an `x` is phone punctuation, as in phonenumbers).
-_LETTER_FREE = re.compile(r"[\d\WxX]+")
 PHONE = "PHONE_NUMBER"
 
 # scheme://user:password@host[...] — the user may be empty (redis://:secret@host);
@@ -280,10 +279,13 @@ def may_hold_phone_number(text: str, fewest_digits: int) -> bool:
     """
     if fewest_digits <= 1:
         return True
-    return any(
-        sum(char.isdecimal() for char in stretch) >= fewest_digits
-        for stretch in _LETTER_FREE.findall(text)
-    )
+    return _digits_in_one_stretch(fewest_digits).search(text) is not None
+
+
+@functools.cache
+def _digits_in_one_stretch(digits: int) -> re.Pattern[str]:
+    # Between two digits only non-word characters or an x: no letter, no underscore.
+    return re.compile(rf"\d(?:[\WxX]*\d){{{digits - 1}}}")
 
 
 def fewest_phone_digits(regions: Sequence[str]) -> int:
