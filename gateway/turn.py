@@ -60,7 +60,7 @@ DOCUMENT_KEYWORD_SHARE = 0.5
 #: Passages each leg ranks per passage the KB may return (`top_k`), at least
 #: `LEG_DEPTH_MIN` and at most `leg_limit`. Fusion rarely reaches deeper: on SciFact a
 #: `top_k` 8 turn at depth 40 scores hybrid nDCG@10 0.7095 against 0.7097 at 100, and the
-#: ranking call takes about 2 ms less (README, "Retrieval quality").
+#: ranking call takes about 2 ms less (README, "Benchmarks").
 LEG_DEPTH_PER_RESULT = 5
 LEG_DEPTH_MIN = 20
 _TITLE = "\x1ftitle:"  # key prefix for titles redacted alongside passage texts
