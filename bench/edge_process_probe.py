@@ -7,9 +7,10 @@ freshly started gateway (empty caches), redaction off:
 
 - `in-process`: as `kbgate serve` runs, Edge inside the gateway process;
 - `child`: the turn's two engine reads — the ranking call and the payload read — go over
-  a pipe to a child process that opens a copy of the same Edge data and answers them in
-  turn; every other index call stays in the gateway. Writes are not forwarded: the probe
-  only reads, and the copy is not kept in step with anything.
+  pipes (one borrowed per call) to a child process that opens a copy of the same Edge
+  data and answers them in turn; every other index call stays in the gateway. Writes
+  are not forwarded: the probe only reads, and the copy is not kept in step with
+  anything.
 
 Per pass: the median latency of one caller (100 questions) and the turns per second of
 eight callers (the other 200), distinct questions; the gateway process's CPU per turn
@@ -25,21 +26,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import itertools
 import json
 import multiprocessing
 import os
+import queue
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from concurrent.futures import Future
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -47,56 +46,53 @@ from bench.turn_latency import AGENT, DATASET, KB, PLATFORM_KEY, RESULTS, _http,
 from tests.support.redis_server import free_port
 
 MODES = ("in-process", "child")
+#: Pipes to the child: more than the gateway's worker threads that may call at once.
+CHANNELS = 8
 
 
-def _engine_child(connection: Connection, data_dir: str) -> None:
-    """The child: open the Edge data under `data_dir` and answer forwarded calls in turn."""
+def _engine_child(connections: list[Connection], data_dir: str) -> None:
+    """The child: open the Edge data under `data_dir` and answer calls from every channel."""
     from ingest.qdrant_edge import EdgeIndex
 
     index = EdgeIndex(Path(data_dir))
-    while (message := _next_call(connection)) is not None:
-        request_id, method, arguments = message
-        try:
-            connection.send((request_id, True, getattr(index, method)(*arguments)))
-        except Exception as error:  # the probe reports it in the gateway, as the call's error
-            connection.send((request_id, False, repr(error)))
-
-
-def _next_call(connection: Connection) -> Any:
-    """The next forwarded call; None when the gateway says so or has gone."""
-    try:
-        return connection.recv()
-    except EOFError:
-        return None
+    live = list(connections)
+    while live:
+        for ready in wait(live):
+            connection = cast(Connection, ready)
+            try:
+                method, arguments = connection.recv()
+            except EOFError:  # the gateway has gone
+                live.remove(connection)
+                continue
+            try:
+                connection.send((True, getattr(index, method)(*arguments)))
+            except Exception as error:  # the probe reports it in the gateway, as the call's error
+                connection.send((False, repr(error)))
 
 
 class _ForwardedReads:
-    """The gateway's index, with `rank` and `fetch` answered by the child process."""
+    """The gateway's index, with `rank` and `fetch` answered by the child process.
 
-    def __init__(self, index: Any, connection: Connection) -> None:
+    A calling thread borrows a channel (a pipe of its own to the child) for one call, sends
+    and waits on it: no hand-off to another thread.
+    """
+
+    def __init__(self, index: Any, connections: list[Connection]) -> None:
         self._index = index
-        self._connection = connection
-        self._send_lock = threading.Lock()
-        self._request_ids = itertools.count()
-        self._waiting: dict[int, Future[Any]] = {}
-        threading.Thread(target=self._receive, daemon=True).start()
-
-    def _receive(self) -> None:
-        while True:
-            request_id, succeeded, value = self._connection.recv()
-            future = self._waiting.pop(request_id)
-            if succeeded:
-                future.set_result(value)
-            else:
-                future.set_exception(RuntimeError(value))
+        self._free: queue.SimpleQueue[Connection] = queue.SimpleQueue()
+        for connection in connections:
+            self._free.put(connection)
 
     def _call(self, method: str, *arguments: Any) -> Any:
-        future: Future[Any] = Future()
-        request_id = next(self._request_ids)
-        self._waiting[request_id] = future
-        with self._send_lock:
-            self._connection.send((request_id, method, arguments))
-        return future.result()
+        connection = self._free.get()
+        try:
+            connection.send((method, arguments))
+            succeeded, value = connection.recv()
+        finally:
+            self._free.put(connection)
+        if not succeeded:
+            raise RuntimeError(value)
+        return value
 
     def rank(self, collection: str, scope: Any, legs: Any) -> Any:
         return self._call("rank", collection, scope, list(legs))
@@ -126,12 +122,13 @@ async def _serve(mode: str, data_dir: Path, copy_dir: Path, port: int) -> None:
     config = load_config(environment, data_dir=data_dir, port=port)
     services = await build_services(config, Telemetry(build_logger("WARNING")))
     if mode == "child":
-        gateway_end, child_end = multiprocessing.Pipe()
+        pipes = [multiprocessing.Pipe() for _ in range(CHANNELS)]
         child = multiprocessing.get_context("spawn").Process(
-            target=_engine_child, args=(child_end, str(copy_dir)), daemon=True
+            target=_engine_child, args=([end for _, end in pipes], str(copy_dir)), daemon=True
         )
         child.start()
-        services = dataclasses.replace(services, index=_ForwardedReads(services.index, gateway_end))
+        reads = _ForwardedReads(services.index, [end for end, _ in pipes])
+        services = dataclasses.replace(services, index=reads)
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(config, services),
