@@ -77,6 +77,9 @@ class _ForwardedReads:
     and waits on it: no hand-off to another thread.
     """
 
+    #: The calls wait on a pipe, without the GIL: they belong in worker threads.
+    holds_the_gil = False
+
     def __init__(self, index: Any, connections: list[Connection]) -> None:
         self._index = index
         self._free: queue.SimpleQueue[Connection] = queue.SimpleQueue()

@@ -794,7 +794,8 @@ def _settings_report(config: Config, kb_settings: Mapping[str, Any]) -> dict[str
             "top_k": config.defaults.top_k,
         },
         "chunking": {"max_words": chunking.max_words, "overlap_words": chunking.overlap_words},
-        "embedding_model": config.embedding_model or "all-MiniLM-L6-v2 (int8, default)",
+        "embedding_model": config.embedding_model
+        or "all-MiniLM-L6-v2 (int8, default; questions on its integer re-quantization)",
     }
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from gateway.auth import Principal
 from gateway.errors import DependencyUnavailableError, InvalidInputError, NotFoundError
@@ -51,6 +51,7 @@ from settings.resolve import (
 from settings.store import StoreUnavailableError
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _CHARS_PER_TOKEN = 4
 #: Of a KB's keyword weight, the part its whole-document BM25 leg gets (the passage leg
@@ -209,8 +210,8 @@ async def search_plans(
         return legs, services.index.rank(plan.collection, plan.scope, legs)
 
     async def one(plan: KbPlan) -> list[RankedLeg[RankedPoint]]:
-        async with asyncio.timeout(services.config.qdrant_timeout_s):
-            legs, result = await asyncio.to_thread(rank, plan)
+        timeout_s = services.config.qdrant_timeout_s
+        legs, result = await call_index(services.index.holds_the_gil, timeout_s, rank, plan)
         hits = [list(found) for found in result.legs]
         current = {hit.point_id for hit in newest_versions(h for leg in hits for h in leg)}
         weights = leg_weights(plan, legs)
@@ -240,10 +241,14 @@ async def fetch_chosen(
 
     async def one(kb_id: str, point_ids: list[str]) -> dict[str, PassagePayload]:
         plan = by_kb[kb_id]
-        async with asyncio.timeout(services.config.qdrant_timeout_s):
-            return await asyncio.to_thread(
-                services.index.fetch, plan.collection, plan.scope, point_ids
-            )
+        return await call_index(
+            services.index.holds_the_gil,
+            services.config.qdrant_timeout_s,
+            services.index.fetch,
+            plan.collection,
+            plan.scope,
+            point_ids,
+        )
 
     try:
         found = await _concurrently([one(kb, ids) for kb, ids in wanted.items()])
@@ -257,6 +262,18 @@ async def fetch_chosen(
         for candidate in chosen
         if candidate.point_id in payloads
     ]
+
+
+async def call_index(
+    holds_the_gil: bool, timeout_s: float, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """One index call: directly when the engine holds the GIL throughout (`Index`; a worker
+    thread would add two hops and no concurrency), else in a worker thread, `timeout_s`
+    at most."""
+    if holds_the_gil:
+        return call(*args, **kwargs)
+    async with asyncio.timeout(timeout_s):
+        return await asyncio.to_thread(call, *args, **kwargs)
 
 
 async def _concurrently(calls: list[Coroutine[Any, Any, T]]) -> list[T]:

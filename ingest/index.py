@@ -147,6 +147,12 @@ class IndexUnavailableError(RuntimeError):
 class Index(Protocol):
     """A vector engine seen through Scopes only. No method takes a raw filter."""
 
+    #: Whether every call holds the GIL from start to end (an in-process engine whose
+    #: binding never releases it). A worker thread then buys a turn no concurrency and
+    #: costs it two thread hops, so the turn calls `rank` and `fetch` directly; nor could
+    #: a timeout fire during such a call.
+    holds_the_gil: bool
+
     def ensure_collection(self, collection: str) -> None:
         """Create the collection (vectors, payload indexes) if it does not exist."""
 

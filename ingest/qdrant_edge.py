@@ -121,8 +121,11 @@ class _Shard:
 class EdgeIndex:
     """Qdrant Edge shards under `data_dir / "qdrant-edge"`, opened on demand and kept open.
 
-    Thread-safe; one process per data dir (a shard's WAL is locked while open).
+    Thread-safe; one process per data dir (a shard's WAL is locked while open). Edge's
+    Python binding holds the GIL for the whole of every call (`bench.edge_gil`).
     """
+
+    holds_the_gil = True
 
     def __init__(
         self, data_dir: Path, dense_dim: int = 384, *, indexing_threshold_kb: int | None = None

