@@ -34,10 +34,13 @@ import http.client
 import json
 import os
 import re
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -196,13 +199,21 @@ class _Caller:
 
 
 def _http(
-    url: str, key: str, questions: list[str], concurrency: int, server_pid: int
+    url: str,
+    key: str,
+    questions: list[str],
+    concurrency: int,
+    server_pid: int,
+    *,
+    beside: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Every question once through `POST /v1/retrieve`, `concurrency` callers at a time:
-    one thread and one connection per caller."""
+    one thread and one connection per caller. `beside` (one caller only): the floor's work
+    for each question, run just before its request and timed as `interleaved_floor`."""
     waiting = deque(questions)
     latencies: list[float] = []
     statuses: list[int] = []
+    floor_latencies: list[float] = []
     callers = [_Caller(url, key) for _ in range(concurrency)]
 
     def call(caller: _Caller) -> None:
@@ -211,6 +222,10 @@ def _http(
                 question = waiting.popleft()
             except IndexError:
                 return
+            if beside is not None:
+                started = time.perf_counter()
+                beside(question)
+                floor_latencies.append((time.perf_counter() - started) * 1000)
             started = time.perf_counter()
             status, _ = caller.request(
                 "POST", "/v1/retrieve", {"agent_id": AGENT, "question": question}
@@ -222,6 +237,8 @@ def _http(
     load_before = os.getloadavg()[0]
     server_cpu = _cpu_seconds(server_pid)
     started = time.perf_counter()
+    if beside is not None and concurrency != 1:
+        raise ValueError("the floor is interleaved with one caller only")
     with ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(call, callers))
     elapsed = time.perf_counter() - started
@@ -231,8 +248,16 @@ def _http(
     for caller in callers:
         caller.close()
     turns = max(1, len(questions))
+    interleaved = {}
+    if floor_latencies:
+        floor_median = statistics.median(floor_latencies)
+        interleaved = {
+            "interleaved_floor_median_ms": round(floor_median, 2),
+            "ratio_to_interleaved_floor": round(statistics.median(latencies) / floor_median, 2),
+        }
     return {
         **_summary(latencies),
+        **interleaved,
         "turns_per_s": round(len(questions) / elapsed, 1),
         "errors": sum(status != 200 for status in statuses),
         "server_cpu_ms_per_turn": round(server_cpu * 1000 / turns, 2),
@@ -366,14 +391,7 @@ async def main() -> None:
     finally:
         await services.close()
 
-    http: dict[str, dict[str, dict[str, Any]]] = {}
-    for mode in args.redaction:
-        http[mode] = {}
-        for concurrency in args.concurrency:
-            print(f"  HTTP redaction {mode}, concurrency {concurrency}", file=sys.stderr)
-            http[mode][str(concurrency)] = await _passes(
-                args.data_dir, env, key, questions, concurrency, redaction=mode == "on"
-            )
+    http = await _all_passes(args, env, key, questions)
 
     services = await build_services(config, Telemetry(build_logger("WARNING")))
     try:
@@ -440,6 +458,10 @@ async def main() -> None:
             "question once (the mean of a measurement before and one after the HTTP "
             "passes): the most this machine gives at that concurrency without HTTP, "
             "framework and turn logic; turns_per_s_to_parallel_floor compares with it. "
+            "interleaved_floor (one caller, distinct pass): the floor's work for each "
+            "question run in this process on a copy of the store just before the question's "
+            "request, so floor and turn are timed in the same seconds; "
+            "ratio_to_interleaved_floor: the turn's median over that floor's median. "
             "cpu: CPU time of the gateway process "
             "(all threads) per turn, against the floor's per question: a figure the other "
             "load on the machine disturbs less than latency."
@@ -451,6 +473,43 @@ async def main() -> None:
     print(json.dumps(result, indent=2))
 
 
+async def _all_passes(
+    args: argparse.Namespace, env: dict[str, str], key: str, questions: list[str]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every redaction mode at every concurrency, each on a fresh gateway."""
+    http: dict[str, dict[str, dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory(prefix="kbgate-floor-") as scratch:
+        # The floor beside one caller runs on a copy: the gateway holds the store's lock.
+        copy = Path(scratch) / "data"
+        shutil.copytree(args.data_dir, copy, ignore=shutil.ignore_patterns("models"))
+        copy_services = await build_services(
+            load_config(env, data_dir=copy), Telemetry(build_logger("WARNING"))
+        )
+        try:
+            plan = (await plan_turn(copy_services, _principal(), AGENT)).plans[0]
+
+            def beside(question: str) -> None:
+                _floor_step(copy_services, plan, question)
+
+            for mode in args.redaction:
+                http[mode] = {}
+                for concurrency in args.concurrency:
+                    print(f"  HTTP redaction {mode}, concurrency {concurrency}", file=sys.stderr)
+                    http[mode][str(concurrency)] = await _passes(
+                        args.data_dir,
+                        env,
+                        key,
+                        questions,
+                        concurrency,
+                        redaction=mode == "on",
+                        beside=beside if concurrency == 1 else None,
+                    )
+        finally:
+            await copy_services.close()
+
+    return http
+
+
 async def _passes(
     data_dir: Path,
     env: dict[str, str],
@@ -459,8 +518,10 @@ async def _passes(
     concurrency: int,
     *,
     redaction: bool,
+    beside: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """A fresh gateway (empty caches): the distinct pass, then the repeat pass."""
+    """A fresh gateway (empty caches): the distinct pass, then the repeat pass; `beside`
+    interleaves the floor with the distinct pass's requests (one caller)."""
     gateway = GatewayProcess(
         data_dir,
         {**env, "KBGATE_RATE_LIMIT_PER_S": "100000", "KBGATE_RATE_LIMIT_BURST": "100000"},
@@ -488,7 +549,7 @@ async def _passes(
                 response.raise_for_status()
         pid = gateway.pid
         http_floor = _http_floor(gateway.url, key)
-        distinct = _http(gateway.url, key, questions, concurrency, pid)
+        distinct = _http(gateway.url, key, questions, concurrency, pid, beside=beside)
         repeat = _http(gateway.url, key, questions, concurrency, pid)
     finally:
         gateway.stop()
