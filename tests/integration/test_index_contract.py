@@ -660,9 +660,10 @@ def test_edge_optimize_builds_the_graph_and_searches_stay_inside_the_scope(
     tmp_path: Path,
 ) -> None:
     """After `optimize` indexes a collection (HNSW graph, searched through the graph even
-    under the Scope filter), every leg still returns only the scope's passages, finds a
-    passage by its own vector first, and answers as the exact search did before; a second
-    call has nothing left to do."""
+    under the Scope filter), every leg still returns only the scope's passages and finds a
+    passage by its own vector first; the keyword legs answer exactly as before and the
+    dense leg nearly so (the graph is approximate, and built by several threads: at most
+    one of an exact top 10 may be missed); a second call has nothing left to do."""
     collection = org_collection(ORG)
     corpus = _mixed_corpus(random.Random(7))
     index = _indexed_edge(tmp_path)
@@ -718,7 +719,11 @@ def test_edge_optimize_builds_the_graph_and_searches_stay_inside_the_scope(
                 if where.admits(to_payload(probe.payload)):
                     [dense] = hit_ids(index, collection, where, dense_leg(probe.dense, limit=1))
                     assert dense == [probe.point_id]
-        assert answers() == exact
+        for (dense_after, scores_after), (dense_before, scores_before) in zip(
+            answers(), exact, strict=True
+        ):
+            assert scores_after[1:] == scores_before[1:]
+            assert len(set(dense_after) & set(dense_before)) >= len(dense_before) - 1
     finally:
         index.close()
 
