@@ -79,7 +79,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     #: Questions get their own single-thread session: see `ingest.embedding.QUERY_THREADS`;
     #: 0 shares the passages' session (no second copy of the model in memory).
     embedding_query_threads: int = 1
-    embedding_batch_size: int = 16
+    #: One passage per model run: see `ingest.embedding.DEFAULT_BATCH_SIZE`.
+    embedding_batch_size: int = 1
     embed_timeout_s: float = 30.0
     # Speed (issue 9): bounded caches, 0 turns one off; questions embedded per model call.
     query_cache_size: int = 1024

@@ -29,7 +29,7 @@ def anyio_backend() -> str:
 def embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
     """One real model per test session: loading it is the slow part."""
     model_dir = tmp_path_factory.mktemp("models")
-    return build_embedder(model_dir=model_dir, model_name=None, threads=None, batch_size=16)
+    return build_embedder(model_dir=model_dir, model_name=None, threads=None)
 
 
 @dataclass

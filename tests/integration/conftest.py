@@ -19,4 +19,4 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def embedder(model_dir: Path) -> FastEmbedder:
     """The real embedding model (assembled offline), loaded once per test session."""
-    return build_embedder(model_dir=model_dir, model_name=None, threads=None, batch_size=16)
+    return build_embedder(model_dir=model_dir, model_name=None, threads=None)

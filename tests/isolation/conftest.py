@@ -104,7 +104,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def embedder(model_dir: Path) -> Embedder:
     """The real model, loaded once per session. One onnxruntime thread: the campaign keeps
     several requests in flight, and on a small machine per-call thread pools only contend."""
-    return build_embedder(model_dir=model_dir, model_name=None, threads=1, batch_size=16)
+    return build_embedder(model_dir=model_dir, model_name=None, threads=1)
 
 
 @pytest.fixture(scope="session")
