@@ -21,8 +21,9 @@ through fastembed's own cache under the model dir (this path needs the network o
 
 Memory (DESIGN.md section 4): onnxruntime's CPU arena keeps every block it ever
 allocated, and a new input shape allocates new blocks, so the arena is turned off.
-Texts are embedded in small batches, sorted by length so a batch pads to similar
-lengths, and truncated at 256 tokens, so one run's activations stay small.
+Texts are embedded one per model run by default (larger batches are sorted by length
+so a batch pads to similar lengths) and truncated at 256 tokens, so one run's
+activations stay small.
 
 Both embed methods are synchronous and CPU-bound; the gateway calls them through
 `asyncio.to_thread`. Importing this module loads neither fastembed nor onnxruntime.
