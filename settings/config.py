@@ -76,8 +76,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     platform_key: str | None = None
     embedding_model: str | None = None
     embedding_threads: int | None = None
-    #: Questions get their own single-thread session: see `ingest.embedding.QUERY_THREADS`;
-    #: 0 shares the passages' session (no second copy of the model in memory).
+    #: Questions get their own single-thread session: see `ingest.embedding.QUERY_THREADS`.
+    #: The bundled model's questions always do (its integer re-quantization); for a named
+    #: model, 0 shares the passages' session (no second copy of the model in memory).
     embedding_query_threads: int = 1
     #: One passage per model run: see `ingest.embedding.DEFAULT_BATCH_SIZE`.
     embedding_batch_size: int = 1
