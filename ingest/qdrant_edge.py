@@ -110,12 +110,33 @@ def _scope_filter(scope: Scope, *extra: ConditionType) -> Filter:
     return Filter(must=[*must, *extra])
 
 
+def _tenant_filter(scope: Scope) -> Filter:
+    """The scope's tenant alone: never a search filter, only the corpus of keyword IDF
+    when it selects exactly the scope's points (`_keyword_corpus`)."""
+    return Filter(
+        must=[FieldCondition(key=PayloadKey.TENANT_ID, match=MatchValue(scope.tenant_id))]
+    )
+
+
+#: Scopes whose keyword corpus a shard remembers until its next write (then forgotten).
+_CORPORA_KEPT = 256
+
+
 @dataclass(slots=True)
 class _Shard:
     shard: EdgeShard
     #: created with the whole-document BM25 vector (shards made before it was added lack it)
     document_keywords: bool
     writes: threading.Lock = field(default_factory=threading.Lock)
+    #: per Scope, whether its points are all its tenant's points here (`_keyword_corpus`);
+    #: valid until the next write, which clears it while holding `writes`
+    whole_tenant: dict[Scope, bool] = field(default_factory=dict)
+
+    def update(self, operation: UpdateOperation) -> None:
+        """Apply one write and make it durable; the caller holds `writes`."""
+        self.whole_tenant.clear()
+        self.shard.update(operation)
+        self.shard.flush()
 
 
 class EdgeIndex:
@@ -153,8 +174,7 @@ class EdgeIndex:
         points = [self._point(passage, document_keywords) for passage in passages]
         held = existing or self._open(collection)
         with held.writes, _engine_errors(collection):
-            held.shard.update(UpdateOperation.upsert_points(points))
-            held.shard.flush()
+            held.update(UpdateOperation.upsert_points(points))
 
     def document_keywords(self, collection: str) -> bool:
         held = self._existing(collection)
@@ -248,10 +268,9 @@ class EdgeIndex:
         with held.writes, _engine_errors(collection):
             updated = held.shard.count(CountRequest(exact=True, filter=where))
             if updated:
-                held.shard.update(
+                held.update(
                     UpdateOperation.set_payload_by_filter(where, {PayloadKey.ORG_ID: scope.org_id})
                 )
-                held.shard.flush()
         return updated
 
     def optimize(self) -> list[str]:
@@ -302,8 +321,7 @@ class EdgeIndex:
         with held.writes, _engine_errors(collection):
             deleted = held.shard.count(CountRequest(exact=True, filter=where))
             if deleted:
-                held.shard.update(UpdateOperation.delete_points_by_filter(where))
-                held.shard.flush()
+                held.update(UpdateOperation.delete_points_by_filter(where))
         return deleted
 
     def _existing(self, collection: str) -> _Shard | None:
@@ -386,39 +404,36 @@ class EdgeIndex:
         with_payload: bool | list[str],
     ) -> list[list[ScoredPoint]]:
         where = _scope_filter(scope)
-        requests = [self._leg_request(leg, where, with_payload) for leg in legs]
+        queries = [self._leg_query(leg) for leg in legs]  # checked before anything is read
         held = self._existing(collection)
-        if held is None or not requests:
+        if held is None or not legs:
             return [[] for _ in legs]
         # A collection made before document keyword vectors finds nothing on that leg.
         runs = [held.document_keywords or leg.kind is not LegKind.DOCUMENT_KEYWORD for leg in legs]
-        with _engine_errors(collection):
-            found = iter(
-                held.shard.query_batch(
-                    QueryBatchRequest([r for r, run in zip(requests, runs, strict=True) if run])
+        with _engine_errors(collection), _keyword_corpus(held, scope, where) as corpus:
+            requests = [
+                QueryRequest(
+                    limit=leg.limit,
+                    query=query,
+                    filter=where,
+                    score_threshold=leg.floor,
+                    with_payload=with_payload,
+                    # IDF over the scope's points only: other tenants' must not move scores.
+                    params=None if leg.kind is LegKind.DENSE else _idf_over(corpus),
                 )
-            )
+                for leg, query, run in zip(legs, queries, runs, strict=True)
+                if run
+            ]
+            found = iter(held.shard.query_batch(QueryBatchRequest(requests)))
         return [next(found) if run else [] for run in runs]
 
-    def _leg_request(self, leg: Leg, where: Filter, with_payload: bool | list[str]) -> QueryRequest:
+    def _leg_query(self, leg: Leg) -> Query:
         if leg.kind is LegKind.DENSE and leg.dense is not None:
-            query = Query.Nearest(self._dense(leg.dense), using=DENSE_VECTOR)
-            params = None
-        elif leg.sparse is not None:
+            return Query.Nearest(self._dense(leg.dense), using=DENSE_VECTOR)
+        if leg.kind is not LegKind.DENSE and leg.sparse is not None:
             using = SPARSE_VECTOR if leg.kind is LegKind.KEYWORD else DOCUMENT_SPARSE_VECTOR
-            query = Query.Nearest(_sparse(leg.sparse), using=using)
-            # IDF over the scope only: other tenants' documents must not move our scores.
-            params = SearchParams(idf=IdfParams(corpus=where))
-        else:
-            raise ValueError(f"a {leg.kind} leg without its vector")
-        return QueryRequest(
-            limit=leg.limit,
-            query=query,
-            filter=where,
-            score_threshold=leg.floor,
-            with_payload=with_payload,
-            params=params,
-        )
+            return Query.Nearest(_sparse(leg.sparse), using=using)
+        raise ValueError(f"a {leg.kind} leg without its vector")
 
     def _dense(self, vector: Sequence[float]) -> list[float]:
         if len(vector) != self._dense_dim:
@@ -435,6 +450,43 @@ def _engine_errors(collection: str) -> Iterator[None]:
         raise
     except Exception as exc:
         raise IndexUnavailableError(f"Qdrant Edge failed on {collection!r}: {exc}") from exc
+
+
+@contextmanager
+def _keyword_corpus(held: _Shard, scope: Scope, where: Filter) -> Iterator[Filter]:
+    """The points keyword legs compute IDF over: the scope's (`where`), never more.
+
+    Edge evaluates that filter on every posting of every query term, which made the two
+    keyword legs most of a turn's ranking call. When the scope holds every point its
+    tenant has in this shard (one KB, nothing above the caller's clearance), the tenant
+    condition alone selects the very same points, at about a third of the cost (README,
+    "Benchmarks"). Whether it does is counted once per scope after each write, and no
+    write can land between that check and the search: the search holds `writes`, and
+    while a write holds it the search uses `where` (it never waits)."""
+    if not held.writes.acquire(blocking=False):
+        yield where
+        return
+    try:
+        yield _tenant_filter(scope) if _holds_whole_tenant(held, scope, where) else where
+    finally:
+        held.writes.release()
+
+
+def _holds_whole_tenant(held: _Shard, scope: Scope, where: Filter) -> bool:
+    """Whether the scope's points are all its tenant's points in the shard (live points
+    only: both counts skip deleted ones). The caller holds `writes`."""
+    known = held.whole_tenant.get(scope)
+    if known is None:
+        if len(held.whole_tenant) >= _CORPORA_KEPT:
+            held.whole_tenant.clear()
+        in_scope = held.shard.count(CountRequest(exact=True, filter=where))
+        in_tenant = held.shard.count(CountRequest(exact=True, filter=_tenant_filter(scope)))
+        known = held.whole_tenant[scope] = in_scope == in_tenant
+    return known
+
+
+def _idf_over(corpus: Filter) -> SearchParams:
+    return SearchParams(idf=IdfParams(corpus=corpus))
 
 
 def _checked_collection(collection: str) -> str:

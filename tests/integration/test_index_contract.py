@@ -582,6 +582,37 @@ def test_keyword_scores_ignore_other_tenants_documents(index: Index, collection:
     [after] = index.query(collection, scope(), [keyword_leg(10, 11)]).legs
     assert [h.point_id for h in after] == [h.point_id for h in before]
     assert [h.score for h in after] == pytest.approx([h.score for h in before])
+    index.delete_document(collection, scope(tenant="t2"), "doc1")
+    [gone] = index.query(collection, scope(), [keyword_leg(10, 11)]).legs
+    assert [h.score for h in gone] == pytest.approx([h.score for h in before])
+
+
+def test_keyword_scores_ignore_the_tenants_other_kbs_and_restricted_documents(
+    index: Index, collection: str
+) -> None:
+    """IDF counts only the scope's points: documents of the tenant's other KBs and those
+    above the caller's clearance move no score, whether written after the scope was last
+    searched or deleted since (Edge then computes IDF over the tenant alone)."""
+
+    def scores() -> dict[str, float]:
+        [hits] = index.query(collection, scope(), [keyword_leg(10, 11)]).legs
+        return {hit.point_id: hit.score for hit in hits}
+
+    index.upsert(collection, [passage(idx=i, terms=(1, 10 + i)) for i in range(4)])
+    before = scores()
+    others = [
+        *(passage(kb="kb-other", doc="other", idx=i, terms=(10,)) for i in range(10)),
+        *(
+            passage(doc="secret", idx=i, terms=(10,), label=Classification.RESTRICTED)
+            for i in range(10)
+        ),
+    ]
+    for extra in (others[:10], others[10:]):
+        index.upsert(collection, extra)
+        assert scores() == pytest.approx(before)
+    index.delete_document(collection, scope(kbs=("kb-other",)), "other")
+    index.delete_document(collection, scope(clearance=Classification.RESTRICTED), "secret")
+    assert scores() == pytest.approx(before)
 
 
 def test_bad_input_is_rejected(index: Index, collection: str) -> None:
