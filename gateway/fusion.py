@@ -115,27 +115,19 @@ def fuse(
 ) -> list[Candidate[H]]:
     """Candidates best first: documents by weighted fusion, each by its best passages."""
     passages: dict[str, Candidate[H]] = {}
-    scored: list[_LegScores] = []
+    by_kb: dict[str, list[_LegScores]] = defaultdict(list)
     for leg in legs:
         if leg.weight <= 0 or not leg.hits:
             continue
-        for hit in leg.hits:
-            candidate = passages.get(hit.point_id)
-            if candidate is None:
-                candidate = passages[hit.point_id] = Candidate(point_id=hit.point_id, hit=hit)
-            candidate.legs.add(leg.kind)
-            _note_channel_score(candidate, leg.kind, hit.score)
+        _note_hits(passages, leg)
         scores = _score_leg(leg, method, k)
         if leg.kind is LegKind.DOCUMENT_KEYWORD:
             scores = replace(scores, ranks_passages=False)
-        scored.append(scores)
+        by_kb[leg.kb_id].append(scores)
     by_document: dict[tuple[str, str], list[Candidate[H]]] = defaultdict(list)
     for candidate in passages.values():
         document = candidate.document_key
-        kb_id = document[0]
-        for leg_scores in scored:
-            if leg_scores.kb_id != kb_id:
-                continue
+        for leg_scores in by_kb[document[0]]:
             if leg_scores.ranks_passages:
                 candidate.passage_score += leg_scores.passages.get(
                     candidate.point_id, leg_scores.absent
@@ -148,6 +140,24 @@ def fuse(
         for passage in sorted(group, key=_passage_order)[:passages_per_document]
     ]
     return sorted(chosen, key=lambda c: (-c.score, -c.passage_score, c.point_id))
+
+
+def _note_hits(passages: dict[str, Candidate[H]], leg: RankedLeg[H]) -> None:
+    """Add the leg's hits to `passages`, noting the leg and each passage's best raw score
+    per channel (cosine for dense, BM25 for keyword; a whole document's BM25 is not the
+    passage's)."""
+    kind = leg.kind
+    dense, keyword = kind is LegKind.DENSE, kind is LegKind.KEYWORD
+    for hit in leg.hits:
+        candidate = passages.get(hit.point_id)
+        if candidate is None:
+            candidate = passages[hit.point_id] = Candidate(point_id=hit.point_id, hit=hit)
+        candidate.legs.add(kind)
+        score = hit.score
+        if dense and (candidate.dense_score is None or score > candidate.dense_score):
+            candidate.dense_score = score
+        elif keyword and (candidate.keyword_score is None or score > candidate.keyword_score):
+            candidate.keyword_score = score
 
 
 def _score_leg(leg: RankedLeg[H], method: FusionMethod, k: int) -> _LegScores:
@@ -171,18 +181,22 @@ def _rank_scores(leg: RankedLeg[H], k: int) -> _LegScores:
 def _normalised_scores(leg: RankedLeg[H]) -> _LegScores:
     """weight * score / the leg's best score; what the leg missed counts as its last hit."""
     top = max(hit.score for hit in leg.hits)
-
-    def normalised(score: float) -> float:
-        return leg.weight * max(score, 0.0) / top if top > 0 else 0.0
-
+    weight = leg.weight if top > 0 else 0.0
+    divisor = top if top > 0 else 1.0
     passages: dict[str, float] = {}
     documents: dict[tuple[str, str], float] = {}
     for hit in leg.hits:
-        value = normalised(hit.score)
-        passages[hit.point_id] = max(value, passages.get(hit.point_id, 0.0))
-        document = _document_key(hit)
-        documents[document] = max(value, documents.get(document, 0.0))
-    lowest = normalised(min(hit.score for hit in leg.hits))
+        value = weight * max(hit.score, 0.0) / divisor
+        if value > passages.get(hit.point_id, 0.0):
+            passages[hit.point_id] = value
+        else:
+            passages.setdefault(hit.point_id, value)
+        document = (hit.ref.knowledge_base_id, hit.ref.document_id)
+        if value > documents.get(document, 0.0):
+            documents[document] = value
+        else:
+            documents.setdefault(document, value)
+    lowest = weight * max(min(hit.score for hit in leg.hits), 0.0) / divisor
     return _LegScores(leg.kb_id, passages, documents, absent=lowest)
 
 
@@ -192,17 +206,6 @@ def _document_key(hit: RankedHit) -> tuple[str, str]:
 
 def _passage_order(candidate: Candidate[H]) -> tuple[float, int]:
     return (-candidate.passage_score, candidate.hit.ref.passage_index)
-
-
-def _note_channel_score(candidate: Candidate[H], kind: LegKind, score: float) -> None:
-    """Keep each channel's best raw score of the passage itself (cosine for dense, BM25
-    for keyword); a whole document's BM25 is not the passage's."""
-    if kind is LegKind.DENSE:
-        best = candidate.dense_score
-        candidate.dense_score = score if best is None else max(best, score)
-    elif kind is LegKind.KEYWORD:
-        best = candidate.keyword_score
-        candidate.keyword_score = score if best is None else max(best, score)
 
 
 def cap_per_knowledge_base(

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from gateway.inflight import TurnsInFlight
 from gateway.ratelimit import InProcessLimiter, RateLimiter, RedisLimiter
 from gateway.redaction import RedactionCache, Redactor
 from gateway.telemetry import Telemetry
@@ -66,6 +67,8 @@ class Services:
     # redact retrieved texts through a cache; both caches are partitioned by tenant.
     query_embeddings: QueryEmbeddings
     redaction_cache: RedactionCache
+    #: a lone turn makes its blocking calls in its own thread (`gateway.inflight`)
+    turns: TurnsInFlight
     # One writer per document at a time in this process: replacing is read-then-write.
     document_locks: KeyedLocks = field(default_factory=KeyedLocks)
 
@@ -113,7 +116,8 @@ async def build_services(
     `engine`, an (index, name) pair (tests run the same suite on qdrant-client local mode).
     """
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    store, store_engine = await build_store(config)
+    turns = TurnsInFlight()
+    store, store_engine = await build_store(config, alone=turns.alone)
     if engine is None:
         engine = await asyncio.to_thread(_build_index, config)
     index, index_engine = engine
@@ -144,10 +148,12 @@ async def build_services(
                 model.embed_queries,
                 max_texts=config.query_batch_max,
                 lanes=config.query_batch_lanes,
+                alone=turns.alone,
             ),
             LruCache(config.query_cache_size),
         ),
         redaction_cache=LruCache(config.redaction_cache_size),
+        turns=turns,
     )
 
 
@@ -187,14 +193,17 @@ def _build_rate_limiter(config: Config, telemetry: Telemetry) -> RateLimiter:
     return InProcessLimiter(config.rate_limit_per_s, config.rate_limit_burst)
 
 
-async def build_store(config: Config) -> tuple[SettingsStore, str]:
+async def build_store(
+    config: Config, *, alone: Callable[[], bool] = lambda: False
+) -> tuple[SettingsStore, str]:
+    """The configured store; `alone` as `SqliteStore.open` takes it (Redis has no use)."""
     if config.redis_url:
         from settings.redis_store import RedisStore
 
         return RedisStore.connect(config.redis_url, config.redis_timeout_s), "redis"
     from settings.sqlite_store import SqliteStore
 
-    return await SqliteStore.open(config.data_dir / "kbgate.sqlite3"), "sqlite"
+    return await SqliteStore.open(config.data_dir / "kbgate.sqlite3", alone=alone), "sqlite"
 
 
 def _build_index(config: Config) -> tuple[Index, str]:

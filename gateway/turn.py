@@ -339,6 +339,17 @@ async def retrieve(
     variations: Sequence[str],
 ) -> TurnResult:
     """Run one retrieval turn for the principal's agent."""
+    with services.turns.running():
+        return await _retrieve(services, principal, agent_id, question, variations)
+
+
+async def _retrieve(
+    services: Services,
+    principal: Principal,
+    agent_id: str,
+    question: str,
+    variations: Sequence[str],
+) -> TurnResult:
     validate_question(services, question, variations)
     timings: dict[str, float] = {}
     started = time.perf_counter()

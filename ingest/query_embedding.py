@@ -2,7 +2,9 @@
 
 `QueryBatcher` embeds the questions of concurrent turns in shared model calls. It never
 waits on purpose: while fewer than `lanes` batches run, a request starts one at once (a
-lone caller pays nothing); requests that arrive while every lane is busy queue up and
+lone caller pays nothing, and when `alone()` says no other work is in flight its
+questions are embedded in the calling thread, without the hop to a worker and back);
+requests that arrive while every lane is busy queue up and
 go together in the next batch a lane starts, up to `max_texts` distinct texts. Each
 batch runs single-threaded in a worker thread, outside the GIL, so lanes are how the
 model's work spreads over the cores. One lane left a core idle at eight callers: every
@@ -38,9 +40,17 @@ class _Request:
 class QueryBatcher:
     """Concurrent `embed` calls share model calls; results are exactly the embedder's."""
 
-    def __init__(self, embed: EmbedFn, *, max_texts: int, lanes: int = 1) -> None:
+    def __init__(
+        self,
+        embed: EmbedFn,
+        *,
+        max_texts: int,
+        lanes: int = 1,
+        alone: Callable[[], bool] = lambda: False,
+    ) -> None:
         """`embed` is a blocking `Embedder.embed_queries`; it runs in worker threads, at most
-        `lanes` calls at a time."""
+        `lanes` calls at a time, or in the calling thread when no batch is queued or
+        running and `alone()` is true (the gateway: this is the only turn in flight)."""
         if max_texts < 1:
             raise ValueError("max_texts must be at least 1")
         if lanes < 1:
@@ -48,6 +58,7 @@ class QueryBatcher:
         self._embed = embed
         self._max_texts = max_texts
         self._lanes = lanes
+        self._alone = alone
         self._queue: deque[_Request] = deque()
         self._drainers: list[asyncio.Task[None]] = []
         #: model calls made and texts sent, for tests and benchmarks
@@ -59,6 +70,13 @@ class QueryBatcher:
         if not texts:
             return []
         loop = asyncio.get_running_loop()
+        if self._idle(loop):
+            # Requests already received get to start first: a turn that embedded in place
+            # before they could count themselves would keep the loop from them, and each
+            # next turn would again find itself alone.
+            await asyncio.sleep(0)
+            if self._idle(loop):
+                return self._embed_here(texts)
         request = _Request(tuple(texts), loop.create_future())
         self._queue.append(request)
         if any(d.get_loop() is not loop for d in self._drainers):
@@ -92,6 +110,18 @@ class QueryBatcher:
             for request in batch:
                 if not request.future.done():
                     request.future.set_result([by_text[text] for text in request.texts])
+
+    def _idle(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """No batch queued or running here, and `alone()`."""
+        running = any(not d.done() and d.get_loop() is loop for d in self._drainers)
+        return not self._queue and not running and self._alone()
+
+    def _embed_here(self, texts: Sequence[str]) -> list[Embedding]:
+        distinct = list(dict.fromkeys(texts))
+        vectors = dict(zip(distinct, self._embed(distinct), strict=True))
+        self.calls += 1
+        self.texts_embedded += len(distinct)
+        return [vectors[text] for text in texts]
 
     def _take(self) -> list[_Request]:
         """Whole requests, oldest first, up to `max_texts` texts (at least one request)."""

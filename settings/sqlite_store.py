@@ -3,7 +3,10 @@
 Open it with `await SqliteStore.open(path)`; the constructor takes a connection
 that `open` has already configured. One connection (WAL, foreign keys on) is
 shared by every call and guarded by a lock; statements run in worker threads
-(`asyncio.to_thread`), never on the event loop. Records are kept as msgspec JSON
+(`asyncio.to_thread`), never on the event loop, with one exception: a turn record written
+while `alone()` says no other turn is in flight is written in the calling thread when the
+connection is free, and only if no other process holds the database (it never waits
+there: a busy database sends it to a worker thread like the rest). Records are kept as msgspec JSON
 in a `record` column beside the key columns used for lookups and uniqueness.
 
 Beyond the protocol: creating a workspace of an unknown org, or putting a KB or
@@ -17,7 +20,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -95,6 +98,29 @@ def _encode(record: msgspec.Struct) -> str:
     return msgspec.json.encode(record).decode()
 
 
+#: how long a statement waits for another process's lock on the database (SQLite's busy timeout)
+_BUSY_TIMEOUT_MS = 5000
+
+
+class _DatabaseBusyError(Exception):
+    """Another process holds the database: the work is retried where it may wait."""
+
+
+def _without_waiting(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    """Run `work` with SQLite's busy timeout at 0: the event loop's thread never waits."""
+    conn.execute("PRAGMA busy_timeout=0")
+    try:
+        return work(conn)
+    except sqlite3.OperationalError as error:
+        if error.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            raise _DatabaseBusyError from error
+        raise StoreUnavailableError(f"sqlite: {error}") from error
+    except sqlite3.Error as error:
+        raise StoreUnavailableError(f"sqlite: {error}") from error
+    finally:
+        conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+
+
 @contextmanager
 def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
     """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
@@ -111,9 +137,12 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
 class SqliteStore:
     """SettingsStore on one SQLite file; see the module docstring."""
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(
+        self, connection: sqlite3.Connection, *, alone: Callable[[], bool] = lambda: False
+    ) -> None:
         """Wrap a connection prepared by `open` (use `await SqliteStore.open(path)`)."""
         self._conn: sqlite3.Connection | None = connection
+        self._alone = alone
         self._lock = threading.Lock()
         self._org = msgspec.json.Decoder(Org)
         self._workspace = msgspec.json.Decoder(Workspace)
@@ -124,15 +153,18 @@ class SqliteStore:
         self._turn = msgspec.json.Decoder(TurnRecord)
 
     @classmethod
-    async def open(cls, path: Path) -> SqliteStore:
-        """Open (creating if needed) the database file and its schema."""
-        return cls(await asyncio.to_thread(cls._connect, path))
+    async def open(cls, path: Path, *, alone: Callable[[], bool] = lambda: False) -> SqliteStore:
+        """Open (creating if needed) the database file and its schema. `alone`: whether the
+        caller's turn is the only one in flight (turn records are then written in place)."""
+        return cls(await asyncio.to_thread(cls._connect, path), alone=alone)
 
     @staticmethod
     def _connect(path: Path) -> sqlite3.Connection:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
         except (OSError, sqlite3.Error) as error:
             raise StoreUnavailableError(f"cannot open {path}: {error}") from error
         try:
@@ -144,6 +176,18 @@ class SqliteStore:
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         return await asyncio.to_thread(self._locked, work)
+
+    async def _run_in_place_if_alone(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work` in this thread when the caller is alone and neither this connection nor
+        the database is busy; otherwise in a worker thread, as `_run`."""
+        if self._alone() and self._lock.acquire(blocking=False):
+            try:
+                if self._conn is not None:
+                    with suppress(_DatabaseBusyError):
+                        return _without_waiting(self._conn, work)
+            finally:
+                self._lock.release()
+        return await self._run(work)
 
     def _locked(self, work: Callable[[sqlite3.Connection], T]) -> T:
         # A thread lock, not an asyncio one: a cancelled caller must not let the
@@ -376,7 +420,7 @@ class SqliteStore:
             finally:
                 conn.execute("PRAGMA synchronous=FULL")
 
-        await self._run(work)
+        await self._run_in_place_if_alone(work)
 
     async def get_turn(self, tenant_id: str, turn_id: str) -> TurnRecord | None:
         """The tenant's turn if it exists and has not expired."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,9 @@ from gateway import knowledge, provisioning, turn
 from gateway.auth import Principal
 from gateway.services import Services, build_services
 from gateway.telemetry import Telemetry, build_logger
-from ingest.embedding import FastEmbedder
+from ingest.embedding import Embedding, FastEmbedder
+from ingest.lru import LruCache
+from ingest.query_embedding import QueryBatcher, QueryEmbeddings
 from settings.config import load_config
 from settings.records import Role
 
@@ -130,3 +133,32 @@ async def test_batched_embeddings_equal_the_embedders_own(services: Services) ->
     for alone, [together] in zip(direct, batched, strict=True):
         assert together.sparse == alone.sparse
         assert together.dense == pytest.approx(alone.dense, abs=1e-4)
+
+
+async def test_a_turn_alone_embeds_in_place_and_overlapping_turns_in_workers(
+    services: Services,
+) -> None:
+    """A turn counts itself while it runs: a turn alone embeds its question in the event
+    loop's thread (no hop to a worker); once other turns are in flight, questions are
+    embedded in worker threads, leaving the loop to the others. (Started together, the
+    first turn may reach its embedding before the others have begun: it is alone then.)"""
+    calls: list[tuple[int, bool]] = []
+
+    def embed(texts: Sequence[str]) -> list[Embedding]:
+        calls.append((services.turns.count, threading.get_ident() == loop_thread))
+        return services.embedder.embed_queries(texts)
+
+    loop_thread = threading.get_ident()
+    services.query_embeddings = QueryEmbeddings(
+        QueryBatcher(embed, max_texts=32, lanes=2, alone=services.turns.alone), LruCache(0)
+    )
+    principal = _principal()
+    for question, _ in QUESTIONS[:2]:
+        await turn.retrieve(services, principal, AGENT, question, [])
+    assert calls == [(1, True), (1, True)]
+    calls.clear()
+    await asyncio.gather(*(turn.retrieve(services, principal, AGENT, q, []) for q, _ in QUESTIONS))
+    assert calls
+    assert any(count > 1 for count, _ in calls)
+    assert all(in_loop == (count == 1) for count, in_loop in calls)
+    assert services.turns.count == 0

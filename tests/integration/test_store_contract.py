@@ -9,6 +9,8 @@ through testcontainers, skipped without a Docker engine. Redis-only behaviour
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -66,13 +68,15 @@ class Backend(Protocol):
 @dataclass
 class SqliteBackend:
     path: Path
+    #: as when the gateway runs one turn alone: turn records are written in place
+    alone: bool = False
 
     async def open(self) -> SettingsStore:
-        return await SqliteStore.open(self.path)
+        return await SqliteStore.open(self.path, alone=lambda: self.alone)
 
     async def reopen(self, store: SettingsStore) -> SettingsStore:
         await store.close()
-        return await SqliteStore.open(self.path)
+        return await SqliteStore.open(self.path, alone=lambda: self.alone)
 
 
 @dataclass
@@ -119,14 +123,15 @@ def redis_container_url() -> Iterator[str]:
 
 
 SQLITE = pytest.param("sqlite", id="sqlite")
+SQLITE_ALONE = pytest.param("sqlite-alone", id="sqlite-alone")
 REDIS = pytest.param("redis", id="redis")
 REDIS_CONTAINER = pytest.param("redis-container", id="redis-container", marks=pytest.mark.docker)
 
 
 def _backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     name: str = request.param
-    if name == "sqlite":
-        return SqliteBackend(tmp_path / "data" / "settings.sqlite3")
+    if name.startswith("sqlite"):
+        return SqliteBackend(tmp_path / "data" / "settings.sqlite3", alone=name == "sqlite-alone")
     if name == "redis":
         server: RedisServer = request.getfixturevalue("redis_server")
         return RedisBackend(server.url, server)
@@ -134,7 +139,7 @@ def _backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     return RedisBackend(url, None)
 
 
-@pytest.fixture(params=[SQLITE, REDIS, REDIS_CONTAINER])
+@pytest.fixture(params=[SQLITE, SQLITE_ALONE, REDIS, REDIS_CONTAINER])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     return _backend(request, tmp_path)
 
@@ -589,6 +594,39 @@ async def test_sqlite_purges_expired_turns_and_refuses_after_close(tmp_path: Pat
         await store.ping()
     with pytest.raises(StoreUnavailableError):
         await store.get_org("acme")
+
+
+async def test_sqlite_lone_turn_record_never_waits_on_the_event_loop(tmp_path: Path) -> None:
+    """A lone turn's record is written in place only when nothing holds the database: while
+    another connection (another process) holds its write lock, or this store's own
+    connection is busy in a worker thread, the write goes to a worker thread, the event
+    loop keeps running, and the record lands once the holder lets go."""
+    path = tmp_path / "settings.sqlite3"
+    store = await SqliteStore.open(path, alone=lambda: True)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        writing = asyncio.create_task(store.put_turn(turn("held-by-another"), ttl_s=60))
+        started = time.perf_counter()
+        await asyncio.sleep(0.2)
+        assert time.perf_counter() - started < 1.0  # the loop was not stuck in SQLite
+        assert not writing.done()
+        other.execute("COMMIT")
+        await asyncio.wait_for(writing, timeout=10)
+        assert await store.get_turn(TURN_TENANT, "held-by-another") == turn("held-by-another")
+
+        release = threading.Event()
+        busy = asyncio.create_task(store._run(lambda conn: release.wait(10)))
+        await asyncio.sleep(0.05)  # the worker thread now holds the connection
+        writing = asyncio.create_task(store.put_turn(turn("after-busy"), ttl_s=60))
+        await asyncio.sleep(0.2)
+        assert not writing.done()
+        release.set()
+        await asyncio.wait_for(asyncio.gather(busy, writing), timeout=10)
+        assert await store.get_turn(TURN_TENANT, "after-busy") == turn("after-busy")
+    finally:
+        other.close()
+        await store.close()
 
 
 # --- Redis only -----------------------------------------------------------------

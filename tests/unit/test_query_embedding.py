@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
+from gateway.inflight import TurnsInFlight
 from ingest.embedding import Embedding
 from ingest.lru import LruCache
 from ingest.query_embedding import QueryBatcher, QueryEmbeddings
@@ -194,3 +195,70 @@ def test_one_batcher_serves_successive_event_loops() -> None:
     second = asyncio.run(batcher.embed(["in the second loop"]))
     assert first == model.expected(["in the first loop"])
     assert second == model.expected(["in the second loop"])
+
+
+class ThreadRecordingModel(GatedModel):
+    """A GatedModel that also records the thread each call ran in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[int] = []
+
+    def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
+        self.threads.append(threading.get_ident())
+        return super().embed_queries(texts)
+
+
+async def test_a_caller_alone_is_embedded_in_its_own_thread() -> None:
+    """When `alone()` says no other turn is in flight, the model runs in the calling thread
+    (no hop to a worker); otherwise in a worker thread. The vectors are the same, and a
+    text asked twice is embedded once either way."""
+    model = ThreadRecordingModel()
+    alone = True
+    batcher = QueryBatcher(model.embed_queries, max_texts=32, lanes=2, alone=lambda: alone)
+    here = await batcher.embed(["a question", "a variation", "a question"])
+    alone = False
+    away = await batcher.embed(["a question", "a variation", "a question"])
+    assert here == away == model.expected(["a question", "a variation", "a question"])
+    assert model.threads[0] == threading.get_ident()
+    assert model.threads[1] != threading.get_ident()
+    assert model.batches == [["a question", "a variation"]] * 2
+    assert (batcher.calls, batcher.texts_embedded) == (2, 4)
+
+
+async def test_a_caller_alone_still_queues_behind_a_batch_in_flight() -> None:
+    """A batch running in a worker means the caller is not alone after all: its request
+    queues for the next batch instead of blocking the event loop on the model."""
+    model = ThreadRecordingModel()
+    model.gate.clear()
+    alone = False
+    batcher = QueryBatcher(model.embed_queries, max_texts=32, alone=lambda: alone)
+    first = asyncio.create_task(batcher.embed(["first"]))
+    await _until(lambda: len(model.batches) == 1)
+    alone = True
+    second = asyncio.create_task(batcher.embed(["second"]))
+    await asyncio.sleep(0.02)  # the loop still runs: nothing waits on the gate here
+    assert not second.done()
+    model.gate.set()
+    assert await asyncio.wait_for(second, timeout=5) == model.expected(["second"])
+    await first
+    assert model.batches == [["first"], ["second"]]
+    assert threading.get_ident() not in model.threads
+
+
+async def test_turns_started_together_do_not_each_find_themselves_alone() -> None:
+    """Before embedding in place, a caller alone yields to the event loop once: a turn
+    started in the same moment counts itself meanwhile, so neither runs the model in the
+    loop's thread (each would otherwise keep the other from starting, one after another)."""
+    model = ThreadRecordingModel()
+    turns = TurnsInFlight()
+    batcher = QueryBatcher(model.embed_queries, max_texts=32, lanes=2, alone=turns.alone)
+
+    async def one_turn(text: str) -> list[Embedding]:
+        with turns.running():
+            return await batcher.embed([text])
+
+    results = await asyncio.gather(one_turn("first"), one_turn("second"))
+    assert results == [model.expected(["first"]), model.expected(["second"])]
+    assert len(model.threads) >= 1
+    assert threading.get_ident() not in model.threads
