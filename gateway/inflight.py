@@ -1,11 +1,11 @@
 """How many retrieval turns this process runs at this moment.
 
-A turn's blocking calls (its question's model run, its turn record's SQLite write) go to
-worker threads so that other turns can use the event loop meanwhile. A turn running
-alone has nobody to share the loop with, and each hop to a worker thread and back costs
-two thread wake-ups (about 0.2-0.3 ms each on these machines): the lone turn makes those
-calls in its own thread instead (README, "Benchmarks"). A request arriving during such a
-call waits for it, one model run (about 4 ms) at most.
+A turn's question is embedded in a worker thread so that other turns can use the event
+loop meanwhile (the model releases the GIL). A turn running alone has nobody to share the
+loop with, and the hop to a worker thread and back costs two thread wake-ups (about
+0.5 ms on these machines): the lone turn embeds in its own thread instead
+(`ingest.query_embedding`; README, "Benchmarks"). A request arriving during that model
+run waits for it, about 4 ms at most.
 """
 
 from __future__ import annotations

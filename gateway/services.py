@@ -67,7 +67,7 @@ class Services:
     # redact retrieved texts through a cache; both caches are partitioned by tenant.
     query_embeddings: QueryEmbeddings
     redaction_cache: RedactionCache
-    #: a lone turn makes its blocking calls in its own thread (`gateway.inflight`)
+    #: a lone turn embeds its question in its own thread (`gateway.inflight`)
     turns: TurnsInFlight
     # One writer per document at a time in this process: replacing is read-then-write.
     document_locks: KeyedLocks = field(default_factory=KeyedLocks)
@@ -117,7 +117,7 @@ async def build_services(
     """
     config.data_dir.mkdir(parents=True, exist_ok=True)
     turns = TurnsInFlight()
-    store, store_engine = await build_store(config, alone=turns.alone)
+    store, store_engine = await build_store(config)
     if engine is None:
         engine = await asyncio.to_thread(_build_index, config)
     index, index_engine = engine
@@ -193,17 +193,14 @@ def _build_rate_limiter(config: Config, telemetry: Telemetry) -> RateLimiter:
     return InProcessLimiter(config.rate_limit_per_s, config.rate_limit_burst)
 
 
-async def build_store(
-    config: Config, *, alone: Callable[[], bool] = lambda: False
-) -> tuple[SettingsStore, str]:
-    """The configured store; `alone` as `SqliteStore.open` takes it (Redis has no use)."""
+async def build_store(config: Config) -> tuple[SettingsStore, str]:
     if config.redis_url:
         from settings.redis_store import RedisStore
 
         return RedisStore.connect(config.redis_url, config.redis_timeout_s), "redis"
     from settings.sqlite_store import SqliteStore
 
-    return await SqliteStore.open(config.data_dir / "kbgate.sqlite3", alone=alone), "sqlite"
+    return await SqliteStore.open(config.data_dir / "kbgate.sqlite3"), "sqlite"
 
 
 def _build_index(config: Config) -> tuple[Index, str]:

@@ -258,7 +258,7 @@ async def test_turns_started_together_do_not_each_find_themselves_alone() -> Non
         with turns.running():
             return await batcher.embed([text])
 
-    results = await asyncio.gather(one_turn("first"), one_turn("second"))
-    assert results == [model.expected(["first"]), model.expected(["second"])]
+    first, second = await asyncio.gather(one_turn("first"), one_turn("second"))
+    assert (first, second) == (model.expected(["first"]), model.expected(["second"]))
     assert len(model.threads) >= 1
     assert threading.get_ident() not in model.threads
