@@ -338,97 +338,104 @@ async def retrieve(
     question: str,
     variations: Sequence[str],
 ) -> TurnResult:
-    """Run one retrieval turn for the principal's agent."""
+    """Run one retrieval turn for the principal's agent, counted while it runs
+    (`gateway.inflight`)."""
     with services.turns.running():
-        return await _retrieve(services, principal, agent_id, question, variations)
+        validate_question(services, question, variations)
+        timings: dict[str, float] = {}
+        started = time.perf_counter()
+        context = await plan_turn(services, principal, agent_id)
+        turn_id = "turn_" + secrets.token_urlsafe(16)
+        effective = {**_effective(context), "fusion_method": str(services.config.fusion_method)}
+        if not context.plans:
+            services.telemetry.count("turns_abstained")
+            return TurnResult(turn_id, True, [], {}, "", effective, reason="no_knowledge_base")
+        timings["plan"] = _ms_since(started)
 
-
-async def _retrieve(
-    services: Services,
-    principal: Principal,
-    agent_id: str,
-    question: str,
-    variations: Sequence[str],
-) -> TurnResult:
-    validate_question(services, question, variations)
-    timings: dict[str, float] = {}
-    started = time.perf_counter()
-    context = await plan_turn(services, principal, agent_id)
-    turn_id = "turn_" + secrets.token_urlsafe(16)
-    effective = {**_effective(context), "fusion_method": str(services.config.fusion_method)}
-    if not context.plans:
-        services.telemetry.count("turns_abstained")
-        return TurnResult(turn_id, True, [], {}, "", effective, reason="no_knowledge_base")
-    timings["plan"] = _ms_since(started)
-
-    mark = time.perf_counter()
-    embeddings = await embed_queries(services, principal.tenant_id, [question, *variations])
-    timings["embed"] = _ms_since(mark)
-
-    mark = time.perf_counter()
-    legs = await search_plans(
-        services, context.plans, embeddings, leg_limit=services.config.leg_limit
-    )
-    timings["search"] = _ms_since(mark)
-
-    mark = time.perf_counter()
-    fused = fuse(
-        legs,
-        method=services.config.fusion_method,
-        passages_per_document=services.config.passages_per_document,
-    )
-    limits = {plan.kb.kb_id: plan.top_k.value for plan in context.plans}
-    ranked = cap_per_knowledge_base(fused, limits, overall=max(limits.values()))
-    timings["fuse"] = _ms_since(mark)
-
-    mark = time.perf_counter()
-    chosen = await fetch_chosen(services, context.plans, ranked)
-    timings["fetch"] = _ms_since(mark)
-
-    texts = {c.point_id: c.hit.payload.text for c in chosen}
-    titles = {c.point_id: c.hit.payload.title for c in chosen}
-    _count(services, context, legs=legs, fused=fused, chosen=chosen)
-    if not chosen:
-        services.telemetry.count("turns_abstained")
-        return TurnResult(
-            turn_id, True, [], {}, "", effective, reason="nothing_above_floors", timings_ms=timings
-        )
-
-    # -- PII redaction (issue 6): what is fenced, recorded and returned is the redacted text
-    if context.redaction.value:
         mark = time.perf_counter()
-        entities = resolve_pii_entities(context.workspace.settings if context.workspace else None)
-        outgoing = {**texts, **{_TITLE + key: title for key, title in titles.items() if title}}
-        try:
-            redacted, counts = await asyncio.to_thread(
-                redact_texts_cached,
-                services.redactor,
-                services.redaction_cache,
-                principal.tenant_id,
-                outgoing,
-                entities.value,
-            )
-        except Exception as error:
-            # Fail closed: text that could not be redacted is never returned.
-            raise DependencyUnavailableError("redactor") from error
-        texts = {key: redacted[key] for key in texts}
-        titles = {key: redacted.get(_TITLE + key, title) for key, title in titles.items()}
-        count_redactions(services.telemetry, counts)
-        timings["redact"] = _ms_since(mark)
-    # -- end PII redaction
+        embeddings = await embed_queries(services, principal.tenant_id, [question, *variations])
+        timings["embed"] = _ms_since(mark)
 
-    mark = time.perf_counter()
-    blocks = [
-        EvidenceBlock(c.point_id, c.hit.payload.document_id, texts[c.point_id]) for c in chosen
-    ]
-    await _record(services, principal, agent_id, turn_id, chosen=chosen, texts=texts)
-    timings["record"] = _ms_since(mark)
-    timings["total"] = _ms_since(started)
-    for stage, value in timings.items():
-        services.telemetry.stage_seconds.labels(stage=f"turn_{stage}").observe(value / 1000)
-    return TurnResult(
-        turn_id, False, chosen, texts, fence(blocks), effective, timings_ms=timings, titles=titles
-    )
+        mark = time.perf_counter()
+        legs = await search_plans(
+            services, context.plans, embeddings, leg_limit=services.config.leg_limit
+        )
+        timings["search"] = _ms_since(mark)
+
+        mark = time.perf_counter()
+        fused = fuse(
+            legs,
+            method=services.config.fusion_method,
+            passages_per_document=services.config.passages_per_document,
+        )
+        limits = {plan.kb.kb_id: plan.top_k.value for plan in context.plans}
+        ranked = cap_per_knowledge_base(fused, limits, overall=max(limits.values()))
+        timings["fuse"] = _ms_since(mark)
+
+        mark = time.perf_counter()
+        chosen = await fetch_chosen(services, context.plans, ranked)
+        timings["fetch"] = _ms_since(mark)
+
+        texts = {c.point_id: c.hit.payload.text for c in chosen}
+        titles = {c.point_id: c.hit.payload.title for c in chosen}
+        _count(services, context, legs=legs, fused=fused, chosen=chosen)
+        if not chosen:
+            services.telemetry.count("turns_abstained")
+            return TurnResult(
+                turn_id,
+                True,
+                [],
+                {},
+                "",
+                effective,
+                reason="nothing_above_floors",
+                timings_ms=timings,
+            )
+
+        # -- PII redaction (issue 6): what is fenced, recorded and returned is the redacted text
+        if context.redaction.value:
+            mark = time.perf_counter()
+            entities = resolve_pii_entities(
+                context.workspace.settings if context.workspace else None
+            )
+            outgoing = {**texts, **{_TITLE + key: title for key, title in titles.items() if title}}
+            try:
+                redacted, counts = await asyncio.to_thread(
+                    redact_texts_cached,
+                    services.redactor,
+                    services.redaction_cache,
+                    principal.tenant_id,
+                    outgoing,
+                    entities.value,
+                )
+            except Exception as error:
+                # Fail closed: text that could not be redacted is never returned.
+                raise DependencyUnavailableError("redactor") from error
+            texts = {key: redacted[key] for key in texts}
+            titles = {key: redacted.get(_TITLE + key, title) for key, title in titles.items()}
+            count_redactions(services.telemetry, counts)
+            timings["redact"] = _ms_since(mark)
+        # -- end PII redaction
+
+        mark = time.perf_counter()
+        blocks = [
+            EvidenceBlock(c.point_id, c.hit.payload.document_id, texts[c.point_id]) for c in chosen
+        ]
+        await _record(services, principal, agent_id, turn_id, chosen=chosen, texts=texts)
+        timings["record"] = _ms_since(mark)
+        timings["total"] = _ms_since(started)
+        for stage, value in timings.items():
+            services.telemetry.stage_seconds.labels(stage=f"turn_{stage}").observe(value / 1000)
+        return TurnResult(
+            turn_id,
+            False,
+            chosen,
+            texts,
+            fence(blocks),
+            effective,
+            timings_ms=timings,
+            titles=titles,
+        )
 
 
 async def _record(
