@@ -99,7 +99,9 @@ _EDGE_CONFIG_FILE = "edge_config.json"
 
 
 def _scope_filter(scope: Scope, *extra: ConditionType) -> Filter:
-    """The only place a Scope becomes an Edge filter; `extra` narrows it further."""
+    """The only place a Scope becomes an Edge filter; `extra` narrows it further. (The
+    one other filter, `_tenant_filter`, is never a search filter: only keyword IDF's
+    corpus when it selects exactly this filter's points.)"""
     must: list[ConditionType] = [
         FieldCondition(key=PayloadKey.TENANT_ID, match=MatchValue(scope.tenant_id)),
         FieldCondition(key=PayloadKey.KNOWLEDGE_BASE_ID, match=MatchAny(sorted(scope.kb_ids))),
