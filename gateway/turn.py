@@ -392,30 +392,11 @@ async def retrieve(
                 timings_ms=timings,
             )
 
-        # -- PII redaction (issue 6): what is fenced, recorded and returned is the redacted text
+        # PII redaction (issue 6): what is fenced, recorded and returned is the redacted text
         if context.redaction.value:
             mark = time.perf_counter()
-            entities = resolve_pii_entities(
-                context.workspace.settings if context.workspace else None
-            )
-            outgoing = {**texts, **{_TITLE + key: title for key, title in titles.items() if title}}
-            try:
-                redacted, counts = await asyncio.to_thread(
-                    redact_texts_cached,
-                    services.redactor,
-                    services.redaction_cache,
-                    principal.tenant_id,
-                    outgoing,
-                    entities.value,
-                )
-            except Exception as error:
-                # Fail closed: text that could not be redacted is never returned.
-                raise DependencyUnavailableError("redactor") from error
-            texts = {key: redacted[key] for key in texts}
-            titles = {key: redacted.get(_TITLE + key, title) for key, title in titles.items()}
-            count_redactions(services.telemetry, counts)
+            texts, titles = await _redacted(services, context, texts, titles)
             timings["redact"] = _ms_since(mark)
-        # -- end PII redaction
 
         mark = time.perf_counter()
         blocks = [
@@ -436,6 +417,32 @@ async def retrieve(
             timings_ms=timings,
             titles=titles,
         )
+
+
+async def _redacted(
+    services: Services, context: TurnContext, texts: dict[str, str], titles: dict[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The passages' texts and titles with the workspace's PII entity types redacted,
+    through the per-workspace cache; fails closed (503) when redaction fails."""
+    entities = resolve_pii_entities(context.workspace.settings if context.workspace else None)
+    outgoing = {**texts, **{_TITLE + key: title for key, title in titles.items() if title}}
+    try:
+        redacted, counts = await asyncio.to_thread(
+            redact_texts_cached,
+            services.redactor,
+            services.redaction_cache,
+            context.principal.tenant_id,
+            outgoing,
+            entities.value,
+        )
+    except Exception as error:
+        # Fail closed: text that could not be redacted is never returned.
+        raise DependencyUnavailableError("redactor") from error
+    count_redactions(services.telemetry, counts)
+    return (
+        {key: redacted[key] for key in texts},
+        {key: redacted.get(_TITLE + key, title) for key, title in titles.items()},
+    )
 
 
 async def _record(
