@@ -73,15 +73,13 @@ class KbPlan:
 
     kb: KnowledgeBase
     scope: Scope
+    #: where the KB's passages live (`collection_for` its storage and org)
+    collection: str
     top_k: Resolved[int]
     score_threshold: Resolved[float]
     keyword_floor: float
     dense_weight: float
     keyword_weight: float
-
-    @property
-    def collection(self) -> str:
-        return collection_for(self.kb.storage, self.kb.org_id)
 
 
 @dataclass(slots=True)
@@ -155,6 +153,7 @@ async def plan_turn(services: Services, principal: Principal, agent_id: str) -> 
                     clearance=principal.clearance,
                     strict=strict.value,
                 ),
+                collection=collection_for(kb.storage, kb.org_id),
                 top_k=resolve_top_k(kb.settings, agent.settings, bounds, defaults),
                 score_threshold=resolve_score_threshold(
                     kb.settings, agent.settings, bounds, defaults
@@ -212,11 +211,10 @@ async def search_plans(
     async def one(plan: KbPlan) -> list[RankedLeg[RankedPoint]]:
         timeout_s = services.config.qdrant_timeout_s
         legs, result = await call_index(services.index.holds_the_gil, timeout_s, rank, plan)
-        hits = [list(found) for found in result.legs]
-        current = {hit.point_id for hit in newest_versions(h for leg in hits for h in leg)}
+        hits = _current_only([list(found) for found in result.legs])
         weights = leg_weights(plan, legs)
         return [
-            RankedLeg(plan.kb.kb_id, leg.kind, weights[leg.kind], _only(found, current))
+            RankedLeg(plan.kb.kb_id, leg.kind, weights[leg.kind], found)
             for leg, found in zip(legs, hits, strict=True)
         ]
 
@@ -283,8 +281,15 @@ async def _concurrently(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
     return list(await asyncio.gather(*calls))
 
 
-def _only(hits: Sequence[RankedPoint], keep: set[str]) -> list[RankedPoint]:
-    return [hit for hit in hits if hit.point_id in keep]
+def _current_only(legs: list[list[RankedPoint]]) -> list[list[RankedPoint]]:
+    """Each leg without the passages of a document's superseded version (`newest_versions`
+    over all legs at once: a replacement caught midway shows in any of them)."""
+    every = [hit for leg in legs for hit in leg]
+    current = newest_versions(every)
+    if len(current) == len(every):
+        return legs
+    keep = {hit.point_id for hit in current}
+    return [[hit for hit in leg if hit.point_id in keep] for leg in legs]
 
 
 def legs_for(
@@ -406,7 +411,7 @@ async def retrieve(
         timings["record"] = _ms_since(mark)
         timings["total"] = _ms_since(started)
         for stage, value in timings.items():
-            services.telemetry.stage_seconds.labels(stage=f"turn_{stage}").observe(value / 1000)
+            services.telemetry.observe_stage(f"turn_{stage}", value / 1000)
         return TurnResult(
             turn_id,
             False,

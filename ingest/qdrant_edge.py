@@ -23,11 +23,11 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from qdrant_edge import (
     CountRequest,
@@ -81,6 +81,7 @@ from ingest.payload import (
     REF_KEYS,
     TENANT_KEY,
     PassagePayload,
+    PassageRef,
     PayloadKey,
     Scope,
     from_payload,
@@ -91,6 +92,8 @@ from ingest.payload import (
 
 if TYPE_CHECKING:
     from qdrant_edge import ConditionType, PointId
+
+T = TypeVar("T")
 
 EDGE_DIR = "qdrant-edge"
 _SCROLL_PAGE = 256
@@ -114,7 +117,7 @@ def _scope_filter(scope: Scope, *extra: ConditionType) -> Filter:
 
 def _tenant_filter(scope: Scope) -> Filter:
     """The scope's tenant alone: never a search filter, only the corpus of keyword IDF
-    when it selects exactly the scope's points (`_keyword_corpus`)."""
+    when it selects exactly the scope's points (`_reading`)."""
     return Filter(
         must=[FieldCondition(key=PayloadKey.TENANT_ID, match=MatchValue(scope.tenant_id))]
     )
@@ -122,6 +125,9 @@ def _tenant_filter(scope: Scope) -> Filter:
 
 #: Scopes whose keyword corpus a shard remembers until its next write (then forgotten).
 _CORPORA_KEPT = 256
+#: Passage refs the open shards remember for ranking (`_Shard.refs`), shared out evenly;
+#: a shard at its share forgets all and starts over. About 500 bytes each: 16 MiB.
+_REFS_KEPT = 32_768
 
 
 @dataclass(slots=True)
@@ -130,13 +136,26 @@ class _Shard:
     #: created with the whole-document BM25 vector (shards made before it was added lack it)
     document_keywords: bool
     writes: threading.Lock = field(default_factory=threading.Lock)
-    #: per Scope, whether its points are all its tenant's points here (`_keyword_corpus`);
+    #: per Scope, whether its points are all its tenant's points here (`_reading`);
     #: valid until the next write, which clears it while holding `writes`
     whole_tenant: dict[Scope, bool] = field(default_factory=dict)
+    #: by point id, what ranking needs of points ranked before (`rank`): reading payloads
+    #: was half of a ranking call. Read and filled only while holding `writes`; a write
+    #: forgets the points whose payload it may change.
+    refs: dict[str, PassageRef] = field(default_factory=dict)
+    #: this shard's share of `_REFS_KEPT`, set as shards are opened
+    refs_kept: int = _REFS_KEPT
 
-    def update(self, operation: UpdateOperation) -> None:
-        """Apply one write and make it durable; the caller holds `writes`."""
+    def update(self, operation: UpdateOperation, *, rewrites: Sequence[str] | None) -> None:
+        """Apply one write and make it durable; the caller holds `writes`. `rewrites`: the
+        ids of the points whose payload it may change, None for any point's (a deleted
+        point needs no forgetting: no search finds it, and its id can only come back
+        through an upsert, which names it)."""
         self.whole_tenant.clear()
+        if rewrites is None:
+            self.refs.clear()
+        for point_id in rewrites or ():
+            self.refs.pop(point_id, None)
         self.shard.update(operation)
         self.shard.flush()
 
@@ -176,19 +195,22 @@ class EdgeIndex:
         points = [self._point(passage, document_keywords) for passage in passages]
         held = existing or self._open(collection)
         with held.writes, _engine_errors(collection):
-            held.update(UpdateOperation.upsert_points(points))
+            held.update(
+                UpdateOperation.upsert_points(points),
+                rewrites=[_point_id(passage.point_id) for passage in passages],
+            )
 
     def document_keywords(self, collection: str) -> bool:
         held = self._existing(collection)
         return held is not None and held.document_keywords
 
     def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
-        batches = self._query_batch(collection, scope, legs, with_payload=True)
-        return QueryResult(legs=tuple(tuple(map(_hit, points)) for points in batches))
+        found = self._query_batch(collection, scope, legs, _hits)
+        return QueryResult(legs=tuple(map(tuple, found)))
 
     def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
-        batches = self._query_batch(collection, scope, legs, with_payload=list(REF_KEYS))
-        return RankResult(legs=tuple(tuple(map(_ranked, points)) for points in batches))
+        found = self._query_batch(collection, scope, legs, _ranked_points)
+        return RankResult(legs=tuple(map(tuple, found)))
 
     def fetch(
         self, collection: str, scope: Scope, point_ids: Sequence[str]
@@ -271,7 +293,8 @@ class EdgeIndex:
             updated = held.shard.count(CountRequest(exact=True, filter=where))
             if updated:
                 held.update(
-                    UpdateOperation.set_payload_by_filter(where, {PayloadKey.ORG_ID: scope.org_id})
+                    UpdateOperation.set_payload_by_filter(where, {PayloadKey.ORG_ID: scope.org_id}),
+                    rewrites=None,
                 )
         return updated
 
@@ -323,7 +346,7 @@ class EdgeIndex:
         with held.writes, _engine_errors(collection):
             deleted = held.shard.count(CountRequest(exact=True, filter=where))
             if deleted:
-                held.update(UpdateOperation.delete_points_by_filter(where))
+                held.update(UpdateOperation.delete_points_by_filter(where), rewrites=())
         return deleted
 
     def _existing(self, collection: str) -> _Shard | None:
@@ -336,10 +359,10 @@ class EdgeIndex:
         return held
 
     def _get(self, collection: str, *, create: bool) -> _Shard | None:
-        path = self._root / _checked_collection(collection)
         held = self._shards.get(collection)  # open shards need no lock: loads hold it
         if held is not None and not self._closed:
             return held
+        path = self._root / _checked_collection(collection)
         with self._lock:
             if self._closed:
                 raise IndexUnavailableError("the Qdrant Edge index is closed")
@@ -348,6 +371,8 @@ class EdgeIndex:
                 with _engine_errors(collection):
                     held = self._load_or_create(path)
                 self._shards[collection] = held
+                for shard in self._shards.values():
+                    shard.refs_kept = _REFS_KEPT // len(self._shards)
             return held
 
     def _load_or_create(self, path: Path) -> _Shard:
@@ -398,13 +423,9 @@ class EdgeIndex:
         return Point(_point_id(passage.point_id), vectors, to_payload(passage.payload))
 
     def _query_batch(
-        self,
-        collection: str,
-        scope: Scope,
-        legs: Sequence[Leg],
-        *,
-        with_payload: bool | list[str],
-    ) -> list[list[ScoredPoint]]:
+        self, collection: str, scope: Scope, legs: Sequence[Leg], read: _Reader[T]
+    ) -> list[list[T]]:
+        """Every leg in one engine call, its points as `read` makes them."""
         where = _scope_filter(scope)
         queries = [self._leg_query(leg) for leg in legs]  # checked before anything is read
         held = self._existing(collection)
@@ -412,22 +433,26 @@ class EdgeIndex:
             return [[] for _ in legs]
         # A collection made before document keyword vectors finds nothing on that leg.
         runs = [held.document_keywords or leg.kind is not LegKind.DOCUMENT_KEYWORD for leg in legs]
-        with _engine_errors(collection), _keyword_corpus(held, scope, where) as corpus:
-            requests = [
-                QueryRequest(
-                    limit=leg.limit,
-                    query=query,
-                    filter=where,
-                    score_threshold=leg.floor,
-                    with_payload=with_payload,
-                    # IDF over the scope's points only: other tenants' must not move scores.
-                    params=None if leg.kind is LegKind.DENSE else _idf_over(corpus),
-                )
-                for leg, query, run in zip(legs, queries, runs, strict=True)
-                if run
-            ]
-            found = iter(held.shard.query_batch(QueryBatchRequest(requests)))
-        return [next(found) if run else [] for run in runs]
+        with _engine_errors(collection), _reading(held, scope, where) as (corpus, exclusive):
+
+            def search(with_payload: bool | list[str]) -> list[list[ScoredPoint]]:
+                requests = [
+                    QueryRequest(
+                        limit=leg.limit,
+                        query=query,
+                        filter=where,
+                        score_threshold=leg.floor,
+                        with_payload=with_payload,
+                        # IDF over the scope's points only: others' must not move scores.
+                        params=None if leg.kind is LegKind.DENSE else _idf_over(corpus),
+                    )
+                    for leg, query, run in zip(legs, queries, runs, strict=True)
+                    if run
+                ]
+                found = iter(held.shard.query_batch(QueryBatchRequest(requests)))
+                return [next(found) if run else [] for run in runs]
+
+            return read(held, scope, search, exclusive)
 
     def _leg_query(self, leg: Leg) -> Query:
         if leg.kind is LegKind.DENSE and leg.dense is not None:
@@ -455,8 +480,10 @@ def _engine_errors(collection: str) -> Iterator[None]:
 
 
 @contextmanager
-def _keyword_corpus(held: _Shard, scope: Scope, where: Filter) -> Iterator[Filter]:
-    """The points keyword legs compute IDF over: the scope's (`where`), never more.
+def _reading(held: _Shard, scope: Scope, where: Filter) -> Iterator[tuple[Filter, bool]]:
+    """(The points keyword legs compute IDF over, whether this read holds `writes`.)
+
+    The IDF corpus is the scope's points (`where`), never more.
 
     Edge evaluates that filter on every posting of every query term, which made the two
     keyword legs most of a turn's ranking call. When the scope holds every point its
@@ -464,12 +491,13 @@ def _keyword_corpus(held: _Shard, scope: Scope, where: Filter) -> Iterator[Filte
     condition alone selects the very same points, at about a third of the cost (README,
     "Benchmarks"). Whether it does is counted once per scope after each write, and no
     write can land between that check and the search: the search holds `writes`, and
-    while a write holds it the search uses `where` (it never waits)."""
+    while a write holds it the search uses `where` (it never waits). What a read does
+    with `_Shard.refs` it also does only while it holds `writes`."""
     if not held.writes.acquire(blocking=False):
-        yield where
+        yield where, False
         return
     try:
-        yield _tenant_filter(scope) if _holds_whole_tenant(held, scope, where) else where
+        yield _tenant_filter(scope) if _holds_whole_tenant(held, scope, where) else where, True
     finally:
         held.writes.release()
 
@@ -538,3 +566,53 @@ def _hit(point: ScoredPoint) -> Hit:
 
 def _ranked(point: ScoredPoint) -> RankedPoint:
     return RankedPoint(str(point.id), point.score, ref_from_payload(point.payload or {}))
+
+
+#: How `_query_batch` reads its legs: (shard, scope, the search, given what payload to
+#: return, and whether the caller holds the shard's `writes`) -> points per leg.
+_Search = Callable[[bool | list[str]], list[list[ScoredPoint]]]
+_Reader = Callable[[_Shard, Scope, _Search, bool], list[list[T]]]
+
+
+def _hits(held: _Shard, scope: Scope, search: _Search, exclusive: bool) -> list[list[Hit]]:
+    return [[_hit(point) for point in points] for points in search(True)]
+
+
+def _ranked_points(
+    held: _Shard, scope: Scope, search: _Search, exclusive: bool
+) -> list[list[RankedPoint]]:
+    """Points with their refs: read with the points only while a write holds the shard,
+    otherwise from what the shard remembers, reading only those of points new to it."""
+    if not exclusive:
+        return [[_ranked(point) for point in points] for points in search(list(REF_KEYS))]
+    scored = [[(str(point.id), point.score) for point in points] for points in search(False)]
+    refs = _refs_of(held, scope, {point_id for points in scored for point_id, _ in points})
+    return [
+        [
+            RankedPoint(point_id, score, refs[point_id])
+            for point_id, score in points
+            if point_id in refs
+        ]
+        for points in scored
+    ]
+
+
+def _refs_of(held: _Shard, scope: Scope, point_ids: set[str]) -> dict[str, PassageRef]:
+    """The refs of points a search under `scope` just found; the caller holds `writes`,
+    so none has changed since."""
+    missing = point_ids.difference(held.refs)
+    if missing:
+        if len(held.refs) + len(missing) > held.refs_kept:
+            held.refs.clear()
+            missing = point_ids
+        ids: set[PointId] = set(missing)
+        records, _ = held.shard.scroll(
+            ScrollRequest(
+                limit=len(ids),
+                filter=_scope_filter(scope, HasIdCondition(ids)),
+                with_payload=list(REF_KEYS),
+            )
+        )
+        for record in records:
+            held.refs[str(record.id)] = ref_from_payload(record.payload or {})
+    return held.refs

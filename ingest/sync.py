@@ -208,6 +208,15 @@ def newest_versions(hits: Iterable[_HitT]) -> list[_HitT]:
     Per (KB, document), only the version indexed last survives; order is kept.
     """
     hits = list(hits)
+    versions: dict[tuple[str, str], str] = {}
+    for hit in hits:
+        ref = hit.ref
+        if versions.setdefault((ref.knowledge_base_id, ref.document_id), ref.document_version) != (
+            ref.document_version
+        ):
+            break
+    else:
+        return hits  # one version per document, as outside a replacement: all current
     newest: dict[tuple[str, str], tuple[str, str]] = {}
     for hit in hits:
         ref = hit.ref

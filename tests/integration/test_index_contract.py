@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+from msgspec import structs
 from qdrant_client import QdrantClient, models
 from qdrant_edge import (
     Distance,
@@ -32,6 +33,7 @@ from qdrant_edge import (
 )
 from testcontainers.community.qdrant import QdrantContainer
 
+import ingest.qdrant_edge
 from ingest.index import (
     DENSE_VECTOR,
     SPARSE_VECTOR,
@@ -302,6 +304,31 @@ def test_rank_scores_like_query_and_reads_only_where_hits_belong(
         assert [h.payload.ref for h in full] == [r.ref for r in light]
     assert ranked.legs[0][0].ref == passages[0].payload.ref
     assert not hasattr(ranked.legs[0][0], "payload")
+
+
+def test_rank_reads_each_points_ref_as_last_written(index: Index, collection: str) -> None:
+    """Ranking answers with a point's ref as it is now, however often the point was ranked
+    before (Edge remembers refs between calls): a passage rewritten under the same id, or
+    deleted and written again, ranks with its new indexing time and index."""
+
+    def ranked_ref() -> list[tuple[str, str, int]]:
+        [leg] = index.rank(collection, scope(), [dense_leg(axis(0))]).legs
+        return [(r.point_id, r.ref.indexed_at, r.ref.passage_index) for r in leg]
+
+    first = passage()
+    index.upsert(collection, [first])
+    assert ranked_ref() == [(first.point_id, "2026-01-01T00:00:00Z", 0)]
+    assert ranked_ref() == [(first.point_id, "2026-01-01T00:00:00Z", 0)]
+    rewritten = replace(first, payload=structs.replace(first.payload, indexed_at="2026-02-01"))
+    index.upsert(collection, [rewritten])
+    assert ranked_ref() == [(first.point_id, "2026-02-01", 0)]
+    index.delete_document(collection, scope(), "doc1")
+    assert ranked_ref() == []
+    again = replace(
+        first, payload=structs.replace(first.payload, indexed_at="2026-03-01", passage_index=5)
+    )
+    index.upsert(collection, [again])
+    assert ranked_ref() == [(first.point_id, "2026-03-01", 5)]
 
 
 def test_fetch_reads_payloads_inside_the_scope_only(index: Index, collection: str) -> None:
@@ -859,6 +886,41 @@ def test_edge_directory_is_held_by_one_index(tmp_path: Path) -> None:
     finally:
         second.close()
         first.close()
+
+
+def test_edge_ranks_alike_from_remembered_refs_and_during_a_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Edge remembers the refs of points it ranked (reading only new points' payloads),
+    at most the shard's share of `_REFS_KEPT` beyond one call's points (shared out evenly
+    as shards open); a ranking that finds a write holding the shard reads refs with the
+    points instead. All answer the same."""
+    monkeypatch.setattr(ingest.qdrant_edge, "_REFS_KEPT", 4)
+    index = EdgeIndex(tmp_path, dense_dim=DIM)
+    collection = org_collection(ORG)
+    passages = [passage(doc=f"doc{k}", idx=k, dense=tilted(k / 4), terms=(1,)) for k in range(6)]
+    hidden = [passage(tenant="t2", doc=f"doc{k}", idx=k, terms=(1,)) for k in range(3)]
+    try:
+        index.upsert(collection, [*passages, *hidden])
+        legs = [dense_leg(axis(0)), keyword_leg(1)]
+        first = index.rank(collection, scope(), legs)
+        assert [{(r.point_id, r.ref) for r in leg} for leg in first.legs] == [
+            {(p.point_id, p.payload.ref) for p in passages}
+        ] * 2
+        held = index._existing(collection)
+        assert held is not None
+        assert set(held.refs) == ids_of(passages)  # six found in one call, beyond the bound
+        assert index.rank(collection, scope(), legs) == first  # from memory
+        other = index.rank(collection, scope("t2"), legs)
+        assert set(held.refs) == ids_of(hidden)  # past the bound: forgotten, then refilled
+        assert {r.point_id for r in other.legs[1]} == ids_of(hidden)
+        with held.writes:  # a write in progress elsewhere: refs come with the points
+            assert index.rank(collection, scope(), legs) == first
+        assert held.refs_kept == 4
+        index.ensure_collection(org_collection(OTHER_ORG))
+        assert held.refs_kept == 2
+    finally:
+        index.close()
 
 
 def test_edge_is_safe_across_threads(tmp_path: Path) -> None:
