@@ -40,8 +40,9 @@ import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -461,7 +462,8 @@ async def main() -> None:
             "framework and turn logic; turns_per_s_to_parallel_floor compares with it. "
             "interleaved_floor (one caller, distinct pass): the floor's work for each "
             "question run in this process on a copy of the store just before the question's "
-            "request, so floor and turn are timed in the same seconds; "
+            "request, so floor and turn are timed in the same seconds (its services opened "
+            "afresh for each pass, as the gateway is); "
             "ratio_to_interleaved_floor: the turn's median over that floor's median. "
             "cpu: CPU time of the gateway process "
             "(all threads) per turn, against the floor's per question: a figure the other "
@@ -483,19 +485,11 @@ async def _all_passes(
         # The floor beside one caller runs on a copy: the gateway holds the store's lock.
         copy = Path(scratch) / "data"
         shutil.copytree(args.data_dir, copy, ignore=shutil.ignore_patterns("models"))
-        copy_services = await build_services(
-            load_config(env, data_dir=copy), Telemetry(build_logger("WARNING"))
-        )
-        try:
-            plan = (await plan_turn(copy_services, _principal(), AGENT)).plans[0]
-
-            def beside(question: str) -> None:
-                _floor_step(copy_services, plan, question)
-
-            for mode in args.redaction:
-                http[mode] = {}
-                for concurrency in args.concurrency:
-                    print(f"  HTTP redaction {mode}, concurrency {concurrency}", file=sys.stderr)
+        for mode in args.redaction:
+            http[mode] = {}
+            for concurrency in args.concurrency:
+                print(f"  HTTP redaction {mode}, concurrency {concurrency}", file=sys.stderr)
+                async with _floor_beside(copy, env, concurrency) as beside:
                     http[mode][str(concurrency)] = await _passes(
                         args.data_dir,
                         env,
@@ -503,12 +497,29 @@ async def _all_passes(
                         questions,
                         concurrency,
                         redaction=mode == "on",
-                        beside=beside if concurrency == 1 else None,
+                        beside=beside,
                     )
-        finally:
-            await copy_services.close()
-
     return http
+
+
+@asynccontextmanager
+async def _floor_beside(
+    copy: Path, env: dict[str, str], concurrency: int
+) -> AsyncIterator[Callable[[str], None] | None]:
+    """For one caller, the floor's step on services opened afresh on the store's copy, so
+    its index starts each pass as the fresh gateway's does (nothing of a previous pass
+    remembered); None for more callers."""
+    if concurrency != 1:
+        yield None
+        return
+    services = await build_services(
+        load_config(env, data_dir=copy), Telemetry(build_logger("WARNING"))
+    )
+    try:
+        plan = (await plan_turn(services, _principal(), AGENT)).plans[0]
+        yield lambda question: _floor_step(services, plan, question)
+    finally:
+        await services.close()
 
 
 async def _passes(
