@@ -49,7 +49,9 @@ def plot(reports: Sequence[dict[str, Any]], path: Path) -> None:
                 axis.axhline(value, linestyle=":", linewidth=1, color="grey")
                 axis.annotate(f"recipe {channel} {value}", (len(reports) - 0.5, value), fontsize=7)
         axis.set_xticks([index + width for index in range(len(reports))])
-        axis.set_xticklabels([_label(report) for report in reports], fontsize=7, rotation=8)
+        axis.set_xticklabels(
+            [_label(report) for report in reports], fontsize=7, rotation=12, ha="right"
+        )
         axis.set_ylim(0.5, 1.0)
         axis.set_title(measure)
         axis.legend(loc="lower right", fontsize=8)

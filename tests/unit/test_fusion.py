@@ -9,6 +9,7 @@ import pytest
 
 from gateway.fusion import (
     DEFAULT_FUSION,
+    KEYWORD_DISTINCT_HITS,
     RRF_K,
     Candidate,
     RankedLeg,
@@ -257,6 +258,53 @@ def test_a_document_only_the_whole_document_leg_found_is_represented_by_its_firs
         "c": 0,
     }
     assert all(c.keyword_score is None for c in fused)
+
+
+def _ranked(rank: int) -> str:
+    """A document's name by its keyword rank; names sort against the ranks, so an order
+    that fell back on ids would show."""
+    return f"n{99 - rank}"
+
+
+def _long_keyword_leg(kind: LegKind = KEYWORD, kb: str = "kb") -> RankedLeg[Hit]:
+    """50 documents, BM25 falling by 2 a rank from 100."""
+    return leg(kind, *(hit(_ranked(rank), score=100.0 - 2 * rank, kb=kb) for rank in range(50)))
+
+
+def test_beside_a_dense_leg_keyword_hits_past_the_distinct_ones_count_as_the_last_of_them() -> None:
+    """Keyword ranks 41 and 45 sit past the 40th hit: their BM25 (18 and 10) no longer
+    tells them apart, so the dense leg's order (45 closer) decides; both stay candidates."""
+    assert KEYWORD_DISTINCT_HITS == 40
+    r41, r45 = _ranked(41), _ranked(45)
+    dense = leg(DENSE, hit("top", score=1.0), hit(r45, score=0.55), hit(r41, score=0.50))
+    for kind in (KEYWORD, LegKind.DOCUMENT_KEYWORD):
+        fused = fuse([dense, _long_keyword_leg(kind)])
+        order = docs(fused)
+        assert order.index(r45) < order.index(r41)
+        assert len(order) == 51
+        by_doc = {c.hit.payload.document_id: c.score for c in fused}
+        # rank 41's keyword part is the 40th hit's (22 / 100), not its own 18 / 100
+        assert by_doc[r41] == pytest.approx(0.50 + 0.22)
+        # within the 40 its own BM25; missed by the dense leg, it counts as its last hit
+        assert by_doc[_ranked(1)] == pytest.approx(0.50 + 0.98)
+
+
+def test_a_keyword_only_knowledge_base_keeps_its_whole_bm25_order() -> None:
+    """Without a dense leg in the KB nothing else orders the keyword tail: every one of the
+    50 keyword hits keeps its own score and place, even beside another KB's dense leg."""
+    other_kb_dense = leg(DENSE, hit("elsewhere", score=0.9, kb="other"), kb="other")
+    fused = fuse([_long_keyword_leg(), other_kb_dense])
+    order = [doc for doc in docs(fused) if doc != "elsewhere"]
+    assert order == [_ranked(rank) for rank in range(50)]
+
+
+def test_rank_fusion_keeps_every_keyword_rank() -> None:
+    """Under RRF a keyword hit past the 40th still counts at its own rank."""
+    dense = leg(DENSE, hit("top", score=1.0))
+    fused = fuse([dense, _long_keyword_leg()], method=RRF)
+    by_doc = {c.hit.payload.document_id: c.score for c in fused}
+    assert by_doc[_ranked(41)] == pytest.approx(1 / (RRF_K + 42))
+    assert by_doc[_ranked(45)] == pytest.approx(1 / (RRF_K + 46))
 
 
 @pytest.mark.parametrize(
