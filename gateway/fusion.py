@@ -10,9 +10,9 @@ but has no say in which of a document's passages represents it. Two ways to turn
   leg's top hit is 1 (cosine below 0 counts as 0); a document the leg did not return
   counts as the leg's last hit, the most it could have scored. Beside a dense leg, a
   keyword leg's hits past its `KEYWORD_DISTINCT_HITS`th all count as that one. A
-  document's score is `sum(weight * normalised score)`. A channel that matches many documents loosely
-  (long argumentative questions and BM25) gives them all similar scores, so it
-  moves the order little; rank fusion would give them its full rank spread.
+  document's score is `sum(weight * normalised score)`. A channel that matches many
+  documents loosely (long argumentative questions and BM25) gives them all similar
+  scores, so it moves the order little; rank fusion would give them its full rank spread.
 - `rrf`: weighted Reciprocal Rank Fusion, `sum(weight / (k + rank))`, k = 60.
 
 On SciFact's held-out half `score` gains about 0.02 nDCG@10 over `rrf` (README,
