@@ -34,13 +34,13 @@ from settings.config import FusionMethod
 
 RRF_K = 60
 #: Under score fusion, in a KB whose dense leg runs too, a keyword leg tells apart only its
-#: first this many hits: the rest count as its 40th. Past its first few dozen hits BM25
-#: on a natural-language question scores text that shares a word or two with it; the
+#: first this many hits: the rest count as the last of them. Past its first few dozen hits
+#: BM25 on a natural-language question scores text that shares a word or two with it; the
 #: dense leg orders those documents better. They stay candidates, and a keyword-only KB
-#: keeps its whole BM25 order. Chosen on
-#: SciFact's tune half (20/40/60/100/all 300: nDCG@10 0.7839/0.7912/0.7872/0.7844/0.7872);
-#: the held-out half gains 0.6859 -> 0.6953 (README, "Retrieval quality"). A default turn
-#: (`top_k` 8) ranks 40 passages per leg, so this changes deeper turns only.
+#: keeps its whole BM25 order. Chosen on SciFact's tune half (20/40/60/100/all 300:
+#: nDCG@10 0.7839/0.7912/0.7872/0.7844/0.7872); the held-out half gains 0.6859 -> 0.6953
+#: (README, "Retrieval quality"). A default turn (`top_k` 8) ranks 40 passages per leg,
+#: so this changes deeper turns only.
 KEYWORD_DISTINCT_HITS = 40
 _KEYWORD_KINDS = frozenset({LegKind.KEYWORD, LegKind.DOCUMENT_KEYWORD})
 
