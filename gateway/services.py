@@ -214,7 +214,9 @@ def _build_index(config: Config) -> tuple[Index, str]:
     from ingest.qdrant_edge import EdgeIndex
 
     return EdgeIndex(
-        config.data_dir, indexing_threshold_kb=config.edge_indexing_threshold_kb
+        config.data_dir,
+        indexing_threshold_kb=config.edge_indexing_threshold_kb,
+        search_threads=config.edge_search_threads or None,
     ), "qdrant-edge"
 
 

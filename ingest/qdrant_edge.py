@@ -123,6 +123,12 @@ def _tenant_filter(scope: Scope) -> Filter:
     )
 
 
+#: Threads in a shard's search pool. One: the search runs in the calling thread. Edge's
+#: binding holds the GIL for a whole call, so the gateway never runs two searches at
+#: once, and a pool only spreads one call's segments: on the SciFact store (one indexed
+#: segment and the small appendable one) Edge's default pool (eight threads on two
+#: cores) took 0.5 ms more CPU per ranking call and no less time (README, "Benchmarks").
+SEARCH_THREADS = 1
 #: Scopes whose keyword corpus a shard remembers until its next write (then forgotten).
 _CORPORA_KEPT = 256
 #: Passage refs the open shards remember for ranking (`_Shard.refs`), shared out evenly;
@@ -170,15 +176,24 @@ class EdgeIndex:
     holds_the_gil = True
 
     def __init__(
-        self, data_dir: Path, dense_dim: int = 384, *, indexing_threshold_kb: int | None = None
+        self,
+        data_dir: Path,
+        dense_dim: int = 384,
+        *,
+        indexing_threshold_kb: int | None = None,
+        search_threads: int | None = SEARCH_THREADS,
     ) -> None:
         """`indexing_threshold_kb`: the vector data (KB) from which `optimize` indexes a
         segment and searches use its graph; Edge's defaults when None; 0 never indexes
         (`optimize` does nothing). Tests set it low to run small collections through
-        the HNSW graph."""
+        the HNSW graph. `search_threads`: each shard's search pool (`SEARCH_THREADS`);
+        None lets Edge derive it from the CPUs."""
+        if search_threads is not None and search_threads < 1:
+            raise ValueError("search_threads must be at least 1 (None: Edge's default)")
         self._root = Path(data_dir) / EDGE_DIR
         self._dense_dim = dense_dim
         self._indexing_threshold_kb = indexing_threshold_kb
+        self._search_threads = search_threads
         self._lock = threading.Lock()
         self._shards: dict[str, _Shard] = {}
         self._closed = False
@@ -383,6 +398,7 @@ class EdgeIndex:
                 DENSE_VECTOR: EdgeVectorParams(size=self._dense_dim, distance=Distance.Cosine)
             },
             sparse_vectors={name: EdgeSparseVectorParams(modifier=Modifier.Idf) for name in sparse},
+            max_search_threads=self._search_threads,
             **self._indexing_config(),
         )
         # Loading with the config checks it against the stored segments, and also

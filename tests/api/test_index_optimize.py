@@ -133,3 +133,21 @@ async def test_a_failing_optimizer_does_not_stop_the_start(
             assert turn.json()["passages"][0]["document_id"] == "pumps.txt"
     finally:
         await services.close()
+
+
+@pytest.mark.parametrize(("threads", "recorded"), [(2, 2), (0, "edge default")])
+async def test_search_pool_setting_reaches_the_shards(
+    tmp_path: Path, embedder: Embedder, threads: int, recorded: object
+) -> None:
+    """`KBGATE_EDGE_SEARCH_THREADS` sizes the search pool of every shard the gateway opens
+    (1 unless set); 0 leaves Edge its own, derived from the CPUs."""
+    config = gateway_config(tmp_path / "data", edge_search_threads=threads)
+    services = await build_services(config, Telemetry(build_logger("WARNING")), embedder=embedder)
+    try:
+        services.index.ensure_collection("kb_shared")
+    finally:
+        await services.close()
+    shard_config = tmp_path / "data" / "qdrant-edge" / "kb_shared" / "edge_config.json"
+    assert json.loads(shard_config.read_text()).get("max_search_threads", "edge default") == (
+        recorded
+    )

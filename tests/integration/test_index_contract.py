@@ -6,6 +6,7 @@ Vectors are small and synthetic (8-d dense, hand-made sparse): no embedding mode
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -804,6 +805,43 @@ def test_edge_threshold_zero_never_indexes(tmp_path: Path) -> None:
         assert later.optimize() == [collection]
     finally:
         later.close()
+
+
+def _recorded_search_pool(root: Path, collection: str) -> object:
+    """The search pool size Edge keeps in a shard's config (absent: Edge's CPU default)."""
+    config = json.loads((root / EDGE_DIR / collection / "edge_config.json").read_text())
+    return config.get("max_search_threads", "edge default")
+
+
+@pytest.mark.parametrize(("search_threads", "recorded"), [(1, 1), (3, 3), (None, "edge default")])
+def test_edge_shards_open_with_the_configured_search_pool(
+    tmp_path: Path, search_threads: int | None, recorded: object
+) -> None:
+    """Every shard is opened with the configured search pool (one thread: searches run in
+    the calling thread), None leaves Edge its own, and searches answer the same either
+    way; the setting holds for shards opened again by a later process."""
+    collection = org_collection(ORG)
+    corpus = _mixed_corpus(random.Random(5))
+    index = EdgeIndex(tmp_path, dense_dim=DIM, search_threads=search_threads)
+    try:
+        index.upsert(collection, corpus)
+        [dense] = hit_ids(index, collection, scope(), dense_leg(corpus[7].dense, limit=1))
+        assert dense == [corpus[7].point_id]
+    finally:
+        index.close()
+    assert _recorded_search_pool(tmp_path, collection) == recorded
+    again = EdgeIndex(tmp_path, dense_dim=DIM)
+    try:
+        assert again.count(collection, scope()) > 0
+    finally:
+        again.close()
+    assert _recorded_search_pool(tmp_path, collection) == 1  # the default, re-applied
+
+
+def test_edge_search_pool_of_no_threads_is_refused(tmp_path: Path) -> None:
+    """A search pool of 0 threads is a configuration error, not Edge's default."""
+    with pytest.raises(ValueError, match="search_threads"):
+        EdgeIndex(tmp_path, dense_dim=DIM, search_threads=0)
 
 
 def test_edge_writes_after_optimize_are_searched(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ def test_variables_are_read_and_typed() -> None:
             "KBGATE_GROUNDING_FLOOR": "0.65",
             "KBGATE_FUSION_METHOD": "RRF",
             "KBGATE_EMBEDDING_QUERY_THREADS": "2",
+            "KBGATE_EDGE_SEARCH_THREADS": "4",
         }
     )
     assert config.data_dir == Path("/srv/kbgate")
@@ -46,6 +47,7 @@ def test_variables_are_read_and_typed() -> None:
     assert config.defaults.grounding_floor == 0.65
     assert config.fusion_method is FusionMethod.RRF
     assert config.embedding_query_threads == 2
+    assert config.edge_search_threads == 4
 
 
 def test_overrides_beat_the_environment() -> None:
@@ -73,6 +75,8 @@ def test_overrides_beat_the_environment() -> None:
         ("KBGATE_EDGE_INDEXING_THRESHOLD_KB", "-1"),
         ("KBGATE_EDGE_INDEXING_THRESHOLD_KB", "lots"),
         ("KBGATE_QUERY_BATCH_LANES", "0"),
+        ("KBGATE_EDGE_SEARCH_THREADS", "-1"),
+        ("KBGATE_EDGE_SEARCH_THREADS", "all"),
     ],
 )
 def test_invalid_values_fail_naming_the_variable(variable: str, value: str) -> None:
