@@ -216,7 +216,7 @@ def _build_index(config: Config) -> tuple[Index, str]:
     return EdgeIndex(
         config.data_dir,
         indexing_threshold_kb=config.edge_indexing_threshold_kb,
-        search_threads=config.edge_search_threads or None,
+        search_threads=config.edge_search_threads,
     ), "qdrant-edge"
 
 

@@ -21,6 +21,7 @@ passages), so the gateway calls it only at start, before it serves, and `kbgate 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -123,12 +124,6 @@ def _tenant_filter(scope: Scope) -> Filter:
     )
 
 
-#: Threads in a shard's search pool. One: the search runs in the calling thread. Edge's
-#: binding holds the GIL for a whole call, so the gateway never runs two searches at
-#: once, and a pool only spreads one call's segments: on the SciFact store (one indexed
-#: segment and the small appendable one) Edge's default pool (eight threads on two
-#: cores) took 0.5 ms more CPU per ranking call and no less time (README, "Benchmarks").
-SEARCH_THREADS = 1
 #: Scopes whose keyword corpus a shard remembers until its next write (then forgotten).
 _CORPORA_KEPT = 256
 #: Passage refs the open shards remember for ranking (`_Shard.refs`), shared out evenly;
@@ -181,19 +176,20 @@ class EdgeIndex:
         dense_dim: int = 384,
         *,
         indexing_threshold_kb: int | None = None,
-        search_threads: int | None = SEARCH_THREADS,
+        search_threads: int | None = None,
     ) -> None:
         """`indexing_threshold_kb`: the vector data (KB) from which `optimize` indexes a
         segment and searches use its graph; Edge's defaults when None; 0 never indexes
         (`optimize` does nothing). Tests set it low to run small collections through
-        the HNSW graph. `search_threads`: each shard's search pool (`SEARCH_THREADS`);
-        None lets Edge derive it from the CPUs."""
+        the HNSW graph. `search_threads`: each shard's search pool, set on every open (a
+        shard keeps the count it was last opened with, and Edge would apply that); None:
+        one per core this process may use (`_search_threads_default`)."""
         if search_threads is not None and search_threads < 1:
-            raise ValueError("search_threads must be at least 1 (None: Edge's default)")
+            raise ValueError("search_threads must be at least 1")
         self._root = Path(data_dir) / EDGE_DIR
         self._dense_dim = dense_dim
         self._indexing_threshold_kb = indexing_threshold_kb
-        self._search_threads = search_threads
+        self._search_threads = search_threads or _search_threads_default()
         self._lock = threading.Lock()
         self._shards: dict[str, _Shard] = {}
         self._closed = False
@@ -482,6 +478,16 @@ class EdgeIndex:
         if len(vector) != self._dense_dim:
             raise ValueError(f"dense vector has {len(vector)} dimensions, not {self._dense_dim}")
         return list(vector)
+
+
+def _search_threads_default() -> int:
+    """One search thread per core the process may use. Edge's own default (eight threads
+    on two cores here) took 1.3 ms more CPU a turn and served eight callers no faster;
+    one thread (searching in the calling thread, on the question model's core) made one
+    caller's turn about 1 ms slower (README, "Benchmarks"). Edge holds the GIL for a
+    whole call, so the gateway never runs two searches at once: the pool only spreads
+    one call's segments."""
+    return len(os.sched_getaffinity(0))
 
 
 @contextmanager

@@ -71,9 +71,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     #: Qdrant Edge indexes a segment once its vectors pass this size (KB); None: Edge's
     #: default (10,000 KB, about 6,500 passages); 0: never. See `ingest.qdrant_edge`.
     edge_indexing_threshold_kb: int | None = None
-    #: Threads in each Qdrant Edge shard's search pool; 1 searches in the calling thread,
-    #: 0 leaves the count to Edge (derived from the CPUs). See `ingest.qdrant_edge`.
-    edge_search_threads: int = 1
+    #: Threads in each Qdrant Edge shard's search pool; None: one per core. See
+    #: `ingest.qdrant_edge`.
+    edge_search_threads: int | None = None
     redis_url: str | None = None
     redis_timeout_s: float = 2.0
     platform_key: str | None = None
@@ -215,7 +215,11 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
         "EDGE_INDEXING_THRESHOLD_KB",
         "must be 0 (never index) or more",
     ),
-    (lambda c: 0 <= c.edge_search_threads <= 256, "EDGE_SEARCH_THREADS", "must be 0..256"),
+    (
+        lambda c: c.edge_search_threads is None or 1 <= c.edge_search_threads <= 256,
+        "EDGE_SEARCH_THREADS",
+        "must be 1..256",
+    ),
     (
         lambda c: c.embedding_threads is None or c.embedding_threads >= 1,
         "EMBEDDING_THREADS",

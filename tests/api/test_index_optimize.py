@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -135,19 +136,17 @@ async def test_a_failing_optimizer_does_not_stop_the_start(
         await services.close()
 
 
-@pytest.mark.parametrize(("threads", "recorded"), [(2, 2), (0, "edge default")])
-async def test_search_pool_setting_reaches_the_shards(
-    tmp_path: Path, embedder: Embedder, threads: int, recorded: object
-) -> None:
-    """`KBGATE_EDGE_SEARCH_THREADS` sizes the search pool of every shard the gateway opens
-    (1 unless set); 0 leaves Edge its own, derived from the CPUs."""
-    config = gateway_config(tmp_path / "data", edge_search_threads=threads)
-    services = await build_services(config, Telemetry(build_logger("WARNING")), embedder=embedder)
-    try:
-        services.index.ensure_collection("kb_shared")
-    finally:
-        await services.close()
+async def test_search_pool_setting_reaches_the_shards(tmp_path: Path, embedder: Embedder) -> None:
+    """`KBGATE_EDGE_SEARCH_THREADS` sizes the search pool of every shard the gateway opens,
+    and a later start without it puts back the default: one thread per usable core."""
     shard_config = tmp_path / "data" / "qdrant-edge" / "kb_shared" / "edge_config.json"
-    assert json.loads(shard_config.read_text()).get("max_search_threads", "edge default") == (
-        recorded
-    )
+    cores = len(os.sched_getaffinity(0))
+    for overrides, recorded in (({"edge_search_threads": cores + 2}, cores + 2), ({}, cores)):
+        config = gateway_config(tmp_path / "data", **overrides)
+        telemetry = Telemetry(build_logger("WARNING"))
+        services = await build_services(config, telemetry, embedder=embedder)
+        try:
+            services.index.ensure_collection("kb_shared")
+        finally:
+            await services.close()
+        assert json.loads(shard_config.read_text())["max_search_threads"] == recorded

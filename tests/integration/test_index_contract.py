@@ -808,18 +808,20 @@ def test_edge_threshold_zero_never_indexes(tmp_path: Path) -> None:
 
 
 def _recorded_search_pool(root: Path, collection: str) -> object:
-    """The search pool size Edge keeps in a shard's config (absent: Edge's CPU default)."""
+    """The search pool size Edge keeps in a shard's config."""
     config = json.loads((root / EDGE_DIR / collection / "edge_config.json").read_text())
-    return config.get("max_search_threads", "edge default")
+    return config.get("max_search_threads")
 
 
-@pytest.mark.parametrize(("search_threads", "recorded"), [(1, 1), (3, 3), (None, "edge default")])
+@pytest.mark.parametrize(
+    ("search_threads", "pool"), [(1, 1), (3, 3), (None, len(os.sched_getaffinity(0)))]
+)
 def test_edge_shards_open_with_the_configured_search_pool(
-    tmp_path: Path, search_threads: int | None, recorded: object
+    tmp_path: Path, search_threads: int | None, pool: int
 ) -> None:
-    """Every shard is opened with the configured search pool (one thread: searches run in
-    the calling thread), None leaves Edge its own, and searches answer the same either
-    way; the setting holds for shards opened again by a later process."""
+    """Every shard is opened with the configured search pool, one thread per usable core
+    unless set, and searches answer the same with any; a later open with another count
+    applies that one, not the count the shard kept."""
     collection = org_collection(ORG)
     corpus = _mixed_corpus(random.Random(5))
     index = EdgeIndex(tmp_path, dense_dim=DIM, search_threads=search_threads)
@@ -829,17 +831,18 @@ def test_edge_shards_open_with_the_configured_search_pool(
         assert dense == [corpus[7].point_id]
     finally:
         index.close()
-    assert _recorded_search_pool(tmp_path, collection) == recorded
-    again = EdgeIndex(tmp_path, dense_dim=DIM)
+    assert _recorded_search_pool(tmp_path, collection) == pool
+    again = EdgeIndex(tmp_path, dense_dim=DIM, search_threads=2)
     try:
-        assert again.count(collection, scope()) > 0
+        [dense] = hit_ids(again, collection, scope(), dense_leg(corpus[7].dense, limit=1))
+        assert dense == [corpus[7].point_id]
     finally:
         again.close()
-    assert _recorded_search_pool(tmp_path, collection) == 1  # the default, re-applied
+    assert _recorded_search_pool(tmp_path, collection) == 2
 
 
 def test_edge_search_pool_of_no_threads_is_refused(tmp_path: Path) -> None:
-    """A search pool of 0 threads is a configuration error, not Edge's default."""
+    """A search pool of 0 threads is a configuration error."""
     with pytest.raises(ValueError, match="search_threads"):
         EdgeIndex(tmp_path, dense_dim=DIM, search_threads=0)
 

@@ -75,7 +75,7 @@ def test_overrides_beat_the_environment() -> None:
         ("KBGATE_EDGE_INDEXING_THRESHOLD_KB", "-1"),
         ("KBGATE_EDGE_INDEXING_THRESHOLD_KB", "lots"),
         ("KBGATE_QUERY_BATCH_LANES", "0"),
-        ("KBGATE_EDGE_SEARCH_THREADS", "-1"),
+        ("KBGATE_EDGE_SEARCH_THREADS", "0"),
         ("KBGATE_EDGE_SEARCH_THREADS", "all"),
     ],
 )
