@@ -281,7 +281,9 @@ async def test_telemetry_counts_redactions_without_values(gateway: Gateway) -> N
     assert 'kbgate_stage_seconds_count{stage="turn_redact"} 1.0' in metrics
     assert 'kbgate_stage_seconds_count{stage="egress_redact"} 1.0' in metrics
     logs = gateway.logs.getvalue()
-    for secret in (EMAIL, CARD, "jane.doe", "4111"):
+    # Fragments of the card a float never holds: a bare "4111" turns up in the digits of
+    # the metrics' creation timestamps now and then.
+    for secret in (EMAIL, CARD, "jane.doe", "4111 1111", CARD.replace(" ", "")):
         assert secret not in metrics
         assert secret not in logs
 
