@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar
 
 from ingest.index import LegKind
@@ -82,14 +82,13 @@ class Candidate(Generic[H]):
     passage_score: float = 0.0
     dense_score: float | None = None
     keyword_score: float | None = None
-    legs: set[LegKind] = field(default_factory=set)
 
     @property
     def document_key(self) -> tuple[str, str]:
         return _document_key(self.hit)
 
     def with_hit(self, hit: Other) -> Candidate[Other]:
-        """The same candidate (scores, legs) carrying another form of its hit."""
+        """The same candidate (scores) carrying another form of its hit."""
         return Candidate(
             point_id=self.point_id,
             hit=hit,
@@ -97,7 +96,6 @@ class Candidate(Generic[H]):
             passage_score=self.passage_score,
             dense_score=self.dense_score,
             keyword_score=self.keyword_score,
-            legs=set(self.legs),
         )
 
 
@@ -139,26 +137,42 @@ def fuse(
         if leg.kind is LegKind.DOCUMENT_KEYWORD:
             scores = replace(scores, ranks_passages=False)
         by_kb[leg.kb_id].append(scores)
+    passage_legs = {kb: [s for s in scores if s.ranks_passages] for kb, scores in by_kb.items()}
     by_document: dict[tuple[str, str], list[Candidate[H]]] = defaultdict(list)
     for candidate in passages.values():
-        document = candidate.document_key
-        for leg_scores in by_kb[document[0]]:
-            if leg_scores.ranks_passages:
-                candidate.passage_score += leg_scores.passages.get(
-                    candidate.point_id, leg_scores.absent
-                )
-            candidate.score += leg_scores.documents.get(document, leg_scores.absent)
-        by_document[document].append(candidate)
-    chosen = [
-        passage
-        for group in by_document.values()
-        for passage in sorted(group, key=_passage_order)[:passages_per_document]
-    ]
+        by_document[_document_key(candidate.hit)].append(candidate)
+    chosen: list[Candidate[H]] = []
+    for document, group in by_document.items():
+        kb_id = document[0]
+        _score_document(document, group, by_kb[kb_id], passage_legs[kb_id])
+        if len(group) == 1 and passages_per_document >= 1:
+            chosen.append(group[0])
+        else:
+            chosen.extend(sorted(group, key=_passage_order)[:passages_per_document])
     return sorted(chosen, key=lambda c: (-c.score, -c.passage_score, c.point_id))
 
 
+def _score_document(
+    document: tuple[str, str],
+    group: list[Candidate[H]],
+    kb_legs: list[_LegScores],
+    passage_legs: list[_LegScores],
+) -> None:
+    """Set the fused score of the document (shared by its passages) and each passage's
+    (`passage_legs`: those of `kb_legs` that rank passages)."""
+    score = 0.0
+    for leg_scores in kb_legs:
+        score += leg_scores.documents.get(document, leg_scores.absent)
+    for candidate in group:
+        candidate.score = score
+        passage_score = 0.0
+        for leg_scores in passage_legs:
+            passage_score += leg_scores.passages.get(candidate.point_id, leg_scores.absent)
+        candidate.passage_score = passage_score
+
+
 def _note_hits(passages: dict[str, Candidate[H]], leg: RankedLeg[H]) -> None:
-    """Add the leg's hits to `passages`, noting the leg and each passage's best raw score
+    """Add the leg's hits to `passages`, noting each passage's best raw score
     per channel (cosine for dense, BM25 for keyword; a whole document's BM25 is not the
     passage's)."""
     kind = leg.kind
@@ -167,7 +181,6 @@ def _note_hits(passages: dict[str, Candidate[H]], leg: RankedLeg[H]) -> None:
         candidate = passages.get(hit.point_id)
         if candidate is None:
             candidate = passages[hit.point_id] = Candidate(point_id=hit.point_id, hit=hit)
-        candidate.legs.add(kind)
         score = hit.score
         if dense and (candidate.dense_score is None or score > candidate.dense_score):
             candidate.dense_score = score

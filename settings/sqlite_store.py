@@ -115,11 +115,25 @@ class _DatabaseBusyError(Exception):
     """Another process holds the database: the work is retried where it may wait."""
 
 
+#: The connection's settings while turn records are written in the calling thread: never
+#: wait on a lock nor checkpoint there (an fsync), and commit without an fsync (see
+#: `SqliteStore.put_turn`). Only turn records are written in place.
+_IN_PLACE_PRAGMAS = (
+    "PRAGMA busy_timeout=0",
+    "PRAGMA wal_autocheckpoint=0",
+    "PRAGMA synchronous=NORMAL",
+)
+#: ... and for every statement a worker thread runs: wait, checkpoint, every commit durable.
+_WORKER_PRAGMAS = (
+    f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}",
+    f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT_PAGES}",
+    "PRAGMA synchronous=FULL",
+)
+
+
 def _without_waiting(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """Run `work` with SQLite's busy timeout at 0 and no automatic checkpoint: the event
-    loop's thread never waits on a lock nor an fsync."""
-    conn.execute("PRAGMA busy_timeout=0")
-    conn.execute("PRAGMA wal_autocheckpoint=0")
+    """Run `work` on a connection set to `_IN_PLACE_PRAGMAS`: a lock held elsewhere is
+    `_DatabaseBusyError` at once, any other failure `StoreUnavailableError`."""
     try:
         return work(conn)
     except sqlite3.OperationalError as error:
@@ -128,9 +142,6 @@ def _without_waiting(conn: sqlite3.Connection, work: Callable[[sqlite3.Connectio
         raise StoreUnavailableError(f"sqlite: {error}") from error
     except sqlite3.Error as error:
         raise StoreUnavailableError(f"sqlite: {error}") from error
-    finally:
-        conn.execute(f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT_PAGES}")
-        conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
 
 
 @contextmanager
@@ -152,6 +163,10 @@ class SqliteStore:
     def __init__(self, connection: sqlite3.Connection) -> None:
         """Wrap a connection prepared by `open` (use `await SqliteStore.open(path)`)."""
         self._conn: sqlite3.Connection | None = connection
+        #: whether the connection is set for in-place turn records (`_IN_PLACE_PRAGMAS`);
+        #: switched only when the other kind of work comes, so consecutive turn records
+        #: set nothing. Read and written under `_lock`.
+        self._set_in_place = False
         self._turn_writes = 0
         self._lock = threading.Lock()
         self._org = msgspec.json.Decoder(Org)
@@ -195,7 +210,7 @@ class SqliteStore:
             if self._conn is None:
                 return False, None  # closed: `_run` raises as for any other call
             with suppress(_DatabaseBusyError):
-                return True, _without_waiting(self._conn, work)
+                return True, _without_waiting(self._conn, self._switched_in_place(work))
             return False, None
         finally:
             self._lock.release()
@@ -207,9 +222,28 @@ class SqliteStore:
             if self._conn is None:
                 raise StoreUnavailableError("the settings store is closed")
             try:
+                self._switch(self._conn, in_place=False)
                 return work(self._conn)
             except sqlite3.Error as error:
                 raise StoreUnavailableError(f"sqlite: {error}") from error
+
+    def _switched_in_place(
+        self, work: Callable[[sqlite3.Connection], T]
+    ) -> Callable[[sqlite3.Connection], T]:
+        def run(conn: sqlite3.Connection) -> T:
+            self._switch(conn, in_place=True)
+            return work(conn)
+
+        return run
+
+    def _switch(self, conn: sqlite3.Connection, *, in_place: bool) -> None:
+        """Set the connection for in-place turn records or for worker threads, if it is
+        not already; the caller holds `_lock`."""
+        if self._set_in_place == in_place:
+            return
+        for statement in _IN_PLACE_PRAGMAS if in_place else _WORKER_PRAGMAS:
+            conn.execute(statement)
+        self._set_in_place = in_place
 
     # organizations and workspaces
 
@@ -412,22 +446,24 @@ class SqliteStore:
         if ttl_s < 1:
             raise ValueError("ttl_s must be at least 1")
 
-        def write(conn: sqlite3.Connection) -> None:
+        def insert(conn: sqlite3.Connection) -> None:
             now = time.time()
+            with _transaction(conn):
+                conn.execute("DELETE FROM turns WHERE expires_at <= ?", (now,))
+                conn.execute(
+                    "INSERT OR REPLACE INTO turns (turn_id, expires_at, record) VALUES (?, ?, ?)",
+                    (turn.turn_id, now + ttl_s, _encode(turn)),
+                )
+
+        def write(conn: sqlite3.Connection) -> None:
             # A turn record is written on every retrieval turn and lives an hour: its
             # commit skips the fsync (WAL with synchronous=NORMAL: it survives a crash
             # of the process, an OS crash may lose the last ones, and those turns' later
             # citation checks answer 404). Measured: 4 ms -> 0.2 ms per turn. Every other
-            # write stays fully synchronous.
+            # write stays fully synchronous. (In place, `_IN_PLACE_PRAGMAS` set it.)
             conn.execute("PRAGMA synchronous=NORMAL")
             try:
-                with _transaction(conn):
-                    conn.execute("DELETE FROM turns WHERE expires_at <= ?", (now,))
-                    conn.execute(
-                        "INSERT OR REPLACE INTO turns (turn_id, expires_at, record) "
-                        "VALUES (?, ?, ?)",
-                        (turn.turn_id, now + ttl_s, _encode(turn)),
-                    )
+                insert(conn)
             finally:
                 conn.execute("PRAGMA synchronous=FULL")
 
@@ -439,7 +475,7 @@ class SqliteStore:
         if self._turn_writes % _CHECKPOINT_EVERY == 0:
             await self._run(write_and_checkpoint)
             return
-        written, _ = self._in_place(write)
+        written, _ = self._in_place(insert)
         if not written:
             await self._run(write)
 

@@ -658,6 +658,35 @@ async def test_sqlite_turn_records_in_place_leave_checkpoints_to_a_worker(tmp_pa
         await store.close()
 
 
+async def test_sqlite_only_turn_records_skip_waits_and_fsyncs(tmp_path: Path) -> None:
+    """Turn records written in place run without a busy timeout, automatic checkpoints or
+    fsyncs, set once for consecutive records (no PRAGMA per record); every statement a
+    worker thread runs between them (any other read or write) has all three back."""
+    store = await SqliteStore.open(tmp_path / "settings.sqlite3")
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)  # type: ignore[union-attr]
+
+    def pragmas(conn: sqlite3.Connection) -> list[int]:
+        names = ("synchronous", "busy_timeout", "wal_autocheckpoint")
+        return [int(conn.execute(f"PRAGMA {name}").fetchone()[0]) for name in names]
+
+    try:
+        await store.put_turn(turn("first"), ttl_s=60)
+        assert "PRAGMA synchronous=NORMAL" in statements
+        assert "PRAGMA busy_timeout=0" in statements
+        statements.clear()
+        await store.put_turn(turn("second"), ttl_s=60)
+        assert statements
+        assert not [s for s in statements if s.startswith("PRAGMA")]
+        assert await store._run(pragmas) == [2, 5000, 1000]  # FULL, waits, checkpoints
+        await store.create_org(Org(org_id="acme", created_at=AT))
+        assert await store._run(pragmas) == [2, 5000, 1000]
+        await store.put_turn(turn("third"), ttl_s=60)
+        assert await store.get_turn(TURN_TENANT, "third") == turn("third")
+    finally:
+        await store.close()
+
+
 # --- Redis only -----------------------------------------------------------------
 
 

@@ -105,7 +105,6 @@ def test_channel_scores_are_kept_beside_the_fused_score() -> None:
     fused = fuse([leg(DENSE, hit("a", score=0.61)), leg(KEYWORD, hit("a", score=7.5))])
     assert fused[0].dense_score == pytest.approx(0.61)
     assert fused[0].keyword_score == pytest.approx(7.5)
-    assert fused[0].legs == {DENSE, KEYWORD}
 
 
 def test_floors_never_apply_to_fused_scores() -> None:
