@@ -55,6 +55,7 @@ from gateway.errors import ConflictError
 from gateway.services import Services, build_services
 from gateway.telemetry import Telemetry, build_logger
 from gateway.turn import KbPlan, legs_for, plan_turn
+from ingest.payload import Classification
 from settings.config import load_config
 from settings.records import Role
 from tests.support.gateway_process import GatewayProcess
@@ -118,6 +119,7 @@ def _principal() -> Principal:
         roles=frozenset({Role.ADMIN, Role.INGEST, Role.RETRIEVE}),
         org_id=ORG,
         tenant_id=TENANT,
+        clearance=Classification.RESTRICTED,  # as the bench's key (admin keys are restricted)
     )
 
 
@@ -234,7 +236,7 @@ def _http(
             latencies.append((time.perf_counter() - started) * 1000)
             statuses.append(status)
 
-    before = _stage_totals(callers[0])
+    before = _stage_totals(url)
     load_before = os.getloadavg()[0]
     server_cpu = _cpu_seconds(server_pid)
     started = time.perf_counter()
@@ -246,7 +248,7 @@ def _http(
     elapsed = time.perf_counter() - started - sum(floor_latencies) / 1000
     server_cpu = _cpu_seconds(server_pid) - server_cpu
     load_after = os.getloadavg()[0]
-    after = _stage_totals(callers[0])
+    after = _stage_totals(url)
     for caller in callers:
         caller.close()
     turns = max(1, len(questions))
@@ -288,9 +290,14 @@ def _http_floor(url: str, key: str, requests: int = 300) -> float:
 _STAGE_SUM = re.compile(r'^kbgate_stage_seconds_sum\{stage="turn_(\w+)"\} (\S+)$', re.MULTILINE)
 
 
-def _stage_totals(caller: _Caller) -> dict[str, float]:
-    """Seconds spent so far in each turn stage, summed over turns (Prometheus text)."""
-    _, body = caller.request("GET", "/metrics")
+def _stage_totals(url: str) -> dict[str, float]:
+    """Seconds spent so far in each turn stage, summed over turns (Prometheus text; /metrics
+    answers to the platform key)."""
+    caller = _Caller(url, PLATFORM_KEY)
+    try:
+        _, body = caller.request("GET", "/metrics")
+    finally:
+        caller.close()
     return {stage: float(value) for stage, value in _STAGE_SUM.findall(body.decode())}
 
 

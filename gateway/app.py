@@ -17,7 +17,7 @@ from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import ScalarRenderPlugin
+from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.console import ConsoleController, ConsoleSessions, console_template_config
@@ -25,6 +25,7 @@ from gateway.errors import GatewayError
 from gateway.routes.errors import problem_details_plugin, status_of
 from gateway.routes.grounding import GroundingController
 from gateway.routes.health import HealthController
+from gateway.routes.keys import KeyController
 from gateway.routes.knowledge import AgentController, KnowledgeBaseController
 from gateway.routes.openapi import document_problems
 from gateway.routes.provisioning import ProvisioningController
@@ -34,6 +35,7 @@ from gateway.routes.security import PUBLIC_PATHS, BearerKeyMiddleware
 from gateway.routes.strict_body import enforce_strict_body
 from gateway.routes.workspace import WorkspaceController
 from gateway.services import Services, build_services
+from gateway.shutdown import Drain, DrainMiddleware
 from gateway.telemetry import Telemetry, build_logger
 from ingest.index import IndexUnavailableError
 from ingest.sync import EmbeddingFailedError
@@ -44,8 +46,14 @@ from settings.store import StoreUnavailableError
 API_VERSION = "1.0.0"
 
 
-def create_app(config: Config, services: Services | None = None) -> Litestar:
-    """Build the gateway. With `services` given, the caller owns (and closes) them."""
+def create_app(
+    config: Config, services: Services | None = None, *, drain: Drain | None = None
+) -> Litestar:
+    """Build the gateway. With `services` given, the caller owns (and closes) them.
+
+    `drain` is the server's shutdown state (`gateway.shutdown`): while it drains, new
+    requests answer 503.
+    """
     telemetry = services.telemetry if services else Telemetry(build_logger(config.log_level))
 
     @asynccontextmanager
@@ -84,6 +92,7 @@ def create_app(config: Config, services: Services | None = None) -> Litestar:
         route_handlers=[
             HealthController,
             ProvisioningController,
+            KeyController,
             KnowledgeBaseController,
             AgentController,
             RetrievalController,
@@ -97,6 +106,7 @@ def create_app(config: Config, services: Services | None = None) -> Litestar:
         on_shutdown=[console_sessions.close],
         template_config=console_template_config(),
         middleware=[
+            DefineMiddleware(DrainMiddleware, drain=drain or Drain()),
             DefineMiddleware(_RequestTelemetry, telemetry=telemetry),
             DefineMiddleware(
                 BearerKeyMiddleware,
@@ -112,7 +122,9 @@ def create_app(config: Config, services: Services | None = None) -> Litestar:
             version=API_VERSION,
             description="Multi-tenant retrieval gateway over Qdrant.",
             path="/schema",
-            render_plugins=[ScalarRenderPlugin()],
+            # The document only: an interactive page would load its script from a CDN on
+            # the console's origin. Any OpenAPI viewer can read /schema/openapi.json.
+            render_plugins=[JsonRenderPlugin()],
         ),
         request_max_body_size=config.max_body_bytes,
         logging_config=None,

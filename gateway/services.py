@@ -14,8 +14,18 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from gateway.auth import KeyUsage, Principal
+from gateway.errors import RateLimitedError
+from gateway.expensive import ExpensiveWork
 from gateway.inflight import TurnsInFlight
-from gateway.ratelimit import InProcessLimiter, RateLimiter, RedisLimiter
+from gateway.ratelimit import (
+    FailureCounter,
+    InProcessFailures,
+    InProcessLimiter,
+    RateLimiter,
+    RedisFailures,
+    RedisLimiter,
+)
 from gateway.redaction import RedactionCache, Redactor
 from gateway.telemetry import Telemetry
 from ingest.embedding import MINILM_MODEL_NAME, Embedder
@@ -69,8 +79,28 @@ class Services:
     redaction_cache: RedactionCache
     #: a lone turn embeds its question in its own thread (`gateway.inflight`)
     turns: TurnsInFlight
+    #: one budget per workspace, shared by all its keys (beside `rate_limiter`'s per key)
+    workspace_limiter: RateLimiter
+    #: failed authentications per client address
+    auth_failures: FailureCounter
+    #: when each key was last used, written to the store at most once a minute per key
+    key_usage: KeyUsage
+    #: grounding checks, call-time redaction and ingest embedding (`gateway.expensive`)
+    expensive: ExpensiveWork
     # One writer per document at a time in this process: replacing is read-then-write.
     document_locks: KeyedLocks = field(default_factory=KeyedLocks)
+
+    async def admit(self, principal: Principal) -> None:
+        """Raise RateLimitedError when the key's budget, or its workspace's, is spent."""
+        wait_s = await self.rate_limiter.hit(principal.key_id)
+        if wait_s is None and principal.tenant_id:
+            wait_s = await self.workspace_limiter.hit(principal.tenant_id)
+            if wait_s is not None:
+                self.telemetry.count("rate_limited")
+                raise RateLimitedError(wait_s, workspace=True)
+        if wait_s is not None:
+            self.telemetry.count("rate_limited")
+            raise RateLimitedError(wait_s)
 
     async def readiness(self) -> dict[str, dict[str, Any]]:
         """Per-dependency status; each check bounded by its timeout."""
@@ -97,7 +127,11 @@ class Services:
         return {"status": "up", "engine": engine}
 
     async def close(self) -> None:
+        await self.key_usage.close()
         await self.rate_limiter.close()
+        await self.workspace_limiter.close()
+        await self.auth_failures.close()
+        self.expensive.close()
         await self.store.close()
         await asyncio.to_thread(self.index.close)
 
@@ -142,7 +176,18 @@ async def build_services(
             config.settings_staleness_s,
             on_stale_read=lambda: telemetry.count("settings_stale_reads"),
         ),
-        rate_limiter=_build_rate_limiter(config, telemetry),
+        rate_limiter=_build_rate_limiter(
+            config, telemetry, config.rate_limit_per_s, config.rate_limit_burst, "kbgate:rate"
+        ),
+        workspace_limiter=_build_rate_limiter(
+            config,
+            telemetry,
+            config.rate_limit_workspace_per_s,
+            config.rate_limit_workspace_burst,
+            "kbgate:wsrate",
+        ),
+        auth_failures=_build_failure_counter(config, telemetry),
+        key_usage=KeyUsage(store.record_key_use),
         query_embeddings=QueryEmbeddings(
             QueryBatcher(
                 model.embed_queries,
@@ -154,6 +199,7 @@ async def build_services(
         ),
         redaction_cache=LruCache(config.redaction_cache_size),
         turns=turns,
+        expensive=ExpensiveWork(config.expensive_threads, config.expensive_per_workspace),
     )
 
 
@@ -179,18 +225,33 @@ async def _given_or_built(given: T | None, build: Callable[[], T]) -> T:
     return given if given is not None else await asyncio.to_thread(build)
 
 
-def _build_rate_limiter(config: Config, telemetry: Telemetry) -> RateLimiter:
+def _build_rate_limiter(
+    config: Config, telemetry: Telemetry, rate: float, burst: int, prefix: str
+) -> RateLimiter:
     if config.redis_url:
         from settings.redis_store import redis_client
 
         client = redis_client(config.redis_url, config.redis_timeout_s)  # bounded retries
         return RedisLimiter(
             client,
-            config.rate_limit_per_s,
-            config.rate_limit_burst,
+            rate,
+            burst,
+            on_outage=lambda: telemetry.count("rate_limit_unavailable"),
+            prefix=prefix,
+        )
+    return InProcessLimiter(rate, burst)
+
+
+def _build_failure_counter(config: Config, telemetry: Telemetry) -> FailureCounter:
+    if config.redis_url:
+        from settings.redis_store import redis_client
+
+        return RedisFailures(
+            redis_client(config.redis_url, config.redis_timeout_s),
+            config.auth_failures_per_min,
             on_outage=lambda: telemetry.count("rate_limit_unavailable"),
         )
-    return InProcessLimiter(config.rate_limit_per_s, config.rate_limit_burst)
+    return InProcessFailures(config.auth_failures_per_min)
 
 
 async def build_store(config: Config) -> tuple[SettingsStore, str]:
@@ -203,12 +264,29 @@ async def build_store(config: Config) -> tuple[SettingsStore, str]:
     return await SqliteStore.open(config.data_dir / "kbgate.sqlite3"), "sqlite"
 
 
+def check_index_server(config: Config) -> None:
+    """Refuse a configured Qdrant server too old for the adapter, before anything starts.
+
+    Raises IncompatibleServerError. A server that does not answer yet is not refused
+    here: readiness reports the index down until it answers, and checks it then.
+    """
+    if config.qdrant_url:
+        _build_index(config)[0].close()
+
+
 def _build_index(config: Config) -> tuple[Index, str]:
     if config.qdrant_url:
-        from ingest.qdrant_server import ServerIndex
+        from ingest.qdrant_server import CollectionLayout, ServerIndex
 
         server = ServerIndex.connect(
-            config.qdrant_url, config.qdrant_api_key, config.qdrant_timeout_s
+            config.qdrant_url,
+            config.qdrant_api_key,
+            config.qdrant_timeout_s,
+            layout=CollectionLayout(
+                shards=config.qdrant_shards,
+                replication_factor=config.qdrant_replication_factor,
+                write_consistency=config.qdrant_write_consistency,
+            ),
         )
         return server, "qdrant-server"
     from ingest.qdrant_edge import EdgeIndex

@@ -405,7 +405,10 @@ async def retrieve(
 
         mark = time.perf_counter()
         blocks = [
-            EvidenceBlock(c.point_id, c.hit.payload.document_id, texts[c.point_id]) for c in chosen
+            EvidenceBlock(
+                c.point_id, c.hit.payload.document_id, texts[c.point_id], titles.get(c.point_id, "")
+            )
+            for c in chosen
         ]
         await _record(services, principal, agent_id, turn_id, chosen=chosen, texts=texts)
         timings["record"] = _ms_since(mark)

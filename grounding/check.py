@@ -11,7 +11,7 @@ searches without a Scope: a target without one aborts the check (`no_scope`).
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ingest.chunking import split_sentences
@@ -20,6 +20,12 @@ from ingest.index import Hit, Index, IndexUnavailableError, Leg, LegKind
 from ingest.payload import Scope
 
 TOP_MATCHES = 3
+#: Sentences embedded per model call; the check may stop between two such batches.
+EMBED_BATCH = 16
+
+
+def _go_on() -> None:
+    """The default checkpoint: never stop."""
 
 
 class Status(enum.StrEnum):
@@ -72,8 +78,13 @@ def check(
     *,
     default_floor: float,
     by_sentence: bool = False,
+    checkpoint: Callable[[], None] = _go_on,
 ) -> Grounding:
-    """Judge one answer (or each of its sentences) against the targets."""
+    """Judge one answer (or each of its sentences) against the targets.
+
+    `checkpoint` is called between units of work (a batch of sentences embedded, one
+    sentence searched); whatever it raises stops the check there and propagates.
+    """
     if targets is None or any(target.scope is None for target in targets):
         return Grounding(Status.SKIPPED, None, default_floor, 0, Reason.NO_SCOPE)
     if not targets:
@@ -81,11 +92,14 @@ def check(
     texts = split_sentences(answer) if by_sentence else [answer]
     texts = texts or [answer]
     try:
-        vectors = [embedding.dense for embedding in embedder.embed_queries(texts)]
+        vectors = _embedded(texts, embedder, checkpoint)
     except (RuntimeError, ValueError, OSError):
         return Grounding(Status.SKIPPED, None, default_floor, 0, Reason.EMBEDDING_FAILED)
     try:
-        found = [_top_matches(vector, targets, index) for vector in vectors]
+        found = []
+        for vector in vectors:
+            checkpoint()
+            found.append(_top_matches(vector, targets, index))
     except IndexUnavailableError:
         return Grounding(Status.SKIPPED, None, default_floor, 0, Reason.INDEX_UNAVAILABLE)
     verdicts = [
@@ -97,6 +111,17 @@ def check(
         reason = Reason.NO_MATCHES if only.status is Status.SKIPPED else None
         return Grounding(only.status, only.score, only.floor, only.matches, reason)
     return _combine(verdicts, default_floor)
+
+
+def _embedded(
+    texts: Sequence[str], embedder: Embedder, checkpoint: Callable[[], None]
+) -> list[tuple[float, ...]]:
+    vectors: list[tuple[float, ...]] = []
+    for start in range(0, len(texts), EMBED_BATCH):
+        checkpoint()
+        batch = embedder.embed_queries(list(texts[start : start + EMBED_BATCH]))
+        vectors.extend(embedding.dense for embedding in batch)
+    return vectors
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,11 @@ id is its path relative to the directory, with `/` separators. A run
 3. deletes the documents whose files are gone, after the puts, so a renamed file is
    never missing from retrieval in between.
 
-Files that cannot be read or parsed, and files the gateway refuses, are counted as
-failed and reported; the run goes on, and a failed file's document is never deleted
-(its file is still there). Hidden files and folders (name starting with `.`) and
-other file types are skipped.
+Files that cannot be read, decoded or parsed, that hold no text, and files the gateway
+refuses, are counted as failed and reported with the reason; the run goes on, and a
+failed file's document is never deleted (its file is still there). Files of other types
+(and anything that is not a regular file) are skipped and reported with the reason;
+hidden files and folders (name starting with `.`) are not visited.
 
 The connector talks to a `DocumentSink`: `HttpSink` (here; a running gateway, over
 the HTTP API with the standard library's urllib) or the gateway's own in-process
@@ -83,7 +84,8 @@ class DocumentSink(Protocol):
 
 @dataclass(slots=True)
 class Summary:
-    """What a run did. `failures` pairs a document id (or path) with the reason."""
+    """What a run did. `failures` pairs a document id (or path) with the reason, and
+    `skips` a skipped file's path with the reason."""
 
     files: int = 0
     added: int = 0
@@ -94,6 +96,7 @@ class Summary:
     failed: int = 0
     skipped: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
+    skips: list[tuple[str, str]] = field(default_factory=list)
     aborted: str | None = None
 
     @property
@@ -103,6 +106,10 @@ class Summary:
     def fail(self, name: str, reason: str) -> None:
         self.failed += 1
         self.failures.append((name, reason))
+
+    def skip(self, path: str, reason: str) -> None:
+        self.skipped += 1
+        self.skips.append((path, reason))
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -115,20 +122,26 @@ class Summary:
             "failed": self.failed,
             "skipped": self.skipped,
             "failures": [{"document": name, "reason": reason} for name, reason in self.failures],
+            "skipped_files": [{"path": path, "reason": reason} for path, reason in self.skips],
             "aborted": self.aborted,
         }
 
-    def render(self) -> str:
-        """The human summary: one counts line, then one line per failure."""
+    def render(self, *, max_skipped_lines: int = 20) -> str:
+        """The human summary: one counts line, one line per failure, then skipped files
+        (the first `max_skipped_lines`; `--json` lists them all)."""
         counts = (
             f"{self.files} files: added {self.added}, changed {self.changed}, "
             f"unchanged {self.unchanged}, deleted {self.deleted}, held back {self.held_back}, "
             f"failed {self.failed}"
         )
         if self.skipped:
-            counts += f" (skipped {self.skipped} of other types)"
+            counts += f", skipped {self.skipped}"
         lines = [counts]
         lines.extend(f"  failed: {name}: {reason}" for name, reason in self.failures)
+        shown = self.skips[:max_skipped_lines]
+        lines.extend(f"  skipped: {path}: {reason}" for path, reason in shown)
+        if len(self.skips) > len(shown):
+            lines.append(f"  ... and {len(self.skips) - len(shown)} more skipped (see --json)")
         if self.aborted:
             lines.append(f"  stopped early: {self.aborted}")
         return "\n".join(lines)
@@ -140,30 +153,47 @@ class SourceFile:
     document_id: str
 
 
-def scan(directory: Path) -> tuple[list[SourceFile], list[str], int]:
-    """Supported files under `directory` (sorted by id), names unusable as ids, skipped count.
+@dataclass(slots=True)
+class Scan:
+    """The files a run reads, names unusable as ids, and skipped paths with the reason."""
+
+    files: list[SourceFile] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def scan(directory: Path) -> Scan:
+    """Supported files under `directory` (sorted by id), invalid names and skipped files.
 
     Hidden files and folders are not visited; symlinked folders are not followed.
     """
-    files: list[SourceFile] = []
-    invalid: list[str] = []
-    skipped = 0
+    found = Scan()
     for root, folders, names in os.walk(directory):
         folders[:] = sorted(name for name in folders if not name.startswith("."))
         for name in sorted(names):
             if name.startswith("."):
                 continue
             path = Path(root) / name
-            if not is_supported(path) or not path.is_file():
-                skipped += 1
-                continue
-            document_id = path.relative_to(directory).as_posix()
-            if is_valid_id(document_id):
-                files.append(SourceFile(path, document_id))
+            relative = path.relative_to(directory).as_posix()
+            reason = _skip_reason(path)
+            if reason is not None:
+                found.skipped.append((relative, reason))
+            elif is_valid_id(relative):
+                found.files.append(SourceFile(path, relative))
             else:
-                invalid.append(document_id)
-    files.sort(key=lambda item: item.document_id)
-    return files, invalid, skipped
+                found.invalid.append(relative)
+    found.files.sort(key=lambda item: item.document_id)
+    found.skipped.sort()
+    return found
+
+
+def _skip_reason(path: Path) -> str | None:
+    """Why the connector does not read `path`, or None when it does."""
+    if not is_supported(path):
+        return f"unsupported file type {path.suffix or '(no extension)'!r}"
+    if not path.is_file():
+        return "not a regular file"
+    return None
 
 
 async def sync_directory(
@@ -179,9 +209,12 @@ async def sync_directory(
     Raises `SinkUnavailableError` when the KB cannot be listed (nothing was done);
     a sink failure later stops the run and is recorded in `Summary.aborted`.
     """
-    files, invalid, skipped = scan(directory)
+    found = scan(directory)
+    files, invalid = found.files, found.invalid
     existing = await sink.list_document_ids()
-    summary = Summary(files=len(files) + len(invalid), skipped=skipped)
+    summary = Summary(files=len(files) + len(invalid))
+    for path, reason in found.skipped:
+        summary.skip(path, reason)
     for name in invalid:
         summary.fail(name, "the path is not a valid document id (letters, digits and ._:@/- only)")
     if not files and not invalid and existing and not allow_empty:
@@ -221,7 +254,7 @@ async def _put_one(
         summary.fail(item.document_id, str(error))
         return
     if not extracted.text.strip():
-        summary.fail(item.document_id, "no text to index (empty, or a PDF of images only)")
+        summary.fail(item.document_id, "no text to index (empty, or only images or markup)")
         return
     upload = Upload(
         document_id=item.document_id,

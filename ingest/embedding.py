@@ -288,8 +288,10 @@ def build_embedder(
     when the thread counts differ (`query_threads`; None: the passages' session serves both).
     The default path reads only installed packages and `model_dir`, never the network.
     """
+    import onnxruntime
     from fastembed import TextEmbedding
 
+    onnxruntime.disable_telemetry_events()  # nothing leaves the process, nothing is persisted
     model_dir.mkdir(parents=True, exist_ok=True)
     if model_name is None:
         folder = assemble_minilm(model_dir)

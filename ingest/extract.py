@@ -1,17 +1,22 @@
-"""Plain text and a title from the files the connector reads: .txt, .md, .html, .pdf.
+"""Plain text and a title from the files the connector reads.
 
 - `.txt`: the text as is; the title is the file name without its suffix.
 - `.md` / `.markdown`: the text as is (Markdown reads fine to both legs); the
   title is the first heading (`# Title` or a setext `Title` over `===`/`---`).
+- `.rst`: the text of the document as docutils parses it (markup, comments and
+  directives' options dropped; `include` and `raw` are never followed); the title
+  is the document title, else the first section title.
 - `.html` / `.htm`: visible text only (no tags, scripts, styles or templates),
   block elements ending lines so sentences and paragraphs survive; the title
   is `<title>`, else the first `<h1>`.
 - `.pdf`: the text of every page through pypdf; the title is the document
   information's title.
+- `.docx` / `.pptx`: see `ingest.office`.
 
-Text files must be UTF-8 (a byte-order mark is dropped). Anything that cannot be
-read or parsed raises `ExtractionError` with a message fit for a summary line.
-pypdf is imported only when a PDF is read.
+Text files are decoded by `ingest.decoding` (byte-order mark, UTF-8, an HTML/XML
+charset declaration, then detection). Anything that cannot be read, decoded or parsed
+raises `ExtractionError` with a message fit for a summary line. The libraries for
+PDF, reStructuredText and Office files are imported only when such a file is read.
 """
 
 from __future__ import annotations
@@ -22,8 +27,13 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
+from ingest.decoding import UndecodableError, decode_text
+from ingest.office import OfficeError, docx_text, pptx_text
+
 #: Suffixes (lower case) the connector reads; every other file is skipped.
-SUPPORTED_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".html", ".htm", ".pdf"})
+SUPPORTED_SUFFIXES = frozenset(
+    {".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".pdf", ".docx", ".pptx"}
+)
 
 _ATX_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 _SETEXT_UNDERLINE = re.compile(r"^\s{0,3}(=+|-+)\s*$")
@@ -68,9 +78,12 @@ def extract(path: Path) -> Extracted:
         ".txt": _plain,
         ".md": _markdown,
         ".markdown": _markdown,
+        ".rst": _rst,
         ".html": _html,
         ".htm": _html,
         ".pdf": _pdf,
+        ".docx": _office(docx_text),
+        ".pptx": _office(pptx_text),
     }
     reader = readers.get(path.suffix.lower())
     if reader is None:
@@ -85,13 +98,11 @@ def _read_bytes(path: Path) -> bytes:
         raise ExtractionError(f"cannot read the file: {error.strerror or error}") from error
 
 
-def _decode(raw: bytes) -> str:
+def _decode(raw: bytes, *, markup: bool = False) -> str:
     try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise ExtractionError(
-            f"not valid UTF-8 (byte {error.start}); save the file as UTF-8"
-        ) from None
+        return decode_text(raw, markup=markup)
+    except UndecodableError as error:
+        raise ExtractionError(str(error)) from None
 
 
 def _plain(path: Path) -> Extracted:
@@ -124,8 +135,69 @@ def markdown_title(text: str) -> str:
     return ""
 
 
+def _rst(path: Path) -> Extracted:
+    text, title = rst_text(_decode(_read_bytes(path)))
+    return Extracted(text, title or path.stem)
+
+
+def rst_text(source: str) -> tuple[str, str]:
+    """Text of a reStructuredText document, block by block, and its title ("" if none).
+
+    Directives and roles docutils does not know (Sphinx's, say) are not errors: an
+    unknown role keeps its text (`:ref:`Install <install>`` reads "Install"), an
+    unknown directive is left out.
+    """
+    from docutils import nodes
+    from docutils.core import publish_doctree
+
+    try:
+        document = publish_doctree(source, settings_overrides=_RST_SETTINGS)
+    # docutils reports problems in the tree at these settings; anything raised is a bug
+    # of its own on odd input, and still only this file's failure.
+    except Exception as error:
+        raise ExtractionError(f"not readable reStructuredText: {error}") from error
+    for message in list(document.findall(nodes.system_message)):
+        if message.parent is not None:
+            message.parent.remove(message)
+    for problem in list(document.findall(nodes.problematic)):
+        if problem.parent is not None:
+            problem.parent.replace(problem, nodes.Text(_role_text(problem.astext())))
+    blocks = (
+        node.astext().strip()
+        for node in document.findall(nodes.TextElement)
+        if not isinstance(node, nodes.Inline | nodes.Invisible)
+    )
+    text = "\n\n".join(block for block in blocks if block)
+    first_title = next((node.astext() for node in document.findall(nodes.title)), "")
+    return text, " ".join(str(document.get("title") or first_title).split())
+
+
+# Parse only: no configuration files, no messages, no files or raw output pulled in.
+_RST_SETTINGS = {
+    "_disable_config": True,
+    "report_level": 5,
+    "halt_level": 5,
+    "warning_stream": False,
+    "file_insertion_enabled": False,
+    "raw_enabled": False,
+    "syntax_highlight": "none",
+}
+_ROLE = re.compile(r"\A(?::[\w.+:-]+:)?`(?P<content>.*)`(?::[\w.+:-]+:)?\Z", re.DOTALL)
+_LABELLED_TARGET = re.compile(r"\A(?P<label>.*?\S)\s*<[^<>]*>\Z", re.DOTALL)
+
+
+def _role_text(source: str) -> str:
+    """The readable part of an interpreted-text role docutils does not know."""
+    role = _ROLE.match(source)
+    if role is None:
+        return source
+    content = role.group("content")
+    labelled = _LABELLED_TARGET.match(content)
+    return (labelled.group("label") if labelled else content).lstrip("~!")
+
+
 def _html(path: Path) -> Extracted:
-    text, title = html_text(_decode(_read_bytes(path)))
+    text, title = html_text(_decode(_read_bytes(path), markup=True))
     return Extracted(text, title or path.stem)
 
 
@@ -193,6 +265,19 @@ class _TextParser(HTMLParser):
     def title(self) -> str:
         title = " ".join("".join(self._title).split())
         return title or " ".join("".join(self._h1).split())
+
+
+def _office(
+    read: Callable[[Path], tuple[str, str]],
+) -> Callable[[Path], Extracted]:
+    def reader(path: Path) -> Extracted:
+        try:
+            text, title = read(path)
+        except OfficeError as error:
+            raise ExtractionError(str(error)) from error
+        return Extracted(text, title or path.stem)
+
+    return reader
 
 
 def _pdf(path: Path) -> Extracted:

@@ -144,6 +144,10 @@ class IndexUnavailableError(RuntimeError):
     """The engine could not be reached or did not answer in time."""
 
 
+class IncompatibleServerError(RuntimeError):
+    """The engine answers, but its version lacks what the adapter relies on."""
+
+
 class Index(Protocol):
     """A vector engine seen through Scopes only. No method takes a raw filter."""
 

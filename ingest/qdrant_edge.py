@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from qdrant_edge import (
+    AcornSearchParams,
     CountRequest,
     Distance,
     EdgeConfig,
@@ -103,9 +104,9 @@ _EDGE_CONFIG_FILE = "edge_config.json"
 
 
 def _scope_filter(scope: Scope, *extra: ConditionType) -> Filter:
-    """The only place a Scope becomes an Edge filter; `extra` narrows it further. (The
-    one other filter, `_tenant_filter`, is never a search filter: only keyword IDF's
-    corpus when it selects exactly this filter's points.)"""
+    """The only place a Scope becomes an Edge filter; `extra` narrows it further. Keyword
+    legs compute IDF over the same filter, so what lies outside the Scope neither moves a
+    score nor changes what a search does."""
     must: list[ConditionType] = [
         FieldCondition(key=PayloadKey.TENANT_ID, match=MatchValue(scope.tenant_id)),
         FieldCondition(key=PayloadKey.KNOWLEDGE_BASE_ID, match=MatchAny(sorted(scope.kb_ids))),
@@ -116,16 +117,6 @@ def _scope_filter(scope: Scope, *extra: ConditionType) -> Filter:
     return Filter(must=[*must, *extra])
 
 
-def _tenant_filter(scope: Scope) -> Filter:
-    """The scope's tenant alone: never a search filter, only the corpus of keyword IDF
-    when it selects exactly the scope's points (`_reading`)."""
-    return Filter(
-        must=[FieldCondition(key=PayloadKey.TENANT_ID, match=MatchValue(scope.tenant_id))]
-    )
-
-
-#: Scopes whose keyword corpus a shard remembers until its next write (then forgotten).
-_CORPORA_KEPT = 256
 #: Passage refs the open shards remember for ranking (`_Shard.refs`), shared out evenly;
 #: a shard at its share forgets all and starts over. About 500 bytes each: 16 MiB.
 _REFS_KEPT = 32_768
@@ -137,9 +128,6 @@ class _Shard:
     #: created with the whole-document BM25 vector (shards made before it was added lack it)
     document_keywords: bool
     writes: threading.Lock = field(default_factory=threading.Lock)
-    #: per Scope, whether its points are all its tenant's points here (`_reading`);
-    #: valid until the next write, which clears it while holding `writes`
-    whole_tenant: dict[Scope, bool] = field(default_factory=dict)
     #: by point id, what ranking needs of points ranked before (`rank`): reading payloads
     #: was half of a ranking call. Read and filled only while holding `writes`; a write
     #: forgets the points whose payload it may change.
@@ -152,7 +140,6 @@ class _Shard:
         ids of the points whose payload it may change, None for any point's (a deleted
         point needs no forgetting: no search finds it, and its id can only come back
         through an upsert, which names it)."""
-        self.whole_tenant.clear()
         if rewrites is None:
             self.refs.clear()
         for point_id in rewrites or ():
@@ -445,7 +432,7 @@ class EdgeIndex:
             return [[] for _ in legs]
         # A collection made before document keyword vectors finds nothing on that leg.
         runs = [held.document_keywords or leg.kind is not LegKind.DOCUMENT_KEYWORD for leg in legs]
-        with _engine_errors(collection), _reading(held, scope, where) as (corpus, exclusive):
+        with _engine_errors(collection), _reading(held, where) as (corpus, exclusive):
 
             def search(with_payload: bool | list[str]) -> list[list[ScoredPoint]]:
                 requests = [
@@ -456,7 +443,7 @@ class EdgeIndex:
                         score_threshold=leg.floor,
                         with_payload=with_payload,
                         # IDF over the scope's points only: others' must not move scores.
-                        params=None if leg.kind is LegKind.DENSE else _idf_over(corpus),
+                        params=_FILTERED_DENSE if leg.kind is LegKind.DENSE else _idf_over(corpus),
                     )
                     for leg, query, run in zip(legs, queries, runs, strict=True)
                     if run
@@ -502,39 +489,28 @@ def _engine_errors(collection: str) -> Iterator[None]:
 
 
 @contextmanager
-def _reading(held: _Shard, scope: Scope, where: Filter) -> Iterator[tuple[Filter, bool]]:
+def _reading(held: _Shard, where: Filter) -> Iterator[tuple[Filter, bool]]:
     """(The points keyword legs compute IDF over, whether this read holds `writes`.)
 
-    The IDF corpus is the scope's points (`where`), never more.
-
-    Edge evaluates that filter on every posting of every query term, which made the two
-    keyword legs most of a turn's ranking call. When the scope holds every point its
-    tenant has in this shard (one KB, nothing above the caller's clearance), the tenant
-    condition alone selects the very same points, at about a third of the cost (README,
-    "Benchmarks"). Whether it does is counted once per scope after each write, and no
-    write can land between that check and the search: the search holds `writes`, and
-    while a write holds it the search uses `where` (it never waits). What a read does
-    with `_Shard.refs` it also does only while it holds `writes`."""
+    The IDF corpus is always the scope's own points (`where`): never more, and never a
+    cheaper filter chosen by what else the tenant holds, so neither the scores nor the
+    cost of a search depend on points outside the Scope. What a read does with
+    `_Shard.refs` it does only while it holds `writes`; while a write holds it, the read
+    goes on without (it never waits)."""
     if not held.writes.acquire(blocking=False):
         yield where, False
         return
     try:
-        yield _tenant_filter(scope) if _holds_whole_tenant(held, scope, where) else where, True
+        yield where, True
     finally:
         held.writes.release()
 
 
-def _holds_whole_tenant(held: _Shard, scope: Scope, where: Filter) -> bool:
-    """Whether the scope's points are all its tenant's points in the shard (live points
-    only: both counts skip deleted ones). The caller holds `writes`."""
-    known = held.whole_tenant.get(scope)
-    if known is None:
-        if len(held.whole_tenant) >= _CORPORA_KEPT:
-            held.whole_tenant.clear()
-        in_scope = held.shard.count(CountRequest(exact=True, filter=where))
-        in_tenant = held.shard.count(CountRequest(exact=True, filter=_tenant_filter(scope)))
-        known = held.whole_tenant[scope] = in_scope == in_tenant
-    return known
+#: The dense leg's graph search follows the Scope's filter (ACORN) when the filter keeps
+#: under 40% of the points: without it a scope of a few percent of a large collection
+#: misses about half its exact top 10 (docs/decisions/filtered-search.md). Scopes small
+#: enough for Qdrant's exact path, and wide ones, search as before.
+_FILTERED_DENSE = SearchParams(acorn=AcornSearchParams(enable=True))
 
 
 def _idf_over(corpus: Filter) -> SearchParams:

@@ -2,17 +2,22 @@
 
 `ServerIndex.local` runs qdrant-client's local mode (a pure-Python emulation,
 for fast tests; it ignores payload indexes). Writes use `wait=True`: they are
-applied and in the server's WAL when the call returns; fsync policy is the
-server's. Keyword legs compute IDF over the scope's points only (needs Qdrant 1.19+).
+applied and in the server's WAL when the call returns (on as many copies of each
+shard as the layout's write consistency asks); fsync policy is the server's.
+Keyword legs compute IDF over the scope's points only, which needs Qdrant
+`MIN_SERVER_VERSION`: the adapter reads the server's version when it connects and
+refuses an older one, and uses no server it has not checked.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc  # type: ignore[import-untyped]  # grpcio ships no type hints
@@ -28,6 +33,7 @@ from ingest.index import (
     SHARED_COLLECTION,
     SPARSE_VECTOR,
     Hit,
+    IncompatibleServerError,
     IndexUnavailableError,
     Leg,
     LegKind,
@@ -51,7 +57,10 @@ from ingest.payload import (
     to_payload,
 )
 
+#: Per-scope IDF (`SearchParams.idf.corpus`) arrived in Qdrant 1.19.
+MIN_SERVER_VERSION = (1, 19, 0)
 _SCROLL_PAGE = 256
+_FILTERED_DENSE = models.SearchParams(acorn=models.AcornSearchParams(enable=True))
 _UPSERT_BATCH = 256
 _SERVER_ERROR = 500
 _GRPC_UNAVAILABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
@@ -73,15 +82,34 @@ def _scope_filter(scope: Scope, *extra: models.Condition) -> models.Filter:
     return models.Filter(must=[*must, *extra])
 
 
+@dataclass(frozen=True, slots=True)
+class CollectionLayout:
+    """How the collections kbgate creates are spread over a cluster's nodes."""
+
+    shards: int = 1
+    replication_factor: int = 1
+    write_consistency: int = 1
+
+
 class ServerIndex:
     """Collections on a Qdrant server (or in qdrant-client local mode)."""
 
     #: A server call waits on the network without the GIL; local mode is Python.
     holds_the_gil = False
 
-    def __init__(self, client: QdrantClient, dense_dim: int = 384) -> None:
+    def __init__(
+        self,
+        client: QdrantClient,
+        dense_dim: int = 384,
+        layout: CollectionLayout | None = None,
+        *,
+        verified: bool = False,
+    ) -> None:
         self._client = client
         self._dense_dim = dense_dim
+        self._layout = layout or CollectionLayout()
+        #: the server's version was read and is new enough
+        self._verified = verified
         self._lock = threading.RLock()
         # Local mode is a single-threaded emulation (no locks inside); the gateway calls
         # the index from worker threads, so there every engine call takes the lock.
@@ -98,22 +126,52 @@ class ServerIndex:
 
     @classmethod
     def connect(
-        cls, url: str, api_key: str | None, timeout_s: float, dense_dim: int = 384
+        cls,
+        url: str,
+        api_key: str | None,
+        timeout_s: float,
+        dense_dim: int = 384,
+        layout: CollectionLayout | None = None,
     ) -> ServerIndex:
-        """A client for a server; nothing is sent until the first call (see `ping`)."""
+        """A client for a server whose version is checked now if it answers.
+
+        Raises IncompatibleServerError for a server older than `MIN_SERVER_VERSION`.
+        A server that does not answer yet is checked by the first call that reaches it
+        (readiness pings it); until then every call fails with IndexUnavailableError.
+        """
         client = QdrantClient(
             url=url,
             api_key=api_key,
             timeout=max(1, math.ceil(timeout_s)),
-            check_compatibility=False,
+            check_compatibility=False,  # `verify_version` refuses, the client only warns
         )
-        return cls(client, dense_dim)
+        index = cls(client, dense_dim, layout)
+        try:
+            index.verify_version()
+        except IndexUnavailableError:
+            pass
+        except IncompatibleServerError:
+            client.close()
+            raise
+        return index
+
+    def verify_version(self) -> None:
+        """Read the server's version; IncompatibleServerError if it is too old."""
+        with _engine_errors("(version)"):
+            reported = self._client.info().version
+        if parse_version(reported) < MIN_SERVER_VERSION:
+            needed = ".".join(map(str, MIN_SERVER_VERSION))
+            raise IncompatibleServerError(
+                f"the Qdrant server reports version {reported}; kbgate needs Qdrant {needed} "
+                "or newer (keyword scores use per-scope IDF). Upgrade the server."
+            )
+        self._verified = True
 
     @classmethod
     def local(cls, path: Path | None, dense_dim: int = 384) -> ServerIndex:
         """qdrant-client local mode: in memory when `path` is None."""
         client = QdrantClient(location=":memory:") if path is None else QdrantClient(path=str(path))
-        index = cls(client, dense_dim)
+        index = cls(client, dense_dim, verified=True)  # the client's own emulation
         index._payload_indexes = False  # local mode ignores them and warns
         index._serialize = True
         return index
@@ -272,6 +330,7 @@ class ServerIndex:
     def ping(self) -> None:
         if self._closed:
             raise IndexUnavailableError("the Qdrant index is closed")
+        self._require_verified()
         with self._serialized(), _engine_errors("(ping)"):
             self._client.get_collections()
 
@@ -292,6 +351,16 @@ class ServerIndex:
         if self._closed:
             raise IndexUnavailableError("the Qdrant index is closed")
         _check_collection(collection)
+        self._require_verified()
+
+    def _require_verified(self) -> None:
+        """No call reaches a server whose version was not checked (or was too old)."""
+        if self._verified:
+            return
+        try:
+            self.verify_version()
+        except IncompatibleServerError as error:
+            raise IndexUnavailableError(str(error)) from error
 
     def _exists(self, collection: str) -> bool:
         self._check(collection)
@@ -316,6 +385,9 @@ class ServerIndex:
                     name: models.SparseVectorParams(modifier=models.Modifier.IDF)
                     for name in (SPARSE_VECTOR, DOCUMENT_SPARSE_VECTOR)
                 },
+                shard_number=self._layout.shards,
+                replication_factor=self._layout.replication_factor,
+                write_consistency_factor=self._layout.write_consistency,
             )
         except UnexpectedResponse:
             # Another gateway replica may have created it in between.
@@ -337,7 +409,9 @@ class ServerIndex:
     ) -> models.QueryRequest:
         if leg.kind is LegKind.DENSE and leg.dense is not None:
             query = models.NearestQuery(nearest=self._dense(leg.dense))
-            using, params = DENSE_VECTOR, None
+            # ACORN keeps the graph search's recall under narrow Scope filters, as on
+            # Qdrant Edge (docs/decisions/filtered-search.md); local mode has no graph.
+            using, params = DENSE_VECTOR, _FILTERED_DENSE if self._payload_indexes else None
         elif leg.sparse is not None:
             query = models.NearestQuery(nearest=_sparse(leg.sparse))
             # IDF over the scope only: other tenants' documents must not move our scores.
@@ -384,6 +458,17 @@ def _engine_errors(collection: str) -> Iterator[None]:
         TimeoutError,
     ) as exc:
         raise IndexUnavailableError(f"Qdrant unreachable on {collection!r}: {exc}") from exc
+
+
+def parse_version(version: str) -> tuple[int, ...]:
+    """(1, 20, 0) from "1.20.0", "v1.20" or "1.20.0-rc1"; (0, 0, 0) when no number leads."""
+    numbers: list[int] = []
+    for part in version.strip().removeprefix("v").split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers + [0] * (3 - len(numbers)))
 
 
 def _check_collection(collection: str) -> None:

@@ -23,6 +23,10 @@ from settings.store import SettingsStore, StoreUnavailableError
 
 T = TypeVar("T")
 
+#: the cache partition of credentials, and what a revocation announces (no tenant id is
+#: empty; the Redis store publishes the same value, `redis_store.CREDENTIALS_CHANGED`)
+CREDENTIALS = ""
+
 
 @dataclass(slots=True)
 class _Entry:
@@ -63,10 +67,25 @@ class CachedSettings:
         )
 
     async def api_key(self, key_hash: str) -> ApiKey | None:
-        """A credential by the hash of its secret (cached like the rest)."""
+        """A credential by the hash of its secret (cached like the rest).
+
+        Credentials are cached under `CREDENTIALS`, which no tenant id can be: a
+        revocation announces it, and every cached credential is checked again.
+        """
         return await self._read(
-            ("", ("key", key_hash)), lambda: self._store.get_api_key_by_hash(key_hash)
+            (CREDENTIALS, ("key", key_hash)), lambda: self._store.get_api_key_by_hash(key_hash)
         )
+
+    def fresh_api_key(self, key_hash: str) -> ApiKey | None:
+        """The credential if it is cached and within the staleness bound; never asks the store."""
+        entry = self._entries.get((CREDENTIALS, ("key", key_hash)))
+        if entry is None or self._clock() - entry.fetched_at >= self._staleness_s:
+            return None
+        return entry.value  # type: ignore[no-any-return]  # entries are keyed by record kind
+
+    def invalidate_credentials(self) -> None:
+        """Make every cached credential stale (after a key was revoked)."""
+        self.invalidate(CREDENTIALS)
 
     def invalidate(self, tenant_id: str) -> None:
         """Make one tenant's records stale: refetched on next read, kept as last known."""

@@ -68,6 +68,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     qdrant_url: str | None = None
     qdrant_api_key: str | None = None
     qdrant_timeout_s: float = 5.0
+    #: Collections kbgate creates on a Qdrant server: shards, copies of each shard, and
+    #: how many copies must acknowledge a write. One node: 1, 1, 1.
+    qdrant_shards: int = 1
+    qdrant_replication_factor: int = 1
+    qdrant_write_consistency: int = 1
     #: Qdrant Edge indexes a segment once its vectors pass this size (KB); None: Edge's
     #: default (10,000 KB, about 6,500 passages); 0: never. See `ingest.qdrant_edge`.
     edge_indexing_threshold_kb: int | None = None
@@ -77,6 +82,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     redis_url: str | None = None
     redis_timeout_s: float = 2.0
     platform_key: str | None = None
+    #: the platform key being rotated out: accepted beside `platform_key` until unset
+    platform_key_previous: str | None = None
+    #: A bearer token for GET /metrics alone; None: only the platform key reads /metrics.
+    metrics_key: str | None = None
     embedding_model: str | None = None
     embedding_threads: int | None = None
     #: Questions get their own single-thread session: see `ingest.embedding.QUERY_THREADS`.
@@ -106,7 +115,24 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     max_body_bytes: int = 8 * 1024 * 1024
     rate_limit_per_s: float = 50.0
     rate_limit_burst: int = 100
+    #: one budget shared by all keys of a workspace, beside each key's own
+    rate_limit_workspace_per_s: float = 200.0
+    rate_limit_workspace_burst: int = 400
+    #: failed authentications (unknown, expired or malformed keys; console sign-ins) per
+    #: client address per minute before that address gets 429s
+    auth_failures_per_min: int = 20
     log_level: str = "INFO"
+    #: Threads of the pool that runs expensive work (grounding checks, call-time
+    #: redaction, ingest embedding), apart from the shared pool of stores and cheap calls;
+    #: None: one per core. `gateway.expensive`.
+    expensive_threads: int | None = None
+    #: Expensive requests one workspace may have running (or queued) at once; past it, 429.
+    expensive_per_workspace: int = 2
+    #: The size budget of one grounding check.
+    grounding_max_chars: int = 20_000
+    grounding_max_sentences: int = 200
+    #: On SIGTERM, how long requests in flight may run on while new ones get 503.
+    shutdown_timeout_s: float = 10.0
 
     @property
     def model_dir(self) -> Path:
@@ -165,11 +191,16 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "QDRANT_URL": ("qdrant_url", _parse_url),
     "QDRANT_API_KEY": ("qdrant_api_key", _parse_str),
     "QDRANT_TIMEOUT_S": ("qdrant_timeout_s", _parse_float),
+    "QDRANT_SHARDS": ("qdrant_shards", _parse_int),
+    "QDRANT_REPLICATION_FACTOR": ("qdrant_replication_factor", _parse_int),
+    "QDRANT_WRITE_CONSISTENCY": ("qdrant_write_consistency", _parse_int),
     "EDGE_INDEXING_THRESHOLD_KB": ("edge_indexing_threshold_kb", _parse_int),
     "EDGE_SEARCH_THREADS": ("edge_search_threads", _parse_int),
     "REDIS_URL": ("redis_url", _parse_url),
     "REDIS_TIMEOUT_S": ("redis_timeout_s", _parse_float),
     "PLATFORM_KEY": ("platform_key", _parse_str),
+    "PLATFORM_KEY_PREVIOUS": ("platform_key_previous", _parse_str),
+    "METRICS_KEY": ("metrics_key", _parse_str),
     "EMBEDDING_MODEL": ("embedding_model", _parse_str),
     "EMBEDDING_THREADS": ("embedding_threads", _parse_int),
     "EMBEDDING_QUERY_THREADS": ("embedding_query_threads", _parse_int),
@@ -190,7 +221,15 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "MAX_BODY_BYTES": ("max_body_bytes", _parse_int),
     "RATE_LIMIT_PER_S": ("rate_limit_per_s", _parse_float),
     "RATE_LIMIT_BURST": ("rate_limit_burst", _parse_int),
+    "RATE_LIMIT_WORKSPACE_PER_S": ("rate_limit_workspace_per_s", _parse_float),
+    "RATE_LIMIT_WORKSPACE_BURST": ("rate_limit_workspace_burst", _parse_int),
+    "AUTH_FAILURES_PER_MIN": ("auth_failures_per_min", _parse_int),
     "LOG_LEVEL": ("log_level", _parse_level),
+    "EXPENSIVE_THREADS": ("expensive_threads", _parse_int),
+    "EXPENSIVE_PER_WORKSPACE": ("expensive_per_workspace", _parse_int),
+    "GROUNDING_MAX_CHARS": ("grounding_max_chars", _parse_int),
+    "GROUNDING_MAX_SENTENCES": ("grounding_max_sentences", _parse_int),
+    "SHUTDOWN_TIMEOUT_S": ("shutdown_timeout_s", _parse_float),
     "TOP_K_MIN": ("bounds.top_k_min", _parse_int),
     "TOP_K_MAX": ("bounds.top_k_max", _parse_int),
     "SCORE_THRESHOLD_MIN": ("bounds.score_threshold_min", _parse_float),
@@ -210,6 +249,18 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
     (lambda c: 0 < c.port < 65536, "PORT", "must be a TCP port, 1..65535"),
     (lambda c: c.qdrant_timeout_s > 0, "QDRANT_TIMEOUT_S", "must be positive"),
     (lambda c: c.redis_timeout_s > 0, "REDIS_TIMEOUT_S", "must be positive"),
+    (lambda c: 1 <= c.qdrant_shards <= 1000, "QDRANT_SHARDS", "must be 1..1000"),
+    (
+        lambda c: 1 <= c.qdrant_replication_factor <= 100,
+        "QDRANT_REPLICATION_FACTOR",
+        "must be 1..100",
+    ),
+    (
+        lambda c: 1 <= c.qdrant_write_consistency <= c.qdrant_replication_factor,
+        "QDRANT_WRITE_CONSISTENCY",
+        "must be 1..KBGATE_QDRANT_REPLICATION_FACTOR",
+    ),
+    (lambda c: 0 <= c.shutdown_timeout_s <= 3600, "SHUTDOWN_TIMEOUT_S", "must be 0..3600"),
     (
         lambda c: c.edge_indexing_threshold_kb is None or c.edge_indexing_threshold_kb >= 0,
         "EDGE_INDEXING_THRESHOLD_KB",
@@ -245,6 +296,50 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
     (lambda c: c.max_body_bytes >= 1024, "MAX_BODY_BYTES", "must be at least 1024"),
     (lambda c: c.rate_limit_per_s > 0, "RATE_LIMIT_PER_S", "must be positive"),
     (lambda c: c.rate_limit_burst >= 1, "RATE_LIMIT_BURST", "must be at least 1"),
+    (
+        lambda c: c.metrics_key is None or len(c.metrics_key) >= 16,
+        "METRICS_KEY",
+        "must be at least 16 characters",
+    ),
+    (
+        lambda c: c.expensive_threads is None or 1 <= c.expensive_threads <= 64,
+        "EXPENSIVE_THREADS",
+        "must be 1..64",
+    ),
+    (
+        lambda c: 1 <= c.expensive_per_workspace <= 64,
+        "EXPENSIVE_PER_WORKSPACE",
+        "must be 1..64",
+    ),
+    (
+        lambda c: 1 <= c.grounding_max_chars <= 1_000_000,
+        "GROUNDING_MAX_CHARS",
+        "must be 1..1000000",
+    ),
+    (
+        lambda c: 1 <= c.grounding_max_sentences <= 10_000,
+        "GROUNDING_MAX_SENTENCES",
+        "must be 1..10000",
+    ),
+    (
+        lambda c: c.rate_limit_workspace_per_s > 0,
+        "RATE_LIMIT_WORKSPACE_PER_S",
+        "must be positive",
+    ),
+    (
+        lambda c: c.rate_limit_workspace_burst >= 1,
+        "RATE_LIMIT_WORKSPACE_BURST",
+        "must be at least 1",
+    ),
+    (lambda c: c.auth_failures_per_min >= 1, "AUTH_FAILURES_PER_MIN", "must be at least 1"),
+    (
+        lambda c: (
+            c.platform_key_previous is None
+            or (c.platform_key is not None and len(c.platform_key_previous) >= 16)
+        ),
+        "PLATFORM_KEY_PREVIOUS",
+        "needs KBGATE_PLATFORM_KEY set, and at least 16 characters",
+    ),
     (
         lambda c: c.platform_key is None or len(c.platform_key) >= 16,
         "PLATFORM_KEY",

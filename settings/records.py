@@ -70,6 +70,25 @@ class ApiKey(msgspec.Struct, frozen=True, kw_only=True):
     roles: list[str]
     clearance: str
     created_at: str
+    #: ISO 8601 instant after which the key answers 401; None: no expiry.
+    expires_at: str | None = None
+    #: when the key last authenticated (coarse: recorded at most once a minute); filled
+    #: in by `list_api_keys`, never written inside the key's own record.
+    last_used_at: str | None = None
+
+
+class KeyEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """One audited key change: a key created or revoked, and by whom (ids only, no secret)."""
+
+    at: str
+    action: str  # "created" or "revoked"
+    key_id: str
+    org_id: str
+    tenant_id: str
+    roles: list[str]
+    clearance: str
+    actor_key_id: str
+    expires_at: str | None = None
 
 
 class SettingChange(msgspec.Struct, frozen=True, kw_only=True):

@@ -13,11 +13,15 @@ can never split into two segments or collide with another key):
     kbgate:heldback:{tenant_id}:{kb_id}    integer (INCRBY)
     kbgate:keyhash:{key_hash}              ApiKey (JSON), the hot lookup
     kbgate:keyid:{key_id}                  the key's hash (keeps key ids unique)
+    kbgate:keyuse                          hash: key id -> when it was last used
+    kbgate:keyhistory                      list of KeyEvent (JSON), oldest first
     kbgate:turn:{turn_id}                  TurnRecord (JSON), with EX ttl
 
 Writes that change a workspace, KB or agent record publish the tenant id on the
 channel `kbgate:invalidate` (best effort: a failed publish does not fail the write);
-`invalidations()` yields them to a cache layer.
+`invalidations()` yields them to a cache layer. Revoking a key publishes
+`CREDENTIALS_CHANGED` (the empty string, never a tenant id): every cached credential
+is checked again.
 
 Beyond the protocol: creating a workspace of an unknown org, or putting a KB or
 agent for an unknown workspace, raises NotFoundError (the SQLite store agrees).
@@ -41,6 +45,7 @@ from settings.outage import DEFAULT_HOLD_S, FailFast
 from settings.records import (
     Agent,
     ApiKey,
+    KeyEvent,
     KnowledgeBase,
     Org,
     SettingChange,
@@ -55,6 +60,8 @@ from settings.store import (
 )
 
 INVALIDATION_CHANNEL = "kbgate:invalidate"
+#: announced on the channel when a key is revoked (no tenant id is empty)
+CREDENTIALS_CHANGED = ""
 
 # Optimistic (WATCH) retries of a settings update before giving up; only other
 # replicas compete, as updates within one store wait for each other.
@@ -77,13 +84,35 @@ if created then return 1 end
 return 0
 """
 
-# KEYS: by id, by hash. ARGV: hash, record. 0 taken, 1 created.
+# KEYS: by id, by hash, history. ARGV: hash, record, event ("" for none). 0 taken, 1 created.
 _CREATE_KEY = """
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[2], ARGV[2])
+if ARGV[3] ~= '' then redis.call('RPUSH', KEYS[3], ARGV[3]) end
 return 1
 """
+
+# KEYS: by id, use hash, history. ARGV: key id, event ("" for none), by-hash key prefix.
+# The removed record, or nil when there was none.
+_REVOKE_KEY = """
+local key_hash = redis.call('GET', KEYS[1])
+if not key_hash then return nil end
+local by_hash = ARGV[3] .. key_hash
+local record = redis.call('GET', by_hash)
+redis.call('DEL', KEYS[1], by_hash)
+redis.call('HDEL', KEYS[2], ARGV[1])
+if ARGV[2] ~= '' then redis.call('RPUSH', KEYS[3], ARGV[2]) end
+return record
+"""
+
+# KEYS: by id, use hash. ARGV: key id, when. Only a key that still exists.
+_RECORD_KEY_USE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) end
+return 0
+"""
+_KEY_USE = "kbgate:keyuse"
+_KEY_HISTORY = "kbgate:keyhistory"
 
 
 def _key(kind: str, *ids: str) -> str:
@@ -93,6 +122,10 @@ def _key(kind: str, *ids: str) -> str:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _event(event: KeyEvent | None) -> bytes:
+    return b"" if event is None else msgspec.json.encode(event)
 
 
 def redis_client(url: str, timeout_s: float) -> redis.asyncio.Redis:
@@ -130,6 +163,8 @@ class RedisStore:
         self._create_workspace = client.register_script(_CREATE_WORKSPACE)
         self._put_scoped = client.register_script(_PUT_SCOPED)
         self._create_key = client.register_script(_CREATE_KEY)
+        self._revoke_key = client.register_script(_REVOKE_KEY)
+        self._record_key_use = client.register_script(_RECORD_KEY_USE)
         # Serialises this store's settings updates: WATCH then only races other replicas.
         self._settings_update = asyncio.Lock()
         self._org = msgspec.json.Decoder(Org)
@@ -137,6 +172,7 @@ class RedisStore:
         self._kb = msgspec.json.Decoder(KnowledgeBase)
         self._agent = msgspec.json.Decoder(Agent)
         self._key = msgspec.json.Decoder(ApiKey)
+        self._key_event = msgspec.json.Decoder(KeyEvent)
         self._change = msgspec.json.Decoder(SettingChange)
         self._turn = msgspec.json.Decoder(TurnRecord)
 
@@ -310,12 +346,12 @@ class RedisStore:
 
     # credentials
 
-    async def create_api_key(self, key: ApiKey) -> None:
-        """Raises AlreadyExistsError on a duplicate key id or hash."""
+    async def create_api_key(self, key: ApiKey, event: KeyEvent | None = None) -> None:
+        """Raises AlreadyExistsError on a duplicate key id or hash; `event` in the same script."""
         with self._calling():
             created = await self._create_key(
-                keys=[_key("keyid", key.key_id), _key("keyhash", key.key_hash)],
-                args=[key.key_hash, msgspec.json.encode(key)],
+                keys=[_key("keyid", key.key_id), _key("keyhash", key.key_hash), _KEY_HISTORY],
+                args=[key.key_hash, msgspec.json.encode(key), _event(event)],
             )
         if created != 1:
             raise AlreadyExistsError(f"api key {key.key_id!r} or its hash exists")
@@ -324,6 +360,64 @@ class RedisStore:
         with self._calling():
             raw = await self._client.get(_key("keyhash", key_hash))
         return None if raw is None else self._key.decode(raw)
+
+    async def get_api_key(self, key_id: str) -> ApiKey | None:
+        with self._calling():
+            key_hash = await self._client.get(_key("keyid", key_id))
+            if key_hash is None:
+                return None
+            raw = await self._client.get(_key("keyhash", _text(key_hash)))
+        return None if raw is None else self._key.decode(raw)
+
+    async def list_api_keys(self) -> list[ApiKey]:
+        """Every stored key, ordered by id, with `last_used_at` filled in (SCAN: an admin
+        call, over every key ever created, so keys of older releases are listed too)."""
+        prefix = _key("keyid", "")
+        with self._calling():
+            names = sorted(
+                [_text(name) async for name in self._client.scan_iter(f"{prefix}*", count=1000)]
+            )
+            if not names:
+                return []
+            hashes: list[bytes | str | None] = await self._client.mget(names)
+            found = [_text(key_hash) for key_hash in hashes if key_hash is not None]
+            raws: list[bytes | str | None] = (
+                await self._client.mget([_key("keyhash", key_hash) for key_hash in found])
+                if found
+                else []
+            )
+            keys = [self._key.decode(raw) for raw in raws if raw is not None]
+            used: list[bytes | str | None] = (
+                await self._client.hmget(_KEY_USE, [key.key_id for key in keys]) if keys else []
+            )
+        return [
+            msgspec.structs.replace(key, last_used_at=None if at is None else _text(at))
+            for key, at in zip(keys, used, strict=True)
+        ]
+
+    async def revoke_api_key(self, key_id: str, event: KeyEvent | None = None) -> ApiKey | None:
+        """Delete the key (by id and by hash) and append `event`, in one script; then
+        announce `CREDENTIALS_CHANGED` so every replica checks its cached keys again."""
+        with self._calling():
+            raw = await self._revoke_key(
+                keys=[_key("keyid", key_id), _KEY_USE, _KEY_HISTORY],
+                args=[key_id, _event(event), _key("keyhash", "")],
+            )
+        if raw is None:
+            return None
+        await self._announce(CREDENTIALS_CHANGED)
+        return self._key.decode(raw)
+
+    async def record_key_use(self, key_id: str, at: str) -> None:
+        """Remember when a key was last used (a revoked key's use is ignored)."""
+        with self._calling():
+            await self._record_key_use(keys=[_key("keyid", key_id), _KEY_USE], args=[key_id, at])
+
+    async def key_history(self) -> list[KeyEvent]:
+        """Every key creation and revocation, oldest first."""
+        with self._calling():
+            raws = await self._client.lrange(_KEY_HISTORY, 0, -1)
+        return [self._key_event.decode(raw) for raw in raws]
 
     # turn records
 

@@ -33,6 +33,7 @@ import msgspec
 from settings.records import (
     Agent,
     ApiKey,
+    KeyEvent,
     KnowledgeBase,
     Org,
     SettingChange,
@@ -87,6 +88,14 @@ CREATE TABLE IF NOT EXISTS held_back (
 CREATE TABLE IF NOT EXISTS api_keys (
     key_id TEXT PRIMARY KEY,
     key_hash TEXT NOT NULL UNIQUE,
+    record TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_key_use (
+    key_id TEXT PRIMARY KEY,
+    last_used_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS key_history (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
     record TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS turns (
@@ -174,6 +183,7 @@ class SqliteStore:
         self._kb = msgspec.json.Decoder(KnowledgeBase)
         self._agent = msgspec.json.Decoder(Agent)
         self._key = msgspec.json.Decoder(ApiKey)
+        self._key_event = msgspec.json.Decoder(KeyEvent)
         self._change = msgspec.json.Decoder(SettingChange)
         self._turn = msgspec.json.Decoder(TurnRecord)
 
@@ -416,19 +426,83 @@ class SqliteStore:
 
     # credentials
 
-    async def create_api_key(self, key: ApiKey) -> None:
-        """Raises AlreadyExistsError on a duplicate key id or hash."""
+    async def create_api_key(self, key: ApiKey, event: KeyEvent | None = None) -> None:
+        """Raises AlreadyExistsError on a duplicate key id or hash; `event` in the same
+        transaction."""
 
         def work(conn: sqlite3.Connection) -> None:
-            try:
-                conn.execute(
-                    "INSERT INTO api_keys (key_id, key_hash, record) VALUES (?, ?, ?)",
-                    (key.key_id, key.key_hash, _encode(key)),
-                )
-            except sqlite3.IntegrityError:
-                raise AlreadyExistsError(f"api key {key.key_id!r} or its hash exists") from None
+            with _transaction(conn):
+                try:
+                    conn.execute(
+                        "INSERT INTO api_keys (key_id, key_hash, record) VALUES (?, ?, ?)",
+                        (key.key_id, key.key_hash, _encode(key)),
+                    )
+                except sqlite3.IntegrityError:
+                    raise AlreadyExistsError(f"api key {key.key_id!r} or its hash exists") from None
+                if event is not None:
+                    _append_key_event(conn, event)
 
         await self._run(work)
+
+    async def get_api_key(self, key_id: str) -> ApiKey | None:
+        def work(conn: sqlite3.Connection) -> ApiKey | None:
+            row = conn.execute("SELECT record FROM api_keys WHERE key_id = ?", (key_id,)).fetchone()
+            return None if row is None else self._key.decode(row[0])
+
+        return await self._run(work)
+
+    async def list_api_keys(self) -> list[ApiKey]:
+        """Every stored key, ordered by id, with `last_used_at` filled in."""
+
+        def work(conn: sqlite3.Connection) -> list[ApiKey]:
+            rows = conn.execute(
+                "SELECT k.record, u.last_used_at FROM api_keys AS k "
+                "LEFT JOIN api_key_use AS u ON u.key_id = k.key_id ORDER BY k.key_id"
+            ).fetchall()
+            return [
+                msgspec.structs.replace(self._key.decode(record), last_used_at=used)
+                for record, used in rows
+            ]
+
+        return await self._run(work)
+
+    async def revoke_api_key(self, key_id: str, event: KeyEvent | None = None) -> ApiKey | None:
+        """Delete the key and its use record and append `event`, in one transaction."""
+
+        def work(conn: sqlite3.Connection) -> ApiKey | None:
+            with _transaction(conn):
+                row = conn.execute(
+                    "DELETE FROM api_keys WHERE key_id = ? RETURNING record", (key_id,)
+                ).fetchone()
+                if row is None:
+                    return None
+                conn.execute("DELETE FROM api_key_use WHERE key_id = ?", (key_id,))
+                if event is not None:
+                    _append_key_event(conn, event)
+                return self._key.decode(row[0])
+
+        return await self._run(work)
+
+    async def record_key_use(self, key_id: str, at: str) -> None:
+        """Remember when a key was last used (a revoked key's use is ignored)."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR REPLACE INTO api_key_use (key_id, last_used_at) "
+                "SELECT key_id, ? FROM api_keys WHERE key_id = ?",
+                (at, key_id),
+            )
+
+        await self._run(work)
+
+    async def key_history(self) -> list[KeyEvent]:
+        """Every key creation and revocation, oldest first."""
+
+        def work(conn: sqlite3.Connection) -> list[KeyEvent]:
+            rows = conn.execute("SELECT record FROM key_history ORDER BY seq").fetchall()
+            return [self._key_event.decode(row[0]) for row in rows]
+
+        return await self._run(work)
 
     async def get_api_key_by_hash(self, key_hash: str) -> ApiKey | None:
         def work(conn: sqlite3.Connection) -> ApiKey | None:
@@ -536,6 +610,10 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> None:
         raise StoreUnavailableError(
             f"{path}: schema version {version} is newer than this release's ({SCHEMA_VERSION})"
         )
+
+
+def _append_key_event(conn: sqlite3.Connection, event: KeyEvent) -> None:
+    conn.execute("INSERT INTO key_history (record) VALUES (?)", (_encode(event),))
 
 
 def _exists(conn: sqlite3.Connection, query: str, *params: str) -> bool:

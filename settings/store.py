@@ -18,6 +18,7 @@ import msgspec
 from settings.records import (
     Agent,
     ApiKey,
+    KeyEvent,
     KnowledgeBase,
     Org,
     SettingChange,
@@ -118,10 +119,31 @@ class SettingsStore(Protocol):
     async def held_back(self, tenant_id: str, kb_id: str) -> int: ...
 
     # credentials
-    async def create_api_key(self, key: ApiKey) -> None:
-        """Raises AlreadyExistsError on a duplicate key id or hash."""
+    async def create_api_key(self, key: ApiKey, event: KeyEvent | None = None) -> None:
+        """Raises AlreadyExistsError on a duplicate key id or hash.
+
+        `event`, when given, is appended to the key history in the same write.
+        """
 
     async def get_api_key_by_hash(self, key_hash: str) -> ApiKey | None: ...
+
+    async def get_api_key(self, key_id: str) -> ApiKey | None:
+        """A credential by its id (None when unknown or revoked)."""
+
+    async def list_api_keys(self) -> list[ApiKey]:
+        """Every stored key, ordered by id, with `last_used_at` filled in."""
+
+    async def revoke_api_key(self, key_id: str, event: KeyEvent | None = None) -> ApiKey | None:
+        """Delete the key (its hash no longer finds it) and append `event`, in one write.
+
+        Returns the removed record; None (and nothing written) when there was none.
+        """
+
+    async def record_key_use(self, key_id: str, at: str) -> None:
+        """Remember when a key was last used (a revoked key's use is ignored)."""
+
+    async def key_history(self) -> list[KeyEvent]:
+        """Every key creation and revocation, oldest first."""
 
     # turn records, kept for `ttl_s` seconds
     async def put_turn(self, turn: TurnRecord, ttl_s: int) -> None: ...

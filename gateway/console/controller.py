@@ -28,7 +28,7 @@ from litestar.response import Redirect, Template
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import knowledge, turn, workspace
-from gateway.auth import Principal, authenticate, hash_key, principal_of
+from gateway.auth import Principal, hash_key, is_usable, principal_of
 from gateway.console import views
 from gateway.console.forms import FormErrors, convert, domain_errors, scalar
 from gateway.console.sessions import COOKIE, COOKIE_PATH, ConsoleSession, ConsoleSessions
@@ -37,12 +37,12 @@ from gateway.errors import (
     GatewayError,
     InvalidInputError,
     NotFoundError,
-    RateLimitedError,
     UnauthenticatedError,
 )
 from gateway.routes.errors import gateway_problem
 from gateway.routes.knowledge import agent_settings, knowledge_base_settings
 from gateway.routes.schemas import PatchWorkspaceSettings, PutAgent, PutKnowledgeBase, RetrieveIn
+from gateway.routes.security import authenticate_counted, client_address
 from gateway.routes.workspace import settings_changes
 from gateway.services import Services
 from ingest.index import IndexUnavailableError
@@ -132,14 +132,12 @@ async def signed_in(request: ConsoleRequest) -> SignedIn:
         raise SignInRequired
     services = _services(request)
     record = await services.settings.api_key(session.key_hash)
-    principal = principal_of(record) if record is not None else None
+    principal = principal_of(record) if record is not None and is_usable(record) else None
     if principal is None or Role.ADMIN not in principal.roles or not principal.tenant_id:
-        await sessions.end(token)
+        await sessions.end(token)  # a revoked or expired key ends its sessions
         raise SignInRequired
-    wait_s = await services.rate_limiter.hit(principal.key_id)
-    if wait_s is not None:
-        services.telemetry.count("rate_limited")
-        raise RateLimitedError(wait_s)
+    services.key_usage.used(principal.key_id)
+    await services.admit(principal)
     return SignedIn(principal=principal, token=token, session=session)
 
 
@@ -306,8 +304,8 @@ class ConsoleController(Controller):
         secret = _text(form, "key").strip()
         services = _services(request)
         try:
-            principal = await authenticate(
-                services.settings.api_key, services.config.platform_key, f"Bearer {secret}"
+            principal = await authenticate_counted(
+                services, f"Bearer {secret}", client_address(request)
             )
             principal.require(Role.ADMIN)
         except UnauthenticatedError:
@@ -322,9 +320,7 @@ class ConsoleController(Controller):
                 error="This key cannot sign in: the console needs a workspace key "
                 "with the admin role.",
             )
-        wait_s = await services.rate_limiter.hit(principal.key_id)
-        if wait_s is not None:
-            raise RateLimitedError(wait_s)
+        await services.admit(principal)
         sessions = _sessions(request)
         previous = request.cookies.get(COOKIE)
         if previous:

@@ -32,7 +32,7 @@ def scalar(raw: str | None) -> Any:
         return None
     try:
         value = msgspec.json.decode(raw.strip())
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # not JSON, or nested past decoding
         return raw
     if value is None or isinstance(value, bool | int | float):
         return value

@@ -8,6 +8,7 @@ from litestar.params import JSONBody
 
 from gateway.auth import Principal
 from gateway.postcheck import grounding_check
+from gateway.routes.disconnect import stop_on_disconnect
 from gateway.routes.schemas import GroundingIn, GroundingOut, SentenceOut
 from gateway.routes.security import requires
 from settings.records import Role
@@ -24,13 +25,15 @@ class GroundingController(Controller):
     async def check(
         self, request: AnyRequest, state: State, data: JSONBody[GroundingIn]
     ) -> GroundingOut:
-        result = await grounding_check(
-            state.services,
-            request.user,
-            data.agent_id,
-            data.answer,
-            by_sentence=data.mode == "sentences",
-        )
+        async with stop_on_disconnect(request) as stop:
+            result = await grounding_check(
+                state.services,
+                request.user,
+                data.agent_id,
+                data.answer,
+                by_sentence=data.mode == "sentences",
+                stop=stop,
+            )
         return GroundingOut(
             status=result.status.value,
             score=result.score,

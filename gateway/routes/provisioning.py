@@ -8,10 +8,8 @@ from litestar.params import FromPath, JSONBody
 
 from gateway import provisioning
 from gateway.routes.schemas import (
-    CreateKey,
     CreateOrg,
     CreateWorkspace,
-    KeyOut,
     OrgOut,
     WorkspaceOut,
 )
@@ -44,23 +42,4 @@ class ProvisioningController(Controller):
         )
         return WorkspaceOut(
             tenant_id=workspace.tenant_id, org_id=workspace.org_id, created_at=workspace.created_at
-        )
-
-    @post("/keys", summary="Issue a workspace key (shown once, stored hashed)")
-    async def create_key(self, state: State, data: JSONBody[CreateKey]) -> KeyOut:
-        services: Services = state.services
-        secret, record = await provisioning.create_key(
-            services,
-            org_id=data.org_id,
-            tenant_id=data.tenant_id,
-            roles=data.roles,
-            clearance=data.clearance,
-        )
-        return KeyOut(
-            key=secret,
-            key_id=record.key_id,
-            org_id=record.org_id,
-            tenant_id=record.tenant_id,
-            roles=record.roles,
-            clearance=record.clearance,
         )

@@ -10,6 +10,7 @@ from litestar.params import JSONBody
 from gateway.auth import Principal
 from gateway.egress import redact_egress
 from gateway.errors import InvalidInputError
+from gateway.routes.disconnect import stop_on_disconnect
 from gateway.routes.schemas import RedactedEntity, RedactIn, RedactionEffective, RedactOut
 from gateway.routes.security import requires
 from settings.records import Role
@@ -34,13 +35,15 @@ class RedactionController(Controller):
         has_value = data.value is not msgspec.UNSET
         if has_text == has_value:
             raise InvalidInputError("send exactly one of text or value", field="text")
-        result = await redact_egress(
-            state.services,
-            request.user,
-            data.agent_id,
-            data.text if has_text else data.value,
-            is_text=has_text,
-        )
+        async with stop_on_disconnect(request) as stop:
+            result = await redact_egress(
+                state.services,
+                request.user,
+                data.agent_id,
+                data.text if has_text else data.value,
+                is_text=has_text,
+                stop=stop,
+            )
         entities = [RedactedEntity(type=name, count=n) for name, n in result.counts.items()]
         effective = RedactionEffective(redaction=result.redaction, entities=list(result.entities))
         if has_text:

@@ -85,7 +85,7 @@ async def test_unlabelled_documents_are_held_back_counted_and_absent(
     assert answer["reason"]
     stats = await _stats(tenant)
     assert (stats["held_back"], stats["documents"], stats["passages"]) == (1, 0, 0)
-    metrics = (await engine_gateway.client.get("/metrics")).text
+    metrics = (await engine_gateway.client.get("/metrics", headers=engine_gateway.platform)).text
     assert 'kbgate_events_total{event="documents_held_back"} 1.0' in metrics
     turn = await tenant.retrieve("bot", "Where does the canary zebra-4471 live?")
     assert turn.status_code == 200

@@ -50,7 +50,13 @@ async def test_provisioning_walkthrough(gateway: Gateway) -> None:
     body = key.json()
     assert body["key"].startswith("kbg_")
     assert body["roles"] == ["admin", "retrieve"]
-    assert body["clearance"] == "internal"
+    assert body["clearance"] == "restricted"  # an admin key's only clearance
+    reader = await gateway.client.post(
+        "/v1/keys",
+        json={"org_id": "acme", "tenant_id": "acme-support", "roles": ["retrieve"]},
+        headers=gateway.platform,
+    )
+    assert reader.json()["clearance"] == "internal"
 
 
 async def test_keys_are_stored_hashed(gateway: Gateway) -> None:
@@ -185,7 +191,7 @@ async def test_logs_and_metrics_carry_no_key_material(gateway: Gateway) -> None:
     await gateway.client.post(
         "/v1/orgs", json={"org_id": "z"}, headers={"Authorization": "Bearer kbg_guess"}
     )
-    metrics = (await gateway.client.get("/metrics")).text
+    metrics = (await gateway.client.get("/metrics", headers=gateway.platform)).text
     logs = gateway.logs.getvalue()
     assert "kbgate_http_requests_total" in metrics
     assert '"event": "request"' in logs

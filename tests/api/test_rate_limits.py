@@ -1,10 +1,12 @@
-"""Per-key rate limits: 429 with Retry-After, per key, never leaking the key."""
+"""Rate limits: per key, per workspace and per address for failed authentications;
+429 with Retry-After, never leaking the key."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
@@ -58,3 +60,75 @@ async def test_token_bucket_refills_at_the_rate() -> None:
     now[0] += 0.5
     assert await limiter.hit("k") is None
     assert await limiter.hit("other") is None
+
+
+@pytest.fixture
+async def guarded(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Gateway]:
+    """A gateway allowing 5 failed authentications per address a minute, and a workspace
+    budget (burst 6) below what its keys may use each (burst 100)."""
+    services, logs, config = await start_gateway(
+        tmp_path,
+        embedder,
+        auth_failures_per_min=5,
+        rate_limit_workspace_per_s=0.1,
+        rate_limit_workspace_burst=6,
+    )
+    try:
+        async with AsyncTestClient(create_app(config, services)) as client:
+            yield Gateway(client=client, services=services, logs=logs, config=config)
+    finally:
+        await services.close()
+
+
+def _from(gw: Gateway, address: str) -> httpx.AsyncClient:
+    """A client of the same running app whose requests come from `address`."""
+    transport = httpx.ASGITransport(app=gw.client.app, client=(address, 40000))
+    return httpx.AsyncClient(transport=transport, base_url="http://testserver")
+
+
+async def test_failed_authentications_are_limited_per_address(guarded: Gateway) -> None:
+    """Past the failure budget an address gets 429 (Retry-After, problem details) even for
+    a key it has not tried, while another address keeps working; console sign-in guesses
+    count too."""
+    tenant = await provision(guarded, "acme", "alpha")
+    async with _from(guarded, "203.0.113.7") as guesser, _from(guarded, "198.51.100.2") as other:
+        statuses = [
+            (
+                await guesser.get("/v1/keys", headers={"Authorization": f"Bearer kbg_guess{n}"})
+            ).status_code
+            for n in range(8)
+        ]
+        assert statuses[:5] == [401] * 5
+        assert statuses[5:] == [429] * 3
+        refused = await guesser.get("/v1/keys", headers={"Authorization": "Bearer kbg_other"})
+        assert refused.status_code == 429
+        assert 1 <= int(refused.headers["retry-after"]) <= 60
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        assert "kbg_other" not in refused.text
+        fine = await other.get("/v1/workspace/settings", headers=tenant.headers())
+        assert fine.status_code == 200
+
+        signins = [
+            (await other.post("/console/login", data={"key": f"kbg_wrong{n}"})).status_code
+            for n in range(7)
+        ]
+        assert signins[:5] == [401] * 5
+        assert 429 in signins[5:]
+
+
+async def test_a_workspace_budget_is_shared_by_all_its_keys(guarded: Gateway) -> None:
+    """The keys of one workspace share its budget (each key's own is far larger): past it
+    any of them gets 429 naming the workspace; another workspace is unaffected."""
+    alpha = await provision(guarded, "acme", "alpha")
+    beta = await provision(guarded, "acme", "beta")
+    await alpha.issue("second", ["admin"])
+    statuses = [
+        (await guarded.client.get("/v1/workspace/settings", headers=alpha.headers(key))).status_code
+        for key in ("all", "second") * 5
+    ]
+    assert statuses.count(429) >= 3
+    refused = await guarded.client.get("/v1/workspace/settings", headers=alpha.headers("second"))
+    assert refused.status_code == 429
+    assert "workspace" in refused.json()["detail"]
+    other = await guarded.client.get("/v1/workspace/settings", headers=beta.headers())
+    assert other.status_code == 200

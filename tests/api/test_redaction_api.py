@@ -275,7 +275,7 @@ async def test_telemetry_counts_redactions_without_values(gateway: Gateway) -> N
     assert (
         await _redact(tenant, {"agent_id": "bot", "text": f"{EMAIL} {CARD}"})
     ).status_code == 200
-    metrics = (await gateway.client.get("/metrics")).text
+    metrics = (await gateway.client.get("/metrics", headers=gateway.platform)).text
     assert 'kbgate_events_total{event="redacted_EMAIL_ADDRESS"} 2.0' in metrics
     assert 'kbgate_events_total{event="redacted_CREDIT_CARD"} 2.0' in metrics
     assert 'kbgate_stage_seconds_count{stage="turn_redact"} 1.0' in metrics

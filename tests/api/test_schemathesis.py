@@ -46,6 +46,8 @@ def live() -> Iterator[tuple[str, str]]:
                 "KBGATE_PLATFORM_KEY": PLATFORM_KEY,
                 "KBGATE_RATE_LIMIT_PER_S": "100000",
                 "KBGATE_RATE_LIMIT_BURST": "100000",
+                "KBGATE_RATE_LIMIT_WORKSPACE_PER_S": "100000",
+                "KBGATE_RATE_LIMIT_WORKSPACE_BURST": "100000",
             },
         )
         with gateway:

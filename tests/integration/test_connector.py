@@ -8,6 +8,7 @@ the CLI against it. Corpora are five small files.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import os
 import signal
@@ -22,7 +23,9 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
+import docx
 import httpx
+import pptx
 import pytest
 
 from gateway import knowledge, provisioning
@@ -112,6 +115,42 @@ def write_corpus(root: Path) -> Path:
     return root
 
 
+def write_varied_formats(root: Path) -> Path:
+    """What a real documentation folder holds: a latin-1 HTML page declaring its charset, a
+    UTF-16 note with a BOM, a .rst page, a Word file and a slide deck (all readable), a gzip
+    archive named .txt (binary), and a legacy .doc and an image (types not read)."""
+    root.mkdir(parents=True)
+    (root / "menu.html").write_bytes(
+        b'<html><head><meta charset="ISO-8859-1"><title>Caf\xe9 guide</title></head>'
+        b"<body><p>The caf\xe9 serves a na\xefve cr\xe8me br\xfbl\xe9e on Fridays.</p>"
+        b"</body></html>"
+    )
+    (root / "note.txt").write_bytes("\ufeffThe café opens at nine on weekdays.".encode("utf-16"))
+    (root / "install.rst").write_text(
+        "Installation\n============\n\nRun ``pip install kbgate`` and see :ref:`usage`.\n",
+        encoding="utf-8",
+    )
+    document = docx.Document()
+    document.core_properties.title = "Travel policy"
+    document.add_paragraph("Book flights through the travel portal at least two weeks ahead.")
+    document.save(str(root / "travel.docx"))
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[1])
+    slide.shapes.title.text = "Quarterly review"
+    slide.placeholders[1].text_frame.text = "Revenue grew by a tenth in the third quarter."
+    deck.save(str(root / "review.pptx"))
+    (root / "archive.txt").write_bytes(gzip.compress(b"old minutes " * 100, mtime=0))
+    (root / "minutes.doc").write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(64))
+    (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    return root
+
+
+VARIED_SKIPS = [
+    {"path": "logo.png", "reason": "unsupported file type '.png'"},
+    {"path": "minutes.doc", "reason": "unsupported file type '.doc'"},
+]
+
+
 # ---- extraction ----------------------------------------------------------------------
 
 
@@ -135,13 +174,14 @@ def test_extraction_reads_each_type_with_its_title(tmp_path: Path) -> None:
 
 
 def test_extraction_failures_are_clear(tmp_path: Path) -> None:
-    """A corrupt PDF, invalid UTF-8 and an unreadable file raise ExtractionError with a reason."""
+    """A corrupt PDF, text that contradicts its byte-order mark and an unreadable file raise
+    ExtractionError with a reason."""
     root = write_corpus(tmp_path / "docs")
     with pytest.raises(ExtractionError, match="not a readable PDF"):
         extract(root / "scans" / "broken.pdf")
-    bad = tmp_path / "latin1.txt"
-    bad.write_bytes("caf\xe9".encode("latin-1"))
-    with pytest.raises(ExtractionError, match="not valid UTF-8"):
+    bad = tmp_path / "truncated.txt"
+    bad.write_bytes("\ufeffcafé".encode("utf-16-le")[:-1])
+    with pytest.raises(ExtractionError, match="not valid UTF-16-LE at byte 8, as its byte-order"):
         extract(bad)
     with pytest.raises(ExtractionError, match="cannot read"):
         extract(tmp_path / "missing.md")
@@ -200,6 +240,23 @@ def test_sync_loop_counts_and_reports(tmp_path: Path) -> None:
     assert "retired.txt" not in sink.documents
     assert summary.skipped == 1
     assert not summary.ok
+
+
+def test_skipped_and_undecodable_files_are_reported_with_reasons(tmp_path: Path) -> None:
+    """Files of unsupported types are skipped and listed with the reason (in the JSON and the
+    human summary); a binary file named .txt fails with its reason; the rest are added."""
+    root = write_varied_formats(tmp_path / "docs")
+    sink = MemorySink()
+    summary = asyncio.run(sync_directory(root, sink, Classification.PUBLIC))
+    assert (summary.added, summary.failed, summary.skipped) == (5, 1, 2)
+    assert summary.as_dict()["skipped_files"] == VARIED_SKIPS
+    assert summary.failures == [("archive.txt", "binary data, not text (it holds NUL bytes)")]
+    rendered = summary.render()
+    assert "failed 1, skipped 2" in rendered
+    assert "  skipped: minutes.doc: unsupported file type '.doc'" in rendered.splitlines()
+    assert "naïve crème brûlée" in sink.documents["menu.html"]
+    short = summary.render(max_skipped_lines=1).splitlines()
+    assert short[-1] == "  ... and 1 more skipped (see --json)"
 
 
 def test_empty_directory_never_wipes_the_kb(tmp_path: Path) -> None:
@@ -374,6 +431,34 @@ def test_embedded_run_leaves_the_store_indexed(
     finally:
         index.close()
     assert set(stored(embedded.data_dir)) == GOOD_FILES
+
+
+@pytest.mark.slow
+def test_embedded_run_reads_varied_formats(
+    embedded: Embedded, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a data dir, a folder of varied formats is indexed with the right text and titles
+    (latin-1 HTML with its accents, UTF-16, .rst, .docx, .pptx); the binary .txt fails and
+    the unsupported files are listed as skipped, each with its reason (exit 1)."""
+    varied = Embedded(data_dir=embedded.data_dir, docs=write_varied_formats(tmp_path / "varied"))
+    code, summary = run_cli(varied.argv(), capsys)
+    assert code == 1
+    assert (summary["added"], summary["failed"], summary["skipped"]) == (5, 1, 2)
+    assert summary["failures"] == [
+        {"document": "archive.txt", "reason": "binary data, not text (it holds NUL bytes)"}
+    ]
+    assert summary["skipped_files"] == VARIED_SKIPS
+    passages = stored(embedded.data_dir)
+    assert {doc: found[0][0] for doc, found in passages.items()} == {
+        "menu.html": "Café guide",
+        "note.txt": "note",
+        "install.rst": "Installation",
+        "travel.docx": "Travel policy",
+        "review.pptx": "Quarterly review",
+    }
+    assert "naïve crème brûlée" in passages["menu.html"][0][2]
+    assert "The café opens at nine" in passages["note.txt"][0][2]
+    assert "Revenue grew by a tenth" in passages["review.pptx"][0][2]
 
 
 @pytest.mark.slow

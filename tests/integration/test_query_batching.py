@@ -16,6 +16,7 @@ from gateway.services import Services, build_services
 from gateway.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedding, FastEmbedder
 from ingest.lru import LruCache
+from ingest.payload import Classification
 from ingest.query_embedding import QueryBatcher, QueryEmbeddings
 from settings.config import load_config
 from settings.records import Role
@@ -84,6 +85,7 @@ def _principal() -> Principal:
         roles=frozenset({Role.ADMIN, Role.INGEST, Role.RETRIEVE}),
         org_id=ORG,
         tenant_id=TENANT,
+        clearance=Classification.RESTRICTED,
     )
 
 

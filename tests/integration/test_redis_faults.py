@@ -302,7 +302,7 @@ def test_gateway_under_redis_fault(world: World, fault: str) -> None:
 
     _recover(world)
     with world.client() as client:
-        metrics = client.get("/metrics").text
+        metrics = client.get("/metrics", headers=_platform()).text
     assert not re.search(r'status="50[0-2]"', metrics)
 
 

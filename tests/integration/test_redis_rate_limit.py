@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from gateway.ratelimit import RedisLimiter
+from gateway.ratelimit import RedisFailures, RedisLimiter
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio
@@ -51,3 +51,35 @@ async def test_window_is_shared_by_limiters_and_fails_open(redis: RedisServer) -
     assert outages == [1]
     await first.close()
     await second.close()
+
+
+async def test_workspace_budgets_and_auth_failures_are_shared_through_redis(
+    redis: RedisServer,
+) -> None:
+    """A workspace limiter (its own prefix) counts apart from the per-key limiter of the same
+    name; failed authentications counted by one replica block that address on another,
+    not other addresses, until the minute ends; with Redis down nothing is blocked."""
+    now = [6_000_000.5]
+    per_key = RedisLimiter(Redis.from_url(redis.url), rate=1, burst=0, clock=lambda: now[0])
+    per_workspace = RedisLimiter(
+        Redis.from_url(redis.url), rate=1, burst=0, clock=lambda: now[0], prefix="kbgate:wsrate"
+    )
+    assert await per_key.hit("alpha") is None
+    assert await per_workspace.hit("alpha") is None
+    assert await per_workspace.hit("alpha") is not None
+
+    first = RedisFailures(Redis.from_url(redis.url), 3, clock=lambda: now[0])
+    second = RedisFailures(Redis.from_url(redis.url), 3, clock=lambda: now[0])
+    for replica in (first, second, first):
+        assert await replica.blocked("203.0.113.7") is None
+        await replica.failed("203.0.113.7")
+    wait = await second.blocked("203.0.113.7")
+    assert wait is not None
+    assert 0 < wait <= 60
+    assert await second.blocked("198.51.100.2") is None
+    now[0] += 60
+    assert await first.blocked("203.0.113.7") is None
+    redis.stop()
+    assert await first.blocked("203.0.113.7") is None
+    for limiter in (per_key, per_workspace, first, second):
+        await limiter.close()

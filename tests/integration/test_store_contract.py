@@ -9,6 +9,7 @@ through testcontainers, skipped without a Docker engine. Redis-only behaviour
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 import time
@@ -22,9 +23,11 @@ import pytest
 import redis.asyncio
 from testcontainers.community.redis import RedisContainer
 
+from settings.cache import CachedSettings, follow_invalidations
 from settings.records import (
     Agent,
     ApiKey,
+    KeyEvent,
     KnowledgeBase,
     Org,
     SettingChange,
@@ -32,7 +35,7 @@ from settings.records import (
     TurnRecord,
     Workspace,
 )
-from settings.redis_store import INVALIDATION_CHANNEL, RedisStore
+from settings.redis_store import CREDENTIALS_CHANGED, INVALIDATION_CHANNEL, RedisStore
 from settings.sqlite_store import SqliteStore
 from settings.store import (
     AlreadyExistsError,
@@ -468,6 +471,55 @@ async def test_api_keys_by_hash(store: SettingsStore) -> None:
     assert await store.get_api_key_by_hash("h2") == api_key("key2", "h2")
 
 
+def key_event(action: str, key: ApiKey, actor: str = "platform") -> KeyEvent:
+    return KeyEvent(
+        at=AT,
+        action=action,
+        key_id=key.key_id,
+        org_id=key.org_id,
+        tenant_id=key.tenant_id,
+        roles=key.roles,
+        clearance=key.clearance,
+        actor_key_id=actor,
+    )
+
+
+async def test_api_keys_list_revoke_and_history(store: SettingsStore) -> None:
+    """Keys are found by id and listed in id order with their last use; revoking deletes a
+    key (its hash finds nothing, a second revoke returns None) and both changes are in the
+    key history, in order; a refused duplicate adds no event."""
+    first = msgspec.structs.replace(api_key("key_b", "hb"), expires_at="2030-01-01T00:00:00+00:00")
+    second = api_key("key_a", "ha", tenant_id="t2")
+    await store.create_api_key(first, key_event("created", first))
+    await store.create_api_key(second, key_event("created", second))
+    with pytest.raises(AlreadyExistsError):
+        await store.create_api_key(first, key_event("created", first))
+    assert await store.get_api_key("key_b") == first
+    assert await store.get_api_key("nope") is None
+
+    await store.record_key_use("key_b", "2026-06-02T00:00:00+00:00")
+    await store.record_key_use("key_b", "2026-06-03T00:00:00+00:00")
+    listed = await store.list_api_keys()
+    assert [key.key_id for key in listed] == ["key_a", "key_b"]
+    assert listed[0].last_used_at is None
+    assert listed[1] == msgspec.structs.replace(first, last_used_at="2026-06-03T00:00:00+00:00")
+
+    revoked = await store.revoke_api_key("key_b", key_event("revoked", first, actor="key_a"))
+    assert revoked == first
+    assert await store.get_api_key_by_hash("hb") is None
+    assert await store.get_api_key("key_b") is None
+    assert await store.revoke_api_key("key_b", key_event("revoked", first)) is None
+    await store.record_key_use("key_b", "2026-06-04T00:00:00+00:00")  # ignored: revoked
+    assert [key.key_id for key in await store.list_api_keys()] == ["key_a"]
+
+    history = await store.key_history()
+    assert [(e.action, e.key_id, e.actor_key_id) for e in history] == [
+        ("created", "key_b", "platform"),
+        ("created", "key_a", "platform"),
+        ("revoked", "key_b", "key_a"),
+    ]
+
+
 async def test_turns_round_trip_and_expire(store: SettingsStore) -> None:
     """A turn reads back until its TTL passes, then reads as None."""
     await store.put_turn(turn("short"), ttl_s=1)
@@ -801,5 +853,49 @@ async def test_redis_invalidations_reach_other_instances(redis_backend: RedisBac
         assert await asyncio.wait_for(anext(listener), 2) == "租户"
     finally:
         await listener.aclose()
+        await reader.close()
+        await writer.close()
+
+
+async def test_redis_key_revocations_reach_other_instances(redis_backend: RedisBackend) -> None:
+    """Revoking a key on one store announces that credentials changed to another store's
+    listener (the empty string, which no tenant id can be)."""
+    writer = await redis_backend.open()
+    reader = RedisStore.connect(redis_backend.url, timeout_s=REDIS_TIMEOUT_S)
+    listener = reader.invalidations()
+    try:
+        await writer.create_api_key(api_key("key1", "h1"))
+        first = asyncio.ensure_future(anext(listener))
+        await _wait_for_subscriber(redis_backend.url)
+        await writer.revoke_api_key("key1")
+        assert await asyncio.wait_for(first, 2) == CREDENTIALS_CHANGED
+    finally:
+        await listener.aclose()
+        await reader.close()
+        await writer.close()
+
+
+async def test_redis_revocation_reaches_another_replicas_cached_keys(
+    redis_backend: RedisBackend,
+) -> None:
+    """A key cached by one replica's settings cache (long staleness bound) reads as gone
+    there soon after another replica revokes it, through the invalidation channel."""
+    writer = await redis_backend.open()
+    reader = RedisStore.connect(redis_backend.url, timeout_s=REDIS_TIMEOUT_S)
+    cache = CachedSettings(reader, staleness_s=3600)
+    follower = asyncio.create_task(follow_invalidations(reader, cache))
+    try:
+        await writer.create_api_key(api_key("key1", "h1"))
+        await _wait_for_subscriber(redis_backend.url)
+        assert await cache.api_key("h1") == api_key("key1", "h1")
+        await writer.revoke_api_key("key1")
+        deadline = time.monotonic() + 3
+        while await cache.api_key("h1") is not None:
+            assert time.monotonic() < deadline, "the revocation never reached the cache"
+            await asyncio.sleep(0.05)
+    finally:
+        follower.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follower
         await reader.close()
         await writer.close()

@@ -181,7 +181,15 @@ async def live_gateway(
     redis_url: str | None = None,
 ) -> AsyncIterator[LiveGateway]:
     """The app on one engine (edge, local, server), SQLite or Redis settings, logs captured."""
-    config = load_config({}, data_dir=data_dir, platform_key=PLATFORM_KEY, redis_url=redis_url)
+    # The probe presents forged keys on purpose, many more than a client address's default
+    # failure budget allows; the limit itself is tested in tests/api/test_rate_limits.py.
+    config = load_config(
+        {},
+        data_dir=data_dir,
+        platform_key=PLATFORM_KEY,
+        redis_url=redis_url,
+        auth_failures_per_min=1_000_000,
+    )
     logs = io.StringIO()
     engines: dict[str, tuple[Any, str] | None] = {"edge": None}
     if engine == "local":

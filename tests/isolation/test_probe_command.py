@@ -45,6 +45,8 @@ def test_kbgate_probe_passes_against_a_served_gateway(
         "KBGATE_PLATFORM_KEY": platform_key,
         "KBGATE_MODEL_CACHE_DIR": str(model_dir),
         "KBGATE_EMBEDDING_THREADS": "1",
+        # the probe presents forged keys on purpose, past the default failure budget
+        "KBGATE_AUTH_FAILURES_PER_MIN": "1000000",
     }
     with GatewayProcess(data_dir, env=env) as served:
         started = time.perf_counter()

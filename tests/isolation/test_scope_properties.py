@@ -155,60 +155,32 @@ def _called(node: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
-#: The one filter an adapter may build besides a Scope's: Qdrant Edge's scope's tenant
-#: alone, given as the IDF corpus of keyword legs when it selects exactly the scope's
-#: points, and counted (in the function named) to know that. Never a search filter.
-_CORPUS_ONLY = {ingest.qdrant_edge: ("_tenant_filter", "_holds_whole_tenant")}
-
-
 @pytest.mark.parametrize("module", [ingest.qdrant_edge, ingest.qdrant_server])
 def test_each_adapter_builds_filters_in_one_function_and_always_uses_one(module: Any) -> None:
-    """In each adapter, engine filters are constructed only inside `_scope_filter` (and
-    Edge's IDF corpus of the tenant alone, which only `_holds_whole_tenant` counts with
-    and no search is filtered by); every variable named `where` comes from `_scope_filter`;
-    and every engine read, count, facet, delete and payload update is handed such a
-    filter (there is no unscoped call)."""
+    """In each adapter, engine filters are constructed only inside `_scope_filter` (no
+    other filter exists, not even an IDF corpus: keyword scores and the search's work
+    never depend on points outside the Scope); every variable named `where` comes from
+    `_scope_filter`; and every engine read, count, facet, delete and payload update is
+    handed such a filter (there is no unscoped call)."""
     tree = ast.parse(inspect.getsource(module))
-    corpus_builder, corpus_counter = _CORPUS_ONLY.get(module, ("", ""))
     functions = [fn for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef)]
     builders = [
         fn.name
         for fn in functions
         if any(isinstance(c, ast.Call) and _called(c) == "Filter" for c in ast.walk(fn))
     ]
-    assert sorted(builders) == sorted(
-        ["_scope_filter", *([corpus_builder] if corpus_builder else [])]
-    )
+    assert builders == ["_scope_filter"]
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and "where" in {
             t.id for t in node.targets if isinstance(t, ast.Name)
         }:
             assert isinstance(node.value, ast.Call), ast.unparse(node)
             assert _called(node.value) == "_scope_filter", ast.unparse(node)
-        if isinstance(node, ast.keyword) and node.arg == "filter":
-            assert not any(
-                isinstance(c, ast.Call) and _called(c) == corpus_builder
-                for c in ast.walk(node.value)
-            ) or _inside(tree, node, corpus_counter), ast.unparse(node)
         if isinstance(node, ast.Call) and _called(node) in _ENGINE_CALLS:
             scoped = "where" in _names(node) or any(
-                isinstance(c, ast.Call) and _called(c) in {"_scope_filter", corpus_builder}
-                for c in ast.walk(node)
+                isinstance(c, ast.Call) and _called(c) == "_scope_filter" for c in ast.walk(node)
             )
             assert scoped, f"unscoped engine call: {ast.unparse(node)}"
-    if corpus_counter:
-        # The counting function only counts; its tenant-wide count reveals nothing but
-        # whether the scope is the whole tenant, and the result only picks the corpus.
-        [counter] = [fn for fn in functions if fn.name == corpus_counter]
-        calls = {_called(c) for c in ast.walk(counter) if isinstance(c, ast.Call)}
-        assert calls & (_ENGINE_CALLS - {"count", "CountRequest"}) == set()
-
-
-def _inside(tree: ast.AST, node: ast.AST, function: str) -> bool:
-    return any(
-        isinstance(fn, ast.FunctionDef) and fn.name == function and node in set(ast.walk(fn))
-        for fn in ast.walk(tree)
-    )
 
 
 def test_the_index_port_takes_scopes_never_raw_filters() -> None:

@@ -32,8 +32,8 @@ def test_issued_key_is_stored_only_as_its_hash() -> None:
 
 def test_keys_are_unique() -> None:
     """Two issued keys never share a secret or an id."""
-    first = issue_key(org_id="o", tenant_id="t", roles=["admin"], clearance="public")
-    second = issue_key(org_id="o", tenant_id="t", roles=["admin"], clearance="public")
+    first = issue_key(org_id="o", tenant_id="t", roles=["retrieve"], clearance="public")
+    second = issue_key(org_id="o", tenant_id="t", roles=["retrieve"], clearance="public")
     assert first[0] != second[0]
     assert first[1].key_id != second[1].key_id
 

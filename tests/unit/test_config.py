@@ -90,3 +90,71 @@ def test_config_is_frozen() -> None:
     config = load_config({})
     with pytest.raises(AttributeError):
         config.port = 1  # type: ignore[misc]  # the point: frozen Structs refuse assignment
+
+
+def test_fairness_and_metrics_variables_are_read_and_bounded() -> None:
+    """The expensive-work pool, its per-workspace limit, the grounding size budget and the
+    metrics key are read from their variables; without them the defaults apply."""
+    defaults = load_config({})
+    assert defaults.expensive_threads is None
+    assert defaults.expensive_per_workspace == 2
+    assert (defaults.grounding_max_chars, defaults.grounding_max_sentences) == (20_000, 200)
+    assert defaults.metrics_key is None
+    config = load_config(
+        {
+            "KBGATE_EXPENSIVE_THREADS": "3",
+            "KBGATE_EXPENSIVE_PER_WORKSPACE": "1",
+            "KBGATE_GROUNDING_MAX_CHARS": "5000",
+            "KBGATE_GROUNDING_MAX_SENTENCES": "50",
+            "KBGATE_METRICS_KEY": "scrape-secret-0123456789",
+        }
+    )
+    assert config.expensive_threads == 3
+    assert config.expensive_per_workspace == 1
+    assert (config.grounding_max_chars, config.grounding_max_sentences) == (5000, 50)
+    assert config.metrics_key == "scrape-secret-0123456789"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("KBGATE_EXPENSIVE_THREADS", "0"),
+        ("KBGATE_EXPENSIVE_THREADS", "many"),
+        ("KBGATE_EXPENSIVE_PER_WORKSPACE", "0"),
+        ("KBGATE_GROUNDING_MAX_CHARS", "0"),
+        ("KBGATE_GROUNDING_MAX_SENTENCES", "0"),
+        ("KBGATE_GROUNDING_MAX_SENTENCES", "100000"),
+        ("KBGATE_METRICS_KEY", "short"),
+    ],
+)
+def test_invalid_fairness_and_metrics_values_fail_naming_the_variable(
+    variable: str, value: str
+) -> None:
+    """A malformed or out-of-range fairness or metrics value stops start-up, naming it."""
+    with pytest.raises(ConfigError, match=variable):
+        load_config({variable: value})
+
+
+def test_deployment_variables_are_read_and_bounded() -> None:
+    """The Qdrant collection layout and the shutdown bound are read; a write consistency
+    above the replication factor, no shard, and a negative bound are refused by name."""
+    default = load_config({})
+    assert (default.qdrant_shards, default.qdrant_replication_factor) == (1, 1)
+    assert (default.qdrant_write_consistency, default.shutdown_timeout_s) == (1, 10.0)
+    config = load_config(
+        {
+            "KBGATE_QDRANT_SHARDS": "3",
+            "KBGATE_QDRANT_REPLICATION_FACTOR": "2",
+            "KBGATE_QDRANT_WRITE_CONSISTENCY": "2",
+            "KBGATE_SHUTDOWN_TIMEOUT_S": "2.5",
+        }
+    )
+    assert (config.qdrant_shards, config.qdrant_replication_factor) == (3, 2)
+    assert (config.qdrant_write_consistency, config.shutdown_timeout_s) == (2, 2.5)
+    for environ, variable in (
+        ({"KBGATE_QDRANT_WRITE_CONSISTENCY": "2"}, "KBGATE_QDRANT_WRITE_CONSISTENCY"),
+        ({"KBGATE_QDRANT_SHARDS": "0"}, "KBGATE_QDRANT_SHARDS"),
+        ({"KBGATE_SHUTDOWN_TIMEOUT_S": "-1"}, "KBGATE_SHUTDOWN_TIMEOUT_S"),
+    ):
+        with pytest.raises(ConfigError, match=variable):
+            load_config(environ)

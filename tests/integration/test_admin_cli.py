@@ -1,0 +1,100 @@
+"""Platform-key rotation and the `kbgate orgs|workspaces|keys` commands, against a real
+`kbgate serve` process."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ingest.embedding import Embedder
+from tests.support.gateway_process import GatewayProcess
+
+CONFIGURED_KEY = "configured-platform-key-0123456789"
+_GENERATED = re.compile(r"^\s+(kbg_\S+)$", re.MULTILINE)
+
+
+def _kbgate(*args: str, url: str, key: str) -> subprocess.CompletedProcess[str]:
+    kbgate = Path(sys.executable).with_name("kbgate")
+    return subprocess.run(  # noqa: S603 — our own console script, fixed arguments
+        [str(kbgate), *args, "--url", url, "--key", key],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def model_env(model_dir: Path, embedder: Embedder) -> dict[str, str]:
+    """The model folder the shared embedder assembled, so each process reuses it."""
+    assert embedder.dense_dim > 0
+    return {"KBGATE_EMBEDDING_THREADS": "1", "KBGATE_MODEL_CACHE_DIR": str(model_dir)}
+
+
+def test_a_configured_platform_key_retires_the_generated_one_and_the_cli_manages_keys(
+    tmp_path: Path, model_env: dict[str, str]
+) -> None:
+    """A first start without KBGATE_PLATFORM_KEY generates a platform key; a restart with one
+    configured retires it (401) while the configured key works. The CLI then creates an
+    org, a workspace and a key (JSON for scripts), lists keys without secrets and revokes
+    the key, which is refused from then on; a refused call exits 1 with the problem."""
+    data_dir = tmp_path / "data"
+    with GatewayProcess(data_dir, env=model_env) as first:
+        found = _GENERATED.search(first.log_path.read_text())
+        assert found is not None
+        generated = found.group(1)
+        with first.client() as client:
+            ok = client.get("/v1/keys", headers={"Authorization": f"Bearer {generated}"})
+            assert ok.status_code == 200
+
+    with GatewayProcess(data_dir, env={**model_env, "KBGATE_PLATFORM_KEY": CONFIGURED_KEY}) as gw:
+        with gw.client() as client:
+            old = client.get("/v1/keys", headers={"Authorization": f"Bearer {generated}"})
+            assert old.status_code == 401
+            new = client.get("/v1/keys", headers={"Authorization": f"Bearer {CONFIGURED_KEY}"})
+            assert new.status_code == 200
+
+        org = _kbgate("orgs", "create", "acme", url=gw.url, key=CONFIGURED_KEY)
+        assert org.returncode == 0, org.stderr
+        assert "acme" in org.stdout
+        ws = _kbgate("workspaces", "create", "acme", "support", url=gw.url, key=CONFIGURED_KEY)
+        assert ws.returncode == 0, ws.stderr
+        made = _kbgate(
+            "keys", "create", "--org", "acme", "--tenant", "support", "--role", "retrieve",
+            "--ttl", "3600", "--json", url=gw.url, key=CONFIGURED_KEY,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        issued = json.loads(made.stdout)
+        assert issued["roles"] == ["retrieve"]
+        assert issued["expires_at"]
+
+        listed = _kbgate("keys", "list", "--tenant", "support", url=gw.url, key=CONFIGURED_KEY)
+        assert listed.returncode == 0, listed.stderr
+        assert issued["key_id"] in listed.stdout
+        assert issued["key"] not in listed.stdout
+
+        revoked = _kbgate("keys", "revoke", issued["key_id"], url=gw.url, key=CONFIGURED_KEY)
+        assert revoked.returncode == 0, revoked.stderr
+        assert f"revoked {issued['key_id']}" in revoked.stdout
+        refused = httpx.post(
+            f"{gw.url}/v1/retrieve",
+            json={"agent_id": "a", "question": "q"},
+            headers={"Authorization": f"Bearer {issued['key']}"},
+        )
+        assert refused.status_code == 401
+
+        again = _kbgate("keys", "revoke", issued["key_id"], url=gw.url, key=CONFIGURED_KEY)
+        assert again.returncode == 1
+        assert "404" in again.stderr
+        low = _kbgate(
+            "keys", "create", "--org", "acme", "--tenant", "support", "--role", "ingest",
+            "--clearance", "public", url=gw.url, key=CONFIGURED_KEY,
+        )  # fmt: skip
+        assert low.returncode == 1
+        assert "(clearance)" in low.stderr
