@@ -36,7 +36,7 @@ VOLUME /data
 EXPOSE 8080
 # Standard library only: the check runs every 10 s and must stay cheap.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=90s --retries=3 \
-  CMD ["python", "-m", "gateway.healthcheck"]
+  CMD ["python", "-m", "gateway.runtime.healthcheck"]
 # tini forwards SIGTERM; kbgate then drains (KBGATE_SHUTDOWN_TIMEOUT_S) before it exits.
 ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["kbgate", "serve"]

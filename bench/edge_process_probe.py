@@ -111,9 +111,9 @@ async def _serve(mode: str, data_dir: Path, copy_dir: Path, port: int) -> None:
     """One gateway on `port`; in `child` mode its engine reads go to a child process."""
     import uvicorn
 
-    from gateway.app import create_app
-    from gateway.services import build_services
-    from gateway.telemetry import Telemetry, build_logger
+    from gateway.http.app import create_app
+    from gateway.runtime.services import build_services
+    from gateway.runtime.telemetry import Telemetry, build_logger
     from settings.config import load_config
 
     environment = {

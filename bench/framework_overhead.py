@@ -6,7 +6,7 @@ decoding, guards, the response, request telemetry): the app built by `create_app
 called directly as an ASGI app in this process, so neither uvicorn nor the socket counts.
 Alternated per question on one set of services, distinct questions:
 
-- `direct`: `gateway.turn.retrieve`, as the controller calls it;
+- `direct`: `gateway.retrieval.turn.retrieve`, as the controller calls it;
 - `asgi`: `POST /v1/retrieve` through the app; `asgi_wrapper` is that request's time
   minus the turn inside it (timed around the controller's call);
 - `canned`: the same request with the turn replaced by a result computed once, repeated
@@ -38,10 +38,10 @@ from typing import Any
 from litestar import Litestar
 
 from bench.turn_latency import AGENT, DATASET, PLATFORM_KEY, RESULTS, _principal, _read_jsonl
-from gateway import turn
-from gateway.app import create_app
-from gateway.services import build_services
-from gateway.telemetry import Telemetry, build_logger
+from gateway.http.app import create_app
+from gateway.retrieval import turn
+from gateway.runtime.services import build_services
+from gateway.runtime.telemetry import Telemetry, build_logger
 from settings.config import load_config
 
 Call = Callable[[str, str, bytes], Awaitable[tuple[int, bytes]]]
@@ -192,7 +192,7 @@ async def main() -> None:
         **figures,
         "notes": (
             "In process, no socket: the app from create_app called as an ASGI app. direct: "
-            "gateway.turn.retrieve; asgi: POST /v1/retrieve, alternated with direct per "
+            "gateway.retrieval.turn.retrieve; asgi: POST /v1/retrieve, alternated with direct per "
             "question (distinct questions); asgi_wrapper: the request minus the turn inside "
             "it; canned: the request with a precomputed turn, back to back (warm caches)."
         ),

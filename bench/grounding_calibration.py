@@ -1,7 +1,7 @@
 """Calibrate the grounding floor on the golden set.
 
 Uses the SciFact store that `bench.turn_latency` builds (same data dir), and scores
-three kinds of answers through the real post-check (`gateway.postcheck`):
+three kinds of answers through the real post-check (`gateway.safety.postcheck`):
 
 (a) supported: two consecutive sentences restating a passage of a stored abstract;
 (b) other domain: answers about cooking, sport, travel, software, history;
@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.turn_latency import AGENT, DATASET, KB, _prepare, _principal, _read_jsonl
-from gateway import knowledge
-from gateway.postcheck import grounding_check
-from gateway.services import Services, build_services
-from gateway.telemetry import Telemetry, build_logger
+from gateway.admin import knowledge
+from gateway.runtime.services import Services, build_services
+from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.safety.postcheck import grounding_check
 from ingest.chunking import split_sentences
 from settings.config import load_config
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from faker import Faker
 
-from gateway.redaction import SCORE_FLOOR, Detection, Redactor
+from gateway.safety.redaction import SCORE_FLOOR, Detection, Redactor
 from settings.resolve import DEFAULT_PII_ENTITIES
 
 SEED = 20260601

@@ -19,7 +19,7 @@ from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
 CHANNELS = ("dense", "keyword", "hybrid")
-#: nDCG@10 of the untuned Qdrant hybrid recipe with this model on SciFact (issue 5).
+#: nDCG@10 of the untuned Qdrant hybrid recipe with this model on SciFact.
 RECIPE = {"dense": 0.656, "keyword": 0.686, "hybrid": 0.717}
 
 

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.turn_latency import AGENT, DATASET, PLATFORM_KEY, _principal, _read_jsonl
-from gateway.services import build_services
-from gateway.telemetry import Telemetry, build_logger
-from gateway.turn import KbPlan, legs_for, plan_turn
+from gateway.retrieval.legs import legs_for
+from gateway.retrieval.plan import KbPlan, plan_turn
+from gateway.runtime.services import build_services
+from gateway.runtime.telemetry import Telemetry, build_logger
 from ingest.index import Leg
 from ingest.qdrant_edge import EdgeIndex
 from settings.config import load_config

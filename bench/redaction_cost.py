@@ -33,12 +33,12 @@ from typing import Any
 from faker import Faker
 from litestar.testing import AsyncTestClient
 
-from gateway import turn
-from gateway.app import create_app
-from gateway.auth import Principal, authenticate
-from gateway.redaction import Redactor
-from gateway.services import Services, build_services
-from gateway.telemetry import Telemetry, build_logger
+from gateway.access.auth import Principal, authenticate
+from gateway.http.app import create_app
+from gateway.retrieval import turn
+from gateway.runtime.services import Services, build_services
+from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.safety.redaction import Redactor
 from settings.config import load_config
 from settings.resolve import DEFAULT_PII_ENTITIES
 

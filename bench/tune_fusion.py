@@ -23,14 +23,14 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from gateway.evaluation import (
+from gateway.tools.evaluation.dataset import split_queries
+from gateway.tools.evaluation.metrics import score_run
+from gateway.tools.evaluation.run import (
     EvalOptions,
     PreparedRun,
     prepare,
     ranking_settings,
     run_questions,
-    score_run,
-    split_queries,
 )
 
 RESULTS = Path(__file__).parent / "results"

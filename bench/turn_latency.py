@@ -49,12 +49,13 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from gateway import knowledge, provisioning
-from gateway.auth import Principal
+from gateway.access.auth import Principal
+from gateway.admin import knowledge, provisioning
 from gateway.errors import ConflictError
-from gateway.services import Services, build_services
-from gateway.telemetry import Telemetry, build_logger
-from gateway.turn import KbPlan, legs_for, plan_turn
+from gateway.retrieval.legs import legs_for
+from gateway.retrieval.plan import KbPlan, plan_turn
+from gateway.runtime.services import Services, build_services
+from gateway.runtime.telemetry import Telemetry, build_logger
 from ingest.payload import Classification
 from settings.config import load_config
 from settings.records import Role

@@ -10,7 +10,7 @@ weights at load). Passages are embedded with it as packaged. Questions, embedded
 every turn, get a copy the assembly re-quantizes for onnxruntime's integer kernels
 (weights int8 per output channel, activations quantized at run time): about 3 ms of
 CPU a question instead of 7, at a median cosine of 0.992 to the packaged model's
-vector and the same retrieval quality (README, "Retrieval quality" and "Benchmarks").
+vector and the same retrieval quality (docs/benchmarks.md).
 
 BM25 is fastembed's `Bm25` with the standard English (NLTK) stopwords shipped in
 `ingest/data/english_stopwords.txt`; it needs no model files either. Documents get
@@ -19,7 +19,7 @@ BM25 term-frequency weights, queries get 1s; Qdrant's IDF modifier supplies the 
 `KBGATE_EMBEDDING_MODEL` names any fastembed dense model instead; it is fetched
 through fastembed's own cache under the model dir (this path needs the network once).
 
-Memory (DESIGN.md section 4): onnxruntime's CPU arena keeps every block it ever
+Memory: onnxruntime's CPU arena keeps every block it ever
 allocated, and a new input shape allocates new blocks, so the arena is turned off.
 Texts are embedded one per model run by default (larger batches are sorted by length
 so a batch pads to similar lengths) and truncated at 256 tokens, so one run's
@@ -70,12 +70,12 @@ BM25_MODEL_NAME = "Qdrant/bm25"
 #: onnxruntime intra-op threads of the question session. A question is a few dozen
 #: tokens: a second thread mostly spin-waits, doubling the CPU of each question for a
 #: few milliseconds less latency, and concurrent turns need that CPU. The second session,
-#: on the integer model, costs about 40 MiB of resident memory (README, "Memory").
+#: on the integer model, costs about 40 MiB of resident memory (docs/decisions/memory-allocator.md).
 QUERY_THREADS = 1
 #: Passages per model run. One: a run's activations then fit the CPU's cache (16 passages
 #: of ~180 word-pieces make 17 MB per feed-forward layer) and nothing is padded. Measured
 #: on 100 SciFact abstracts: ingest 21-24 passages/s against 16-17 with 16, the model alone
-#: 26 against 12, peak RSS 325-537 MB against 1.1 GB (README, "Benchmarks").
+#: 26 against 12, peak RSS 325-537 MB against 1.1 GB (docs/benchmarks.md).
 DEFAULT_BATCH_SIZE = 1
 #: BM25's length normalisation: the mean passage length in BM25 tokens (stopwords out).
 #: Default-sized passages (120 words with the title) hold about 77 on SciFact; 256, the
@@ -221,7 +221,7 @@ class FastEmbedder:
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
         # One question per model run: the integer model quantizes a run's activations
         # with one scale, so a batch-mate (maybe another tenant's question) would shift
-        # a question's vector. Alone is also cheaper: no padding (README, "Benchmarks").
+        # a question's vector. Alone is also cheaper: no padding (docs/benchmarks.md).
         dense = self._dense_vectors(
             texts, self._query_dense.query_embed, inline=self._queries_inline, batch_size=1
         )

@@ -2,7 +2,7 @@
 
 Every passage point carries a `PassagePayload`. Writers serialise it with
 `to_payload`; every adapter's filter builder reads the same `PayloadKey` names,
-so the indexer and the filters cannot drift apart (the April 2026 bug).
+so the indexer and the filters cannot drift apart.
 
 Importing this module must stay cheap: no fastembed, presidio or Qdrant client.
 """
@@ -20,7 +20,7 @@ import msgspec
 
 
 class PayloadKey(enum.StrEnum):
-    """The payload keys of a passage point (DESIGN.md section 3), camelCase exactly."""
+    """The payload keys of a passage point, camelCase exactly."""
 
     TENANT_ID = "tenantId"
     KNOWLEDGE_BASE_ID = "knowledgeBaseId"

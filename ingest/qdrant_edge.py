@@ -471,7 +471,7 @@ def _search_threads_default() -> int:
     """One search thread per core the process may use. Edge's own default (eight threads
     on two cores here) took 1.3 ms more CPU a turn and served eight callers fewer turns a
     second; one thread (searching in the calling thread, on the question model's core)
-    made one caller's turn about 1 ms slower (README, "Benchmarks"). Edge holds the GIL
+    made one caller's turn about 1 ms slower (docs/benchmarks.md). Edge holds the GIL
     for a whole call, so the gateway never runs two searches at once: the pool only
     spreads one call's segments."""
     return len(os.sched_getaffinity(0))

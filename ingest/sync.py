@@ -5,7 +5,7 @@ A document's `documentVersion` is a hash of everything that shapes its points
 from tenant, KB, document, version and passage index, so a new version never
 overwrites the old one in place. Replacement writes the new version first, then
 deletes the old points; readers keep only the newest version of each document
-(`newest_versions`), so no reader sees both versions or neither.
+(`gateway.retrieval.versions`), so no reader sees both versions or neither.
 
 Everything here is synchronous and CPU- or engine-bound: the gateway runs it in
 worker threads.
@@ -16,15 +16,15 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal, Protocol, TypeVar
+from typing import Literal
 
 from ingest.chunking import ChunkingParams, chunk_text
 from ingest.embedding import Embedder
 from ingest.index import Index, Passage, StoredPassage, collection_for
-from ingest.payload import Classification, PassagePayload, PassageRef, Scope, text_checksum
+from ingest.payload import Classification, PassagePayload, Scope, text_checksum
 
 _POINT_NAMESPACE = uuid.UUID("6f1c1f0e-4b7a-5c3e-9d2a-6b1e8a4c2d10")
 SyncStatus = Literal["indexed", "unchanged"]
@@ -192,40 +192,3 @@ def _is_current(existing: Sequence[StoredPassage], version: str, expected: int) 
         and all(stored.payload.document_version == version for stored in existing)
         and all(stored.payload.org_id is not None for stored in existing)
     )
-
-
-class _Referenced(Protocol):
-    @property
-    def ref(self) -> PassageRef: ...
-
-
-_HitT = TypeVar("_HitT", bound=_Referenced)
-
-
-def newest_versions(hits: Iterable[_HitT]) -> list[_HitT]:
-    """Drop hits from superseded versions of a document caught mid-replacement.
-
-    Per (KB, document), only the version indexed last survives; order is kept.
-    """
-    hits = list(hits)
-    versions: dict[tuple[str, str], str] = {}
-    for hit in hits:
-        ref = hit.ref
-        if versions.setdefault((ref.knowledge_base_id, ref.document_id), ref.document_version) != (
-            ref.document_version
-        ):
-            break
-    else:
-        return hits  # one version per document, as outside a replacement: all current
-    newest: dict[tuple[str, str], tuple[str, str]] = {}
-    for hit in hits:
-        ref = hit.ref
-        key = (ref.knowledge_base_id, ref.document_id)
-        stamp = (ref.indexed_at, ref.document_version)
-        if key not in newest or stamp > newest[key]:
-            newest[key] = stamp
-    return [
-        hit
-        for hit in hits
-        if newest[(hit.ref.knowledge_base_id, hit.ref.document_id)][1] == hit.ref.document_version
-    ]

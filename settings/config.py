@@ -19,7 +19,7 @@ ENV_PREFIX = "KBGATE_"
 
 
 class FusionMethod(enum.StrEnum):
-    """How a turn fuses its legs (`gateway.fusion`)."""
+    """How a turn fuses its legs (`gateway.retrieval.fusion`)."""
 
     SCORE = "score"
     RRF = "rrf"
@@ -95,7 +95,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     #: One passage per model run: see `ingest.embedding.DEFAULT_BATCH_SIZE`.
     embedding_batch_size: int = 1
     embed_timeout_s: float = 30.0
-    # Speed (issue 9): bounded caches, 0 turns one off; questions embedded per model call.
+    # Bounded caches, 0 turns one off; questions embedded per model call.
     query_cache_size: int = 1024
     query_batch_max: int = 32
     #: Question batches embedded at once, each single-threaded: one per core.
@@ -103,7 +103,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     redaction_cache_size: int = 4096
     leg_limit: int = 100
     passages_per_document: int = 1
-    #: How legs fuse (`gateway.fusion`): "score" (normalised scores) or "rrf" (ranks).
+    #: How legs fuse (`gateway.retrieval.fusion`): "score" (normalised scores) or "rrf" (ranks).
     fusion_method: FusionMethod = FusionMethod.SCORE
     model_cache_dir: Path | None = None
     bounds: Bounds = msgspec.field(default_factory=Bounds)
@@ -124,7 +124,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     log_level: str = "INFO"
     #: Threads of the pool that runs expensive work (grounding checks, call-time
     #: redaction, ingest embedding), apart from the shared pool of stores and cheap calls;
-    #: None: one per core. `gateway.expensive`.
+    #: None: one per core. `gateway.access.expensive`.
     expensive_threads: int | None = None
     #: Expensive requests one workspace may have running (or queued) at once; past it, 429.
     expensive_per_workspace: int = 2

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from litestar.testing import AsyncTestClient
 
-from gateway.app import create_app
-from gateway.services import Services, build_services
-from gateway.telemetry import Telemetry, build_logger
+from gateway.http.app import create_app
+from gateway.runtime.services import Services, build_services
+from gateway.runtime.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedder, build_embedder
 from ingest.qdrant_server import ServerIndex
 from settings.config import Config, load_config

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway.auth import hash_key, new_key_id, new_secret
+from gateway.access.auth import hash_key, new_key_id, new_secret
 from settings.records import ApiKey
 from tests.api.conftest import Gateway
 from tests.api.tenants import provision

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from gateway.app import create_app
+from gateway.access.expensive import ExpensiveWork
 from gateway.errors import RateLimitedError
-from gateway.expensive import ExpensiveWork
+from gateway.http.app import create_app
 from ingest.embedding import Embedder
 from tests.api.conftest import Gateway, start_gateway
 from tests.api.tenants import Tenant, provision

@@ -47,7 +47,7 @@ async def _tenant(gw: Gateway, org: str = "acme", name: str = "ws") -> Tenant:
 
 
 async def test_supported_answer_finds_what_the_indexer_wrote(engine_gateway: Gateway) -> None:
-    """Regression guard (April 2026): the check finds the indexer's passages (matches > 0)
+    """The check finds the indexer's passages (matches > 0)
     and supports an answer restating one; were filter and payload keys to drift, matches
     would be 0 and this fails."""
     tenant = await _tenant(engine_gateway)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from litestar.testing import AsyncTestClient
 
-from gateway.app import create_app
+from gateway.http.app import create_app
 from ingest.embedding import Embedder
 from tests.api.conftest import PLATFORM_KEY, Gateway, start_gateway
 from tests.api.tenants import provision

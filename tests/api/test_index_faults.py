@@ -17,9 +17,9 @@ from typing import Any, Literal
 import pytest
 from litestar.testing import AsyncTestClient
 
-from gateway.app import create_app
-from gateway.services import build_services
-from gateway.telemetry import Telemetry, build_logger
+from gateway.http.app import create_app
+from gateway.runtime.services import build_services
+from gateway.runtime.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedder
 from ingest.index import (
     SHARED_COLLECTION,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.auth import hash_key
+from gateway.access.auth import hash_key
 from tests.api.conftest import PLATFORM_KEY, Gateway
 
 pytestmark = pytest.mark.anyio

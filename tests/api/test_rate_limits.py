@@ -10,8 +10,8 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
-from gateway.app import create_app
-from gateway.ratelimit import InProcessLimiter
+from gateway.access.ratelimit import InProcessLimiter
+from gateway.http.app import create_app
 from ingest.embedding import Embedder
 from tests.api.conftest import Gateway, start_gateway
 from tests.api.tenants import provision

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from gateway.egress import MAX_EGRESS_CHARS
-from gateway.evidence import escape_text
+from gateway.retrieval.evidence import escape_text
+from gateway.safety.egress import MAX_EGRESS_CHARS
 from tests.api.conftest import Gateway
 from tests.api.tenants import Tenant, provision
 

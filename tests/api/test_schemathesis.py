@@ -24,7 +24,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
 )
 
-from gateway.app import create_app
+from gateway.http.app import create_app
 from settings.config import load_config
 from tests.support.gateway_process import GatewayProcess
 

@@ -28,11 +28,11 @@ import httpx
 import pptx
 import pytest
 
-from gateway import knowledge, provisioning
-from gateway.auth import Principal
+from gateway.access.auth import Principal
+from gateway.admin import knowledge, provisioning
 from gateway.cli import main
-from gateway.services import build_services
-from gateway.telemetry import Telemetry, build_logger
+from gateway.runtime.services import build_services
+from gateway.runtime.telemetry import Telemetry, build_logger
 from ingest.connector import (
     DocumentRejectedError,
     PutAnswer,

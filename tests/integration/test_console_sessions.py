@@ -8,7 +8,7 @@ import pytest
 import redis
 from litestar.stores.memory import MemoryStore
 
-from gateway.console.sessions import ABSOLUTE_S, ConsoleSessions
+from gateway.http.console.sessions import ABSOLUTE_S, ConsoleSessions
 from settings.config import load_config
 from tests.support.redis_server import RedisServer
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.healthcheck import is_ready
+from gateway.runtime.healthcheck import is_ready
 from ingest.index import IncompatibleServerError, IndexUnavailableError
 from ingest.payload import Classification, Scope
 from ingest.qdrant_server import CollectionLayout, ServerIndex

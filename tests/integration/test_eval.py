@@ -8,17 +8,10 @@ from typing import Any
 
 import pytest
 
-from gateway.evaluation import (
-    CORPUS_PER_QUERY,
-    MEASURES,
-    check_gate,
-    load_beir,
-    main,
-    score_run,
-    select,
-    split_queries,
-)
-from gateway.redaction import Redactor
+from gateway.safety.redaction import Redactor
+from gateway.tools.evaluation.command import main
+from gateway.tools.evaluation.dataset import CORPUS_PER_QUERY, load_beir, select, split_queries
+from gateway.tools.evaluation.metrics import MEASURES, check_gate, score_run
 from ingest.embedding import FastEmbedder
 
 pytestmark = pytest.mark.slow

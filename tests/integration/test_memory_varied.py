@@ -1,11 +1,11 @@
 """Memory of a real gateway process stays flat while it ingests documents of very varied length.
 
 onnxruntime's CPU arena keeps a block for every input shape it has seen, so a
-long-lived process fed texts of every length can grow without bound (DESIGN.md,
-section 4). This ingests a deterministic corpus of 5- to 3,000-word documents
-through the HTTP API of a real `kbgate serve`, then the same documents again with
-new text of the same lengths (every one replaced, so embedded again), and reads the
-process's peak resident set (VmHWM) from /proc. The first pass is the warm-up; the
+long-lived process fed texts of every length can grow without bound. This ingests a
+deterministic corpus of 5- to 3,000-word documents through the HTTP API of a real
+`kbgate serve`, then the same documents again with new text of the same lengths (every
+one replaced, so embedded again), and reads the process's peak resident set (VmHWM) from
+/proc. The first pass is the warm-up; the
 second must not raise the peak by more than a bound.
 """
 

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from gateway import knowledge, provisioning, turn
-from gateway.auth import Principal
-from gateway.services import Services, build_services
-from gateway.telemetry import Telemetry, build_logger
+from gateway.access.auth import Principal
+from gateway.admin import knowledge, provisioning
+from gateway.retrieval import turn
+from gateway.retrieval.query_embedding import QueryBatcher, QueryEmbeddings
+from gateway.runtime.services import Services, build_services
+from gateway.runtime.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedding, FastEmbedder
 from ingest.lru import LruCache
 from ingest.payload import Classification
-from ingest.query_embedding import QueryBatcher, QueryEmbeddings
 from settings.config import load_config
 from settings.records import Role
 

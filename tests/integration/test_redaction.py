@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import tldextract
 
-from gateway.redaction import MAX_JSON_DEPTH, PHONE_REGIONS, Redactor
+from gateway.safety.redaction import MAX_JSON_DEPTH, PHONE_REGIONS, Redactor
 from settings.resolve import DEFAULT_PII_ENTITIES, KNOWN_PII_ENTITIES
 
 BENCH_DATA = Path(__file__).resolve().parents[2] / "bench" / "data"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from gateway.ratelimit import RedisFailures, RedisLimiter
+from gateway.access.ratelimit import RedisFailures, RedisLimiter
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio

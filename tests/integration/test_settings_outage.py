@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from gateway import knowledge, provisioning, workspace
-from gateway.auth import principal_of
-from gateway.services import build_services
-from gateway.telemetry import Telemetry, build_logger
-from gateway.turn import plan_turn
+from gateway.access.auth import principal_of
+from gateway.admin import knowledge, provisioning, workspace
+from gateway.retrieval.plan import plan_turn
+from gateway.runtime.services import build_services
+from gateway.runtime.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedder, build_embedder
 from settings.config import load_config
 from tests.support.redis_server import RedisServer

@@ -14,13 +14,14 @@ from typing import Any, cast
 
 import pytest
 
+from gateway.retrieval.versions import newest_versions
 from ingest.chunking import ChunkingParams, split_sentences
 from ingest.embedding import Embedder, Embedding, FastEmbedder
 from ingest.index import Hit, Index, Leg, LegKind, SparseVector
 from ingest.payload import Classification, Scope
 from ingest.qdrant_edge import EdgeIndex
 from ingest.qdrant_server import ServerIndex
-from ingest.sync import Document, DocumentWriter, Target, newest_versions
+from ingest.sync import Document, DocumentWriter, Target
 
 pytestmark = pytest.mark.slow
 

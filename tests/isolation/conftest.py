@@ -1,6 +1,6 @@
 """Fixtures of the isolation suite: gateways on each engine, the probe campaign, faults.
 
-The campaign (`gateway.probe`, the same catalogue `kbgate probe` runs) is driven once
+The campaign (`gateway.tools.probe`, the same catalogue `kbgate probe` runs) is driven once
 per engine and module through the in-process app; the tests then read its report.
 
 Fault injection (never in product code): `--break-scope=CLAUSE` (or the environment
@@ -35,11 +35,14 @@ import pytest
 from hypothesis import Phase, settings
 from litestar import Litestar
 
-from gateway.app import create_app
-from gateway.probe import PHASES, Campaign, LegacyDocument, Reply, Report, retry_after_s
-from gateway.redaction import Redactor
-from gateway.services import Services, build_services
-from gateway.telemetry import Telemetry, build_logger
+from gateway.http.app import create_app
+from gateway.runtime.services import Services, build_services
+from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.safety.redaction import Redactor
+from gateway.tools.probe.campaign import Campaign
+from gateway.tools.probe.client import Reply, retry_after_s
+from gateway.tools.probe.report import Report
+from gateway.tools.probe.world import PHASES, LegacyDocument
 from ingest.embedding import Embedder, build_embedder
 from ingest.index import Index
 from ingest.payload import Classification

@@ -25,9 +25,10 @@ from typing import Any
 
 import pytest
 
-from gateway.probe import KB_SETTINGS, Reply, new_token
-from gateway.probe_topics import TOPICS
-from gateway.redaction import Redactor
+from gateway.safety.redaction import Redactor
+from gateway.tools.probe.client import Reply
+from gateway.tools.probe.probe_topics import TOPICS
+from gateway.tools.probe.world import KB_SETTINGS, new_token
 from ingest.embedding import Embedder
 from tests.isolation.conftest import PLATFORM_KEY, SUMMARIES, ClientTransport, live_gateway
 

@@ -17,13 +17,8 @@ from collections.abc import Callable
 
 import pytest
 
-from gateway.probe import (
-    CLASSIFICATIONS,
-    KB_COMMON,
-    KB_MAIN,
-    Finding,
-    Record,
-)
+from gateway.tools.probe.report import Finding, Record
+from gateway.tools.probe.world import CLASSIFICATIONS, KB_COMMON, KB_MAIN
 from tests.isolation.conftest import CampaignRun
 
 pytestmark = pytest.mark.anyio

@@ -1,9 +1,9 @@
 """`kbgate probe` against a real `kbgate serve` process, over HTTP (stdlib urllib).
 
-The command's entry (`gateway.probe.main`, which `kbgate probe` runs) provisions its own
-throwaway world on the served gateway, runs the probe catalogue, cleans up and exits 0
-when nothing leaked. Bad arguments, an unreachable gateway and a wrong platform key exit
-2 and touch nothing.
+The command's entry (`gateway.tools.probe.command.main`, which `kbgate probe` runs)
+provisions its own throwaway world on the served gateway, runs the probe catalogue, cleans
+up and exits 0 when nothing leaked. Bad arguments, an unreachable gateway and a wrong
+platform key exit 2 and touch nothing.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.probe import add_probe_command
-from gateway.probe import main as probe_main
+from gateway.tools.probe.command import add_probe_command
+from gateway.tools.probe.command import main as probe_main
 from ingest.embedding import Embedder
 from tests.isolation.conftest import SUMMARIES
 from tests.support.gateway_process import GatewayProcess

@@ -1,4 +1,5 @@
-"""The probe catalogue's oracle (`gateway.probe.World`): who may see what, without a gateway.
+"""The probe catalogue's oracle (`gateway.tools.probe.world.World`): who may see what,
+without a gateway.
 
 Every leak the suite and `kbgate probe` report is judged by these rules, so they are
 pinned here on a hand-built world.
@@ -9,17 +10,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gateway.probe import (
+from gateway.tools.probe.campaign import Campaign
+from gateway.tools.probe.client import Reply
+from gateway.tools.probe.report import Finding, Record, Report
+from gateway.tools.probe.world import (
     KB_COMMON,
     KB_EXTRA,
     KB_MAIN,
-    Campaign,
     Doc,
-    Finding,
     ProbeKey,
-    Record,
-    Reply,
-    Report,
     Viewer,
     Workspace,
     World,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.auth import bearer_secret, hash_key, issue_key, workspace_roles
+from gateway.access.auth import bearer_secret, hash_key, issue_key, workspace_roles
 from gateway.errors import InvalidInputError, UnauthenticatedError
 from settings.records import Role
 

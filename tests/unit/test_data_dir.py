@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.data_dir import DataDirInUseError, hold_data_dir
+from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
 from settings.config import load_config
 
 

@@ -9,7 +9,7 @@ import unicodedata
 
 import pytest
 
-from gateway.evidence import EvidenceBlock, escape_text, fence, quote_occurs
+from gateway.retrieval.evidence import EvidenceBlock, escape_text, fence, quote_occurs
 
 
 def _forged(opening: str, closing: str) -> str:

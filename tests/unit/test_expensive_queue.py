@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
+from gateway.access.expensive import ExpensiveWork, Stop
 from gateway.errors import RateLimitedError
-from gateway.expensive import ExpensiveWork, Stop
 
 
 def test_writes_past_the_limit_wait_in_order_while_other_work_is_refused() -> None:

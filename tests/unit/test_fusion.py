@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from gateway.fusion import (
+from gateway.retrieval.fusion import (
     DEFAULT_FUSION,
     KEYWORD_DISTINCT_HITS,
     RRF_K,
@@ -16,7 +16,7 @@ from gateway.fusion import (
     cap_per_knowledge_base,
     fuse,
 )
-from gateway.turn import leg_depth
+from gateway.retrieval.legs import leg_depth
 from ingest.index import Hit, LegKind
 from ingest.payload import PassagePayload
 from settings.config import FusionMethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.inflight import TurnsInFlight
+from gateway.runtime.inflight import TurnsInFlight
 
 
 def test_one_turn_is_alone_and_a_second_is_not() -> None:

@@ -1,4 +1,4 @@
-"""The allocator bounds `kbgate serve` applies at start (gateway/memory.py)."""
+"""The allocator bounds `kbgate serve` applies at start (`gateway.runtime.memory`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import platform
 
 import pytest
 
-from gateway.memory import ARENAS, MMAP_THRESHOLD_BYTES, bound_allocator
+from gateway.runtime.memory import ARENAS, MMAP_THRESHOLD_BYTES, bound_allocator
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")

@@ -3,9 +3,9 @@ the version indexed last, per (KB, document), in their original order."""
 
 from __future__ import annotations
 
+from gateway.retrieval.versions import newest_versions
 from ingest.index import RankedPoint
 from ingest.payload import PassageRef
-from ingest.sync import newest_versions
 
 
 def _hit(point: str, document: str, version: str, indexed_at: str, kb: str = "kb") -> RankedPoint:

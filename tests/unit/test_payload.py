@@ -52,7 +52,7 @@ def _payload(org_id: str | None = "org") -> PassagePayload:
 
 
 def test_payload_keys_are_the_contract() -> None:
-    """A written payload carries exactly the camelCase keys of DESIGN.md section 3."""
+    """A written payload carries exactly the camelCase keys of `PayloadKey`."""
     assert set(to_payload(_payload())) == CONTRACT_KEYS
     assert {key.value for key in PayloadKey} == CONTRACT_KEYS
 

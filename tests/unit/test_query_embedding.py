@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from gateway.inflight import TurnsInFlight
+from gateway.retrieval.query_embedding import QueryBatcher, QueryEmbeddings
+from gateway.runtime.inflight import TurnsInFlight
 from ingest.embedding import Embedding
 from ingest.lru import LruCache
-from ingest.query_embedding import QueryBatcher, QueryEmbeddings
 from tests.support.fake_embedder import FakeEmbedder
 
 pytestmark = pytest.mark.anyio

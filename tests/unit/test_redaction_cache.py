@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from gateway.redaction import Redaction, RedactionCache, RedactionKey, redact_texts_cached
+from gateway.safety.redaction import Redaction, RedactionCache, RedactionKey, redact_texts_cached
 from ingest.lru import LruCache
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from gateway.redaction import Detection, may_hold_phone_number, resolve_overlaps
+from gateway.safety.redaction import Detection, may_hold_phone_number, resolve_overlaps
 
 
 @dataclass
@@ -90,7 +90,7 @@ def test_remainder_without_letters_or_digits_is_dropped() -> None:
 def test_importing_the_gateway_loads_no_presidio() -> None:
     """Nothing heavy at import time: presidio, spaCy, tldextract load only with a Redactor."""
     probe = (
-        "import sys, gateway.app, gateway.redaction, gateway.routes.redaction; "
+        "import sys, gateway.http.app, gateway.safety.redaction, gateway.http.routes.redaction; "
         "print(sorted(m for m in ('presidio_analyzer', 'presidio_anonymizer', 'spacy', "
         "'tldextract') if m in sys.modules))"
     )

@@ -1,0 +1,292 @@
+"""Knowledge bases, agents and documents of the caller's workspace.
+
+Every function takes the Principal and acts only inside its workspace: a KB or
+agent id is always looked up together with the principal's tenant, so another
+workspace's objects read as unknown (404 alike).
+
+Managing documents (listing, counting, writing, deleting) works on every document of
+a KB whatever its label, so it needs a key whose clearance admits every label
+(`restricted`): a key below it is refused with 403 before anything is looked up, so
+the answer says nothing about which documents exist. Retrieval is what clearance
+limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway.access.auth import Principal
+from gateway.errors import (
+    ConflictError,
+    ForbiddenError,
+    InvalidInputError,
+    NotFoundError,
+    PayloadTooLargeError,
+)
+from gateway.runtime.services import Services
+from ingest.index import Storage, collection_for
+from ingest.payload import is_valid_id
+from ingest.screening import screen
+from ingest.sync import Document, SyncOutcome, Target
+from settings.records import Agent, KnowledgeBase
+from settings.resolve import (
+    Resolved,
+    resolve_fusion,
+    resolve_grounding_floor,
+    resolve_kb_cap,
+    resolve_keyword_floor,
+    resolve_score_threshold,
+    resolve_top_k,
+)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def check_id(value: str, field: str) -> None:
+    if not is_valid_id(value):
+        raise InvalidInputError(
+            "must be 1-256 characters of letters, digits and ._:@/- (starting with a letter "
+            "or digit)",
+            field=field,
+        )
+
+
+def require_full_clearance(principal: Principal) -> None:
+    """ForbiddenError unless the key may manage every document (clearance `restricted`)."""
+    if not principal.manages_all_content:
+        raise ForbiddenError(
+            "managing documents needs a key with clearance 'restricted' (the clearance every "
+            "admin and ingest key is issued with)"
+        )
+
+
+async def knowledge_base_of(services: Services, principal: Principal, kb_id: str) -> KnowledgeBase:
+    """The caller's KB, or NotFoundError (unknown and foreign alike)."""
+    kb = await services.store.get_knowledge_base(principal.tenant_id, kb_id)
+    if kb is None:
+        raise NotFoundError("no such knowledge base")
+    return kb
+
+
+async def knowledge_bases(services: Services, principal: Principal) -> list[KnowledgeBase]:
+    """Every KB of the caller's workspace, by id."""
+    found = await services.store.list_knowledge_bases(principal.tenant_id)
+    return sorted(found, key=lambda kb: kb.kb_id)
+
+
+def target_of(kb: KnowledgeBase) -> Target:
+    return Target(org_id=kb.org_id, tenant_id=kb.tenant_id, kb_id=kb.kb_id, storage=kb.storage)
+
+
+# ---- knowledge bases ----------------------------------------------------------------
+
+
+async def put_knowledge_base(
+    services: Services,
+    principal: Principal,
+    kb_id: str,
+    *,
+    name: str,
+    storage: str,
+    settings: Mapping[str, Any],
+) -> tuple[KnowledgeBase, bool]:
+    """Create or replace a KB of the caller's workspace; True when created.
+
+    Moving an existing KB to another storage is refused while it holds passages:
+    they would be left behind in the old collection.
+    """
+    check_id(kb_id, "kb_id")
+    existing = await services.store.get_knowledge_base(principal.tenant_id, kb_id)
+    if existing is not None and existing.storage != storage:
+        require_full_clearance(principal)
+        passages = await asyncio.to_thread(
+            services.index.count,
+            collection_for(existing.storage, existing.org_id),
+            target_of(existing).write_scope(),
+        )
+        if passages:
+            raise ConflictError(
+                "storage cannot change while the knowledge base holds documents", field="storage"
+            )
+    kb = KnowledgeBase(
+        kb_id=kb_id,
+        tenant_id=principal.tenant_id,
+        org_id=principal.org_id,
+        storage=Storage(storage).value,
+        name=name,
+        created_at=existing.created_at if existing else _now(),
+        settings={key: value for key, value in settings.items() if value is not None},
+    )
+    created = await services.store.put_knowledge_base(kb)
+    services.settings.invalidate(principal.tenant_id)
+    return kb, created
+
+
+def knowledge_base_effective(services: Services, kb: KnowledgeBase) -> dict[str, Resolved[Any]]:
+    """What a turn would use for this KB alone (no agent override)."""
+    bounds, defaults = services.config.bounds, services.config.defaults
+    fusion = resolve_fusion(kb.settings)
+    return {
+        "top_k": resolve_top_k(kb.settings, None, bounds, defaults),
+        "score_threshold": resolve_score_threshold(kb.settings, None, bounds, defaults),
+        "keyword_floor": resolve_keyword_floor(kb.settings, defaults),
+        "grounding_floor": resolve_grounding_floor(kb.settings, defaults),
+        "fusion": Resolved(
+            {"dense": fusion.value.dense, "keyword": fusion.value.keyword}, fusion.source
+        ),
+    }
+
+
+async def knowledge_base_stats(
+    services: Services, principal: Principal, kb_id: str
+) -> tuple[int, int, int]:
+    """Documents, passages and held-back documents of one KB."""
+    require_full_clearance(principal)
+    kb = await knowledge_base_of(services, principal, kb_id)
+    target = target_of(kb)
+    scope = target.write_scope()
+    documents = await asyncio.to_thread(services.index.document_ids, target.collection, scope)
+    passages = await asyncio.to_thread(services.index.count, target.collection, scope)
+    held_back = await services.store.held_back(principal.tenant_id, kb_id)
+    return len(documents), passages, held_back
+
+
+async def list_documents(services: Services, principal: Principal, kb_id: str) -> list[str]:
+    require_full_clearance(principal)
+    kb = await knowledge_base_of(services, principal, kb_id)
+    target = target_of(kb)
+    ids = await asyncio.to_thread(
+        services.index.document_ids, target.collection, target.write_scope()
+    )
+    return sorted(ids)
+
+
+# ---- agents -------------------------------------------------------------------------
+
+
+async def put_agent(
+    services: Services,
+    principal: Principal,
+    agent_id: str,
+    kb_ids: list[str],
+    settings: Mapping[str, Any],
+) -> tuple[Agent, bool]:
+    """Create or replace an agent; every attached KB must be the caller's own."""
+    check_id(agent_id, "agent_id")
+    if len(set(kb_ids)) != len(kb_ids):
+        raise InvalidInputError("a knowledge base is listed twice", field="knowledge_base_ids")
+    for kb_id in kb_ids:
+        if await services.store.get_knowledge_base(principal.tenant_id, kb_id) is None:
+            raise InvalidInputError(
+                "lists a knowledge base that does not exist in this workspace",
+                field="knowledge_base_ids",
+            )
+    existing = await services.store.get_agent(principal.tenant_id, agent_id)
+    agent = Agent(
+        agent_id=agent_id,
+        tenant_id=principal.tenant_id,
+        knowledge_base_ids=list(kb_ids),
+        created_at=existing.created_at if existing else _now(),
+        settings={key: value for key, value in settings.items() if value is not None},
+    )
+    created = await services.store.put_agent(agent)
+    services.settings.invalidate(principal.tenant_id)
+    return agent, created
+
+
+async def agents(services: Services, principal: Principal) -> list[Agent]:
+    """Every agent of the caller's workspace, by id."""
+    found = await services.store.list_agents(principal.tenant_id)
+    return sorted(found, key=lambda agent: agent.agent_id)
+
+
+async def agent_of(services: Services, principal: Principal, agent_id: str) -> Agent:
+    agent = await services.store.get_agent(principal.tenant_id, agent_id)
+    if agent is None:
+        raise NotFoundError("no such agent")
+    return agent
+
+
+async def capped_knowledge_bases(
+    services: Services, principal: Principal, agent: Agent
+) -> tuple[list[str], list[str], Resolved[int]]:
+    """The agent's KBs a turn queries (first N by the cap rule) and those it skips."""
+    workspace = await services.store.get_workspace(principal.tenant_id)
+    cap = resolve_kb_cap(
+        workspace.settings if workspace else None,
+        services.config.bounds,
+        services.config.defaults,
+    )
+    kb_ids = agent.knowledge_base_ids
+    return kb_ids[: cap.value], kb_ids[cap.value :], cap
+
+
+# ---- documents ----------------------------------------------------------------------
+
+
+async def put_document(
+    services: Services,
+    principal: Principal,
+    kb_id: str,
+    document_id: str,
+    *,
+    text: str,
+    classification: str | None,
+    title: str,
+    source: str,
+) -> tuple[str, int, str | None]:
+    """Screen, then index or leave unchanged. Returns (status, passages, held-back reason)."""
+    require_full_clearance(principal)
+    kb = await knowledge_base_of(services, principal, kb_id)
+    check_id(document_id, "document_id")
+    if len(text.encode("utf-8")) > services.config.max_document_bytes:
+        raise PayloadTooLargeError(
+            f"text is over {services.config.max_document_bytes} bytes", field="text"
+        )
+    if not text.strip():
+        raise InvalidInputError("must not be empty", field="text")
+    verdict = screen(classification)
+    if verdict.classification is None:
+        await services.store.add_held_back(principal.tenant_id, kb_id)
+        services.telemetry.count("documents_held_back")
+        return "held_back", 0, verdict.reason
+    document = Document(
+        document_id=document_id,
+        text=text,
+        classification=verdict.classification,
+        title=title,
+        source=source,
+    )
+    async with services.document_locks.hold((principal.tenant_id, kb_id, document_id)):
+        with services.telemetry.stage("ingest_document"):
+            # On the expensive-work pool: embedding a document is seconds of CPU. A write
+            # is never stopped half-way: its Stop flag is not read.
+            outcome: SyncOutcome = await services.expensive.run(
+                principal.tenant_id,
+                lambda _: services.writer.put(target_of(kb), document),
+                wait=True,
+            )
+    services.telemetry.count(f"documents_{outcome.status}")
+    if outcome.status == "indexed":
+        services.telemetry.count("passages_written", outcome.passages)
+    return outcome.status, outcome.passages, None
+
+
+async def delete_document(
+    services: Services, principal: Principal, kb_id: str, document_id: str
+) -> int:
+    """Remove every passage of a document; NotFoundError when it has none here."""
+    require_full_clearance(principal)
+    kb = await knowledge_base_of(services, principal, kb_id)
+    check_id(document_id, "document_id")
+    async with services.document_locks.hold((principal.tenant_id, kb_id, document_id)):
+        deleted = await asyncio.to_thread(services.writer.delete, target_of(kb), document_id)
+    if deleted == 0:
+        raise NotFoundError("no such document")
+    services.telemetry.count("documents_deleted")
+    return deleted

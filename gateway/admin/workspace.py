@@ -1,0 +1,64 @@
+"""Workspace settings: read with effective values, change with an audit trail."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway.access.auth import Principal
+from gateway.errors import NotFoundError
+from gateway.runtime.services import Services
+from settings.records import SettingChange, Workspace
+from settings.resolve import (
+    Resolved,
+    resolve_kb_cap,
+    resolve_pii_entities,
+    resolve_redaction,
+    resolve_strict_isolation,
+)
+from settings.store import NotFoundError as StoreNotFoundError
+
+
+async def workspace_of(services: Services, principal: Principal) -> Workspace:
+    """The caller's workspace, read fresh from the store (admins see what is stored now)."""
+    workspace = await services.store.get_workspace(principal.tenant_id)
+    if workspace is None:
+        raise NotFoundError("no such workspace")
+    return workspace
+
+
+def effective_settings(services: Services, workspace: Workspace) -> dict[str, Resolved[Any]]:
+    """Each workspace setting in force and the rule that produced it."""
+    settings = workspace.settings
+    return {
+        "strict_rag_isolation": resolve_strict_isolation(settings, workspace.created_at),
+        "rag_pii_redaction": resolve_redaction(settings, None),
+        "max_knowledge_bases_per_agent": resolve_kb_cap(
+            settings, services.config.bounds, services.config.defaults
+        ),
+        "pii_entities": resolve_pii_entities(settings),
+    }
+
+
+async def change_settings(
+    services: Services, principal: Principal, changes: Mapping[str, Any]
+) -> Workspace:
+    """Apply and audit (key id, never the key); in force here at once, elsewhere within 30 s."""
+    try:
+        updated = await services.store.update_workspace_settings(
+            principal.tenant_id,
+            changes,
+            key_id=principal.key_id,
+            at=datetime.now(UTC).isoformat(),
+        )
+    except StoreNotFoundError:
+        raise NotFoundError("no such workspace") from None
+    services.settings.invalidate(principal.tenant_id)
+    services.telemetry.count("settings_changes", len(changes))
+    return updated
+
+
+async def history(services: Services, principal: Principal) -> list[SettingChange]:
+    await workspace_of(services, principal)
+    return await services.store.settings_history(principal.tenant_id)

@@ -1,0 +1,85 @@
+"""The connector's sink for an embedded data dir: the gateway's own document functions,
+run in the `kbgate ingest` process with no gateway serving the data dir."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gateway.access.auth import Principal
+from gateway.admin import knowledge
+from gateway.errors import GatewayError, NotFoundError
+from gateway.runtime.services import Services
+from ingest.connector import DocumentRejectedError, PutAnswer, SinkUnavailableError, Upload
+from ingest.index import IndexUnavailableError
+from settings.store import StoreUnavailableError
+
+
+class EmbeddedSink:
+    """The connector's sink for an embedded data dir: the gateway's own document functions."""
+
+    def __init__(
+        self, services: Services, principal: Principal, kb_id: str, data_dir: Path
+    ) -> None:
+        self._services = services
+        self._principal = principal
+        self._kb_id = kb_id
+        self._data_dir = data_dir
+
+    async def list_document_ids(self) -> set[str]:
+        try:
+            return set(await knowledge.list_documents(self._services, self._principal, self._kb_id))
+        except NotFoundError:
+            raise SinkUnavailableError(
+                f"no knowledge base {self._kb_id!r} in workspace {self._principal.tenant_id!r}; "
+                "create it first (PUT /v1/knowledge-bases/{kb_id} with an admin key)"
+            ) from None
+        except IndexUnavailableError as error:
+            raise SinkUnavailableError(self._unavailable(error)) from None
+
+    async def put_document(self, upload: Upload) -> PutAnswer:
+        try:
+            status, passages, _ = await knowledge.put_document(
+                self._services,
+                self._principal,
+                self._kb_id,
+                upload.document_id,
+                text=upload.text,
+                classification=upload.classification.value,
+                title=upload.title,
+                source=upload.source,
+            )
+        except GatewayError as error:
+            raise DocumentRejectedError(_field_message(error)) from None
+        except (IndexUnavailableError, StoreUnavailableError) as error:
+            raise SinkUnavailableError(self._unavailable(error)) from None
+        return PutAnswer(status=status, passages=passages)
+
+    async def delete_document(self, document_id: str) -> int:
+        try:
+            return await knowledge.delete_document(
+                self._services, self._principal, self._kb_id, document_id
+            )
+        except NotFoundError:
+            return 0
+        except GatewayError as error:
+            raise DocumentRejectedError(_field_message(error)) from None
+        except (IndexUnavailableError, StoreUnavailableError) as error:
+            raise SinkUnavailableError(self._unavailable(error)) from None
+
+    def _unavailable(self, error: Exception) -> str:
+        return engine_message(error, self._data_dir)
+
+
+def _field_message(error: GatewayError) -> str:
+    return f"{error.message} ({error.field})" if error.field else error.message
+
+
+def engine_message(error: Exception, data_dir: Path) -> str:
+    """Name the usual cause when Qdrant Edge finds its shard locked by another process."""
+    text = str(error)
+    if "WouldBlock" in text or "lock" in text.lower():
+        return (
+            f"the data dir {data_dir} is in use by another process (a running gateway?): "
+            "Qdrant Edge locks its shards. Stop it, or ingest through it with --url."
+        )
+    return f"the index is unavailable: {text}"

@@ -1,0 +1,55 @@
+"""The grounding post-check endpoint (retrieve role)."""
+
+from __future__ import annotations
+
+from litestar import Controller, Request, post
+from litestar.datastructures import State
+from litestar.params import JSONBody
+
+from gateway.access.auth import Principal
+from gateway.http.disconnect import stop_on_disconnect
+from gateway.http.schemas import GroundingIn, GroundingOut, SentenceOut
+from gateway.http.security import requires
+from gateway.safety.postcheck import grounding_check
+from settings.records import Role
+
+AnyRequest = Request[Principal, str, State]
+
+
+class GroundingController(Controller):
+    path = "/v1/grounding"
+    guards = [requires(Role.RETRIEVE)]  # noqa: RUF012 — Litestar configuration
+    tags = ["grounding"]  # noqa: RUF012 — Litestar configuration
+
+    @post("/check", status_code=200, summary="Does an answer rest on the agent's knowledge bases?")
+    async def check(
+        self, request: AnyRequest, state: State, data: JSONBody[GroundingIn]
+    ) -> GroundingOut:
+        async with stop_on_disconnect(request) as stop:
+            result = await grounding_check(
+                state.services,
+                request.user,
+                data.agent_id,
+                data.answer,
+                by_sentence=data.mode == "sentences",
+                stop=stop,
+            )
+        return GroundingOut(
+            status=result.status.value,
+            score=result.score,
+            floor=result.floor,
+            matches=result.matches,
+            reason=result.reason.value if result.reason else None,
+            sentences=[
+                SentenceOut(
+                    index=s.index,
+                    text=s.text,
+                    status=s.status.value,
+                    score=s.score,
+                    matches=s.matches,
+                )
+                for s in result.sentences
+            ]
+            if data.mode == "sentences"
+            else None,
+        )

@@ -1,0 +1,214 @@
+"""Knowledge bases, agents and documents of the caller's workspace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, Response, delete, get, put
+from litestar.datastructures import State
+from litestar.params import FromPath, JSONBody
+
+from gateway.access.auth import Principal
+from gateway.admin import knowledge
+from gateway.http.schemas import (
+    AgentOut,
+    DeletedOut,
+    DocumentList,
+    DocumentOut,
+    DocumentSummary,
+    EffectiveValue,
+    KnowledgeBaseOut,
+    PutAgent,
+    PutDocument,
+    PutKnowledgeBase,
+    StatsOut,
+)
+from gateway.http.security import requires
+from gateway.runtime.services import Services
+from ingest.index import collection_for
+from settings.records import Agent, KnowledgeBase, Role
+from settings.resolve import Resolved, resolve_score_threshold, resolve_top_k
+
+AnyRequest = Request[Principal, str, State]
+DOCUMENT_PATH = "/knowledge-bases/{kb_id:str}/documents/{document_id:path}"
+
+
+def effective_out(values: dict[str, Resolved[Any]]) -> dict[str, EffectiveValue]:
+    return {
+        name: EffectiveValue(value=found.value, source=found.source, clamped=found.clamped)
+        for name, found in values.items()
+    }
+
+
+def knowledge_base_settings(data: PutKnowledgeBase) -> dict[str, Any]:
+    """The settings a PUT stores (None: not set here). Shared with the admin console."""
+    return {
+        "top_k": data.top_k,
+        "score_threshold": data.score_threshold,
+        "keyword_floor": data.keyword_floor,
+        "grounding_floor": data.grounding_floor,
+        "fusion": None
+        if data.fusion is None
+        else {"dense": data.fusion.dense, "keyword": data.fusion.keyword},
+    }
+
+
+def agent_settings(data: PutAgent) -> dict[str, Any]:
+    """The settings an agent PUT stores (None: not set here). Shared with the admin console."""
+    return {
+        "top_k": data.top_k,
+        "score_threshold": data.score_threshold,
+        "pii_redaction": data.pii_redaction,
+    }
+
+
+def _kb_out(services: Services, kb: KnowledgeBase) -> KnowledgeBaseOut:
+    return KnowledgeBaseOut(
+        kb_id=kb.kb_id,
+        name=kb.name,
+        storage=kb.storage,
+        collection=collection_for(kb.storage, kb.org_id),
+        settings=kb.settings,
+        effective=effective_out(knowledge.knowledge_base_effective(services, kb)),
+    )
+
+
+def _created_or_ok(body: Any, created: bool) -> Response[Any]:
+    return Response(body, status_code=201 if created else 200)
+
+
+def _document_id(raw: str) -> str:
+    return raw.lstrip("/")
+
+
+class KnowledgeBaseController(Controller):
+    path = "/v1"
+    tags = ["knowledge bases"]  # noqa: RUF012 — Litestar configuration
+
+    @put(
+        "/knowledge-bases/{kb_id:str}",
+        guards=[requires(Role.ADMIN)],
+        summary="Create or replace a KB",
+    )
+    async def put_knowledge_base(
+        self,
+        request: AnyRequest,
+        state: State,
+        kb_id: FromPath[str],
+        data: JSONBody[PutKnowledgeBase],
+    ) -> Response[KnowledgeBaseOut]:
+        services: Services = state.services
+        kb, created = await knowledge.put_knowledge_base(
+            services,
+            request.user,
+            kb_id,
+            name=data.name,
+            storage=data.storage,
+            settings=knowledge_base_settings(data),
+        )
+        return _created_or_ok(_kb_out(services, kb), created)
+
+    @get("/knowledge-bases/{kb_id:str}", guards=[requires(Role.ADMIN, Role.INGEST)], summary="A KB")
+    async def get_knowledge_base(
+        self, request: AnyRequest, state: State, kb_id: FromPath[str]
+    ) -> KnowledgeBaseOut:
+        services: Services = state.services
+        kb = await knowledge.knowledge_base_of(services, request.user, kb_id)
+        return _kb_out(services, kb)
+
+    @get(
+        "/knowledge-bases/{kb_id:str}/stats",
+        guards=[requires(Role.ADMIN, Role.INGEST)],
+        summary="Documents, passages and held-back counts of a KB",
+    )
+    async def stats(self, request: AnyRequest, state: State, kb_id: FromPath[str]) -> StatsOut:
+        documents, passages, held_back = await knowledge.knowledge_base_stats(
+            state.services, request.user, kb_id
+        )
+        return StatsOut(documents=documents, passages=passages, held_back=held_back)
+
+    @get(
+        "/knowledge-bases/{kb_id:str}/documents",
+        guards=[requires(Role.ADMIN, Role.INGEST)],
+        summary="Ids of the documents indexed in a KB",
+    )
+    async def list_documents(
+        self, request: AnyRequest, state: State, kb_id: FromPath[str]
+    ) -> DocumentList:
+        ids = await knowledge.list_documents(state.services, request.user, kb_id)
+        return DocumentList(documents=[DocumentSummary(document_id=doc) for doc in ids])
+
+    @put(DOCUMENT_PATH, guards=[requires(Role.INGEST)], summary="Index or update a document")
+    async def put_document(
+        self,
+        request: AnyRequest,
+        state: State,
+        kb_id: FromPath[str],
+        document_id: FromPath[str],
+        data: JSONBody[PutDocument],
+    ) -> DocumentOut:
+        status, passages, reason = await knowledge.put_document(
+            state.services,
+            request.user,
+            kb_id,
+            _document_id(document_id),
+            text=data.text,
+            classification=data.classification,
+            title=data.title,
+            source=data.source,
+        )
+        return DocumentOut(status=status, passages=passages, reason=reason)  # type: ignore[arg-type]  # status is one of the three literals by construction
+
+    @delete(
+        DOCUMENT_PATH, guards=[requires(Role.INGEST)], status_code=200, summary="Delete a document"
+    )
+    async def delete_document(
+        self, request: AnyRequest, state: State, kb_id: FromPath[str], document_id: FromPath[str]
+    ) -> DeletedOut:
+        deleted = await knowledge.delete_document(
+            state.services, request.user, kb_id, _document_id(document_id)
+        )
+        return DeletedOut(deleted_passages=deleted)
+
+
+class AgentController(Controller):
+    path = "/v1/agents"
+    guards = [requires(Role.ADMIN)]  # noqa: RUF012 — Litestar configuration
+    tags = ["agents"]  # noqa: RUF012 — Litestar configuration
+
+    @put("/{agent_id:str}", summary="Create or replace an agent")
+    async def put_agent(
+        self, request: AnyRequest, state: State, agent_id: FromPath[str], data: JSONBody[PutAgent]
+    ) -> Response[AgentOut]:
+        services: Services = state.services
+        agent, created = await knowledge.put_agent(
+            services, request.user, agent_id, data.knowledge_base_ids, agent_settings(data)
+        )
+        return _created_or_ok(await _agent_out(services, request.user, agent), created)
+
+    @get("/{agent_id:str}", summary="An agent, with the KBs a turn would query")
+    async def get_agent(
+        self, request: AnyRequest, state: State, agent_id: FromPath[str]
+    ) -> AgentOut:
+        services: Services = state.services
+        agent = await knowledge.agent_of(services, request.user, agent_id)
+        return await _agent_out(services, request.user, agent)
+
+
+async def _agent_out(services: Services, principal: Principal, agent: Agent) -> AgentOut:
+    queried, skipped, cap = await knowledge.capped_knowledge_bases(services, principal, agent)
+    bounds, defaults = services.config.bounds, services.config.defaults
+    return AgentOut(
+        agent_id=agent.agent_id,
+        knowledge_base_ids=agent.knowledge_base_ids,
+        settings=agent.settings,
+        knowledge_bases_queried=queried,
+        knowledge_bases_skipped=skipped,
+        effective=effective_out(
+            {
+                "max_knowledge_bases_per_agent": cap,
+                "top_k": resolve_top_k(None, agent.settings, bounds, defaults),
+                "score_threshold": resolve_score_threshold(None, agent.settings, bounds, defaults),
+            }
+        ),
+    )

@@ -1,0 +1,55 @@
+"""PII redaction of egress: text or tool arguments (retrieve role)."""
+
+from __future__ import annotations
+
+import msgspec
+from litestar import Controller, Request, post
+from litestar.datastructures import State
+from litestar.params import JSONBody
+
+from gateway.access.auth import Principal
+from gateway.errors import InvalidInputError
+from gateway.http.disconnect import stop_on_disconnect
+from gateway.http.schemas import RedactedEntity, RedactIn, RedactionEffective, RedactOut
+from gateway.http.security import requires
+from gateway.safety.egress import redact_egress
+from settings.records import Role
+
+AnyRequest = Request[Principal, str, State]
+
+
+class RedactionController(Controller):
+    path = "/v1"
+    guards = [requires(Role.RETRIEVE)]  # noqa: RUF012 — Litestar configuration
+    tags = ["redaction"]  # noqa: RUF012 — Litestar configuration
+
+    @post(
+        "/redact",
+        status_code=200,
+        summary="Redact PII from text or a JSON value under the agent's two gates",
+    )
+    async def redact(
+        self, request: AnyRequest, state: State, data: JSONBody[RedactIn]
+    ) -> RedactOut:
+        has_text = data.text is not msgspec.UNSET
+        has_value = data.value is not msgspec.UNSET
+        if has_text == has_value:
+            raise InvalidInputError("send exactly one of text or value", field="text")
+        async with stop_on_disconnect(request) as stop:
+            result = await redact_egress(
+                state.services,
+                request.user,
+                data.agent_id,
+                data.text if has_text else data.value,
+                is_text=has_text,
+                stop=stop,
+            )
+        entities = [RedactedEntity(type=name, count=n) for name, n in result.counts.items()]
+        effective = RedactionEffective(redaction=result.redaction, entities=list(result.entities))
+        if has_text:
+            return RedactOut(
+                text=result.value, redacted=result.redacted, entities=entities, effective=effective
+            )
+        return RedactOut(
+            value=result.value, redacted=result.redacted, entities=entities, effective=effective
+        )

@@ -1,0 +1,76 @@
+"""Retrieval turns and citation checks (retrieve role)."""
+
+from __future__ import annotations
+
+from litestar import Controller, Request, post
+from litestar.datastructures import State
+from litestar.params import JSONBody
+
+from gateway.access.auth import Principal
+from gateway.http.schemas import (
+    CitationVerdict,
+    PassageOut,
+    RetrieveIn,
+    RetrieveOut,
+    VerifyIn,
+    VerifyOut,
+)
+from gateway.http.security import requires
+from gateway.retrieval import citations, turn
+from gateway.retrieval.evidence import Citation
+from settings.records import Role
+
+AnyRequest = Request[Principal, str, State]
+
+
+class RetrievalController(Controller):
+    path = "/v1"
+    guards = [requires(Role.RETRIEVE)]  # noqa: RUF012 — Litestar configuration
+    tags = ["retrieval"]  # noqa: RUF012 — Litestar configuration
+
+    @post("/retrieve", status_code=200, summary="Retrieve evidence for an agent's question")
+    async def retrieve(
+        self, request: AnyRequest, state: State, data: JSONBody[RetrieveIn]
+    ) -> RetrieveOut:
+        result = await turn.retrieve(
+            state.services, request.user, data.agent_id, data.question, data.variations
+        )
+        return RetrieveOut(
+            turn_id=result.turn_id,
+            abstained=result.abstained,
+            passages=[
+                PassageOut(
+                    passage_id=c.point_id,
+                    document_id=c.hit.payload.document_id,
+                    knowledge_base_id=c.hit.payload.knowledge_base_id,
+                    title=result.titles.get(c.point_id, ""),
+                    text=result.texts[c.point_id],
+                    score=round(c.score, 6),
+                    dense_score=c.dense_score,
+                    keyword_score=c.keyword_score,
+                )
+                for c in result.candidates
+            ],
+            context=result.context,
+            effective=result.effective,
+            reason=result.reason,
+        )
+
+    @post("/citations/verify", status_code=200, summary="Check citations against a turn")
+    async def verify(
+        self, request: AnyRequest, state: State, data: JSONBody[VerifyIn]
+    ) -> VerifyOut:
+        verdicts = await citations.verify_citations(
+            state.services,
+            request.user,
+            data.turn_id,
+            [Citation(c.passage_id, c.quote) for c in data.citations],
+        )
+        return VerifyOut(
+            valid=[CitationVerdict(passage_id=v.passage_id) for v in verdicts if v.valid],
+            invalid=[
+                CitationVerdict(passage_id=v.passage_id, reason=v.reason)
+                for v in verdicts
+                if not v.valid
+            ],
+        )

@@ -1,0 +1,340 @@
+"""Request and response bodies: msgspec Structs, strict (unknown fields are refused)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from settings.resolve import PiiEntityName
+
+
+class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Base of every request body: unknown fields are an error, not silently dropped."""
+
+
+class CreateOrg(Strict):
+    org_id: str
+
+
+class OrgOut(msgspec.Struct, kw_only=True):
+    org_id: str
+    created_at: str
+    collection: str
+
+
+class CreateWorkspace(Strict):
+    tenant_id: str
+    created_at: str | None = None
+
+
+class WorkspaceOut(msgspec.Struct, kw_only=True):
+    tenant_id: str
+    org_id: str
+    created_at: str
+
+
+class CreateKey(Strict):
+    """`clearance` defaults to `restricted` for admin and ingest keys (the only one they
+    may have), `internal` otherwise. At most one of `expires_at` (ISO 8601) or `ttl_s`."""
+
+    org_id: str
+    tenant_id: str
+    roles: list[str]
+    clearance: str | None = None
+    expires_at: str | None = None
+    ttl_s: int | None = None
+
+
+class KeyOut(msgspec.Struct, kw_only=True):
+    """The only response that ever carries a secret: shown once, stored hashed."""
+
+    key: str
+    key_id: str
+    org_id: str
+    tenant_id: str
+    roles: list[str]
+    clearance: str
+    created_at: str = ""
+    expires_at: str | None = None
+
+
+class KeyInfo(msgspec.Struct, kw_only=True):
+    """A key's metadata: never its secret nor its hash."""
+
+    key_id: str
+    org_id: str
+    tenant_id: str
+    roles: list[str]
+    clearance: str
+    created_at: str
+    expires_at: str | None
+    last_used_at: str | None
+
+
+class KeyList(msgspec.Struct, kw_only=True):
+    keys: list[KeyInfo]
+
+
+class RevokedOut(msgspec.Struct, kw_only=True):
+    key_id: str
+    revoked: bool
+
+
+class KeyEventOut(msgspec.Struct, kw_only=True):
+    """One key created or revoked: when, by which key (its id), and the key's metadata."""
+
+    at: str
+    action: str
+    key_id: str
+    org_id: str
+    tenant_id: str
+    roles: list[str]
+    clearance: str
+    actor_key_id: str
+    expires_at: str | None
+
+
+class KeyHistoryOut(msgspec.Struct, kw_only=True):
+    events: list[KeyEventOut]
+
+
+class Live(msgspec.Struct, kw_only=True):
+    status: str
+
+
+class Ready(msgspec.Struct, kw_only=True):
+    status: str
+    dependencies: dict[str, dict[str, Any]]
+
+
+# ---- knowledge bases, agents, documents -------------------------------------------
+
+PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=1_000_000)]
+UnitFloat = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+Floor = Annotated[float, msgspec.Meta(ge=0.0, le=1_000_000.0)]
+Identifier = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+
+
+class FusionIn(Strict):
+    dense: Floor = 1.0
+    keyword: Floor = 1.0
+
+
+class PutKnowledgeBase(Strict):
+    """Create or replace a KB's settings; an absent setting falls back to the agent/platform."""
+
+    name: Annotated[str, msgspec.Meta(max_length=200)] = ""
+    storage: Literal["org", "shared"] = "org"
+    top_k: PositiveInt | None = None
+    score_threshold: UnitFloat | None = None
+    keyword_floor: Floor | None = None
+    grounding_floor: UnitFloat | None = None
+    fusion: FusionIn | None = None
+
+
+class EffectiveValue(msgspec.Struct, kw_only=True):
+    value: Any
+    source: str
+    clamped: bool = False
+
+
+class KnowledgeBaseOut(msgspec.Struct, kw_only=True):
+    kb_id: str
+    name: str
+    storage: str
+    collection: str
+    settings: dict[str, Any]
+    effective: dict[str, EffectiveValue]
+
+
+class PutAgent(Strict):
+    knowledge_base_ids: Annotated[list[Identifier], msgspec.Meta(max_length=100)]
+    top_k: PositiveInt | None = None
+    score_threshold: UnitFloat | None = None
+    pii_redaction: bool | None = None
+
+
+class AgentOut(msgspec.Struct, kw_only=True):
+    agent_id: str
+    knowledge_base_ids: list[str]
+    settings: dict[str, Any]
+    knowledge_bases_queried: list[str]
+    knowledge_bases_skipped: list[str]
+    effective: dict[str, EffectiveValue]
+
+
+class PutDocument(Strict):
+    text: str
+    classification: str | None = None
+    title: Annotated[str, msgspec.Meta(max_length=1000)] = ""
+    source: Annotated[str, msgspec.Meta(max_length=2000)] = ""
+
+
+class DocumentOut(msgspec.Struct, kw_only=True, omit_defaults=True):
+    status: Literal["indexed", "unchanged", "held_back"]
+    passages: int
+    reason: str | None = None
+
+
+class DeletedOut(msgspec.Struct, kw_only=True):
+    deleted_passages: int
+
+
+class DocumentSummary(msgspec.Struct, kw_only=True):
+    document_id: str
+
+
+class DocumentList(msgspec.Struct, kw_only=True):
+    documents: list[DocumentSummary]
+
+
+class StatsOut(msgspec.Struct, kw_only=True):
+    documents: int
+    passages: int
+    held_back: int
+
+
+# ---- retrieval and citations --------------------------------------------------------
+
+
+class RetrieveIn(Strict):
+    agent_id: Identifier
+    question: str
+    variations: list[str] = msgspec.field(default_factory=list)
+
+
+class PassageOut(msgspec.Struct, kw_only=True):
+    passage_id: str
+    document_id: str
+    knowledge_base_id: str
+    text: str
+    score: float
+    dense_score: float | None
+    keyword_score: float | None
+    title: str = ""
+
+
+class RetrieveOut(msgspec.Struct, kw_only=True):
+    turn_id: str
+    abstained: bool
+    passages: list[PassageOut]
+    context: str
+    effective: dict[str, Any]
+    reason: str | None = None
+
+
+class CitationIn(Strict):
+    passage_id: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    quote: Annotated[str, msgspec.Meta(max_length=5000)] | None = None
+
+
+class VerifyIn(Strict):
+    turn_id: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    citations: Annotated[list[CitationIn], msgspec.Meta(max_length=200)]
+
+
+class CitationVerdict(msgspec.Struct, kw_only=True, omit_defaults=True):
+    passage_id: str
+    reason: str | None = None
+
+
+class VerifyOut(msgspec.Struct, kw_only=True):
+    valid: list[CitationVerdict]
+    invalid: list[CitationVerdict]
+
+
+# ---- workspace settings -------------------------------------------------------------
+
+KbCap = Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
+
+
+PiiEntities = Annotated[list[PiiEntityName], msgspec.Meta(min_length=1, max_length=32)]
+
+
+class PatchWorkspaceSettings(Strict):
+    """Only the fields sent change; null resets a setting to its default."""
+
+    strict_rag_isolation: bool | msgspec.UnsetType | None = msgspec.UNSET
+    rag_pii_redaction: bool | msgspec.UnsetType | None = msgspec.UNSET
+    max_knowledge_bases_per_agent: KbCap | msgspec.UnsetType | None = msgspec.UNSET
+    pii_entities: PiiEntities | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class WorkspaceSettingsOut(msgspec.Struct, kw_only=True):
+    tenant_id: str
+    org_id: str
+    created_at: str
+    settings: dict[str, Any]
+    effective: dict[str, EffectiveValue]
+
+
+class SettingChangeOut(msgspec.Struct, kw_only=True):
+    at: str
+    key_id: str
+    setting: str
+    old: Any
+    new: Any
+
+
+class HistoryOut(msgspec.Struct, kw_only=True):
+    changes: list[SettingChangeOut]
+
+
+# ---- PII redaction of egress ------------------------------------------------------
+
+
+class RedactIn(Strict):
+    """Exactly one of `text` (a string) or `value` (any JSON value, e.g. tool arguments)."""
+
+    agent_id: Identifier
+    text: str | msgspec.UnsetType = msgspec.UNSET
+    value: Any = msgspec.UNSET
+
+
+class RedactedEntity(msgspec.Struct, kw_only=True):
+    type: str
+    count: int
+
+
+class RedactionEffective(msgspec.Struct, kw_only=True):
+    """What the two gates decided, and which entity types the workspace redacts."""
+
+    redaction: bool
+    entities: list[str]
+
+
+class RedactOut(msgspec.Struct, kw_only=True):
+    """`text` answers a text request, `value` a JSON one; `redacted`: anything replaced."""
+
+    text: str | msgspec.UnsetType = msgspec.UNSET
+    value: Any = msgspec.UNSET
+    redacted: bool
+    entities: list[RedactedEntity]
+    effective: RedactionEffective
+
+
+# ---- grounding ----------------------------------------------------------------------
+
+
+class GroundingIn(Strict):
+    agent_id: Identifier
+    answer: str
+    mode: Literal["whole", "sentences"] = "whole"
+
+
+class SentenceOut(msgspec.Struct, kw_only=True):
+    index: int
+    text: str
+    status: str
+    score: float | None
+    matches: int
+
+
+class GroundingOut(msgspec.Struct, kw_only=True, omit_defaults=True):
+    status: Literal["supported", "flagged", "skipped"]
+    score: float | None
+    floor: float
+    matches: int
+    reason: str | None = None
+    sentences: list[SentenceOut] | None = None

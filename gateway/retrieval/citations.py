@@ -1,0 +1,60 @@
+"""Citation checks: was this passage returned in that turn to this workspace, and is it
+still there, and does the quote occur in what the model was given?"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from gateway.access.auth import Principal
+from gateway.errors import DependencyUnavailableError, NotFoundError
+from gateway.retrieval.evidence import Citation, Verdict, verify
+from gateway.retrieval.plan import plan_turn
+from gateway.runtime.services import Services
+from ingest.index import IndexUnavailableError
+from settings.records import TurnRecord
+
+
+async def verify_citations(
+    services: Services, principal: Principal, turn_id: str, citations: Sequence[Citation]
+) -> list[Verdict]:
+    """Verdicts in citation order; another workspace's (or an expired) turn is NotFoundError."""
+    turn = await services.store.get_turn(principal.tenant_id, turn_id)
+    if turn is None:
+        raise NotFoundError("no such turn")
+    returned = {passage.passage_id: passage.text for passage in turn.passages}
+    cited = {c.passage_id for c in citations if c.passage_id in returned}
+    still_indexed = await _still_indexed(services, principal, turn, cited)
+    return verify(citations, returned, still_indexed)
+
+
+async def _still_indexed(
+    services: Services, principal: Principal, turn: TurnRecord, cited: set[str]
+) -> set[str]:
+    """The cited passages that the agent could still retrieve now, under today's Scope."""
+    if not cited:
+        return set()
+    try:
+        context = await plan_turn(services, principal, turn.agent_id)
+    except NotFoundError:
+        return set()  # the agent is gone: nothing it returned can be relied on
+    plans = {plan.kb.kb_id: plan for plan in context.plans}
+    documents = {
+        (passage.knowledge_base_id, passage.document_id)
+        for passage in turn.passages
+        if passage.passage_id in cited and passage.knowledge_base_id in plans
+    }
+    found: set[str] = set()
+    try:
+        for kb_id, document_id in documents:
+            plan = plans[kb_id]
+            stored = await asyncio.wait_for(
+                asyncio.to_thread(
+                    services.index.scroll_document, plan.collection, plan.scope, document_id
+                ),
+                timeout=services.config.qdrant_timeout_s,
+            )
+            found.update(passage.point_id for passage in stored)
+    except (TimeoutError, IndexUnavailableError) as error:
+        raise DependencyUnavailableError("index") from error
+    return found & cited

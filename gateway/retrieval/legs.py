@@ -1,0 +1,192 @@
+"""A turn's legs: one embedding batch for the question and its variations, then per
+knowledge base a dense leg and keyword legs ranked in its own Scope, only the newest
+version of each document kept, and the chosen passages' payloads read back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+from gateway.errors import DependencyUnavailableError
+from gateway.retrieval.fusion import Candidate, RankedLeg
+from gateway.retrieval.plan import KbPlan
+from gateway.retrieval.versions import newest_versions
+from gateway.runtime.services import Services
+from ingest.embedding import Embedding
+from ingest.index import (
+    Hit,
+    IndexUnavailableError,
+    Leg,
+    LegKind,
+    RankedPoint,
+    RankResult,
+)
+from ingest.payload import PassagePayload
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+#: Of a KB's keyword weight, the part its whole-document BM25 leg gets (the passage leg
+#: gets the rest). Chosen on SciFact's tune half: a document's words spread over its
+#: passages, which a passage leg alone misses (README, "Retrieval quality").
+DOCUMENT_KEYWORD_SHARE = 0.5
+#: Passages each leg ranks per passage the KB may return (`top_k`), at least
+#: `LEG_DEPTH_MIN` and at most `leg_limit`. Fusion rarely reaches deeper: on SciFact a
+#: `top_k` 8 turn at depth 40 scores hybrid nDCG@10 0.7095 against 0.7097 at 100, and the
+#: ranking call takes about 2 ms less (docs/benchmarks.md).
+LEG_DEPTH_PER_RESULT = 5
+LEG_DEPTH_MIN = 20
+
+
+async def embed_queries(services: Services, tenant_id: str, texts: list[str]) -> list[Embedding]:
+    """Off the event loop, bounded in time: through the tenant's cache, batched with
+    concurrent turns' questions (`gateway.retrieval.query_embedding`)."""
+    try:
+        async with asyncio.timeout(services.config.embed_timeout_s):
+            return await services.query_embeddings.embed(tenant_id, texts)
+    except (TimeoutError, RuntimeError, ValueError) as error:
+        raise DependencyUnavailableError("embedder") from error
+
+
+async def search_plans(
+    services: Services,
+    plans: Sequence[KbPlan],
+    embeddings: Sequence[Embedding],
+    *,
+    leg_limit: int,
+) -> list[RankedLeg[RankedPoint]]:
+    """Rank every KB concurrently; all or nothing (no partial answers across KBs)."""
+
+    def rank(plan: KbPlan) -> tuple[list[Leg], RankResult]:
+        document_keywords = services.index.document_keywords(plan.collection)
+        legs = legs_for(plan, embeddings, leg_limit, document_keywords=document_keywords)
+        return legs, services.index.rank(plan.collection, plan.scope, legs)
+
+    async def one(plan: KbPlan) -> list[RankedLeg[RankedPoint]]:
+        timeout_s = services.config.qdrant_timeout_s
+        legs, result = await call_index(services.index.holds_the_gil, timeout_s, rank, plan)
+        hits = _current_only([list(found) for found in result.legs])
+        weights = leg_weights(plan, legs)
+        return [
+            RankedLeg(plan.kb.kb_id, leg.kind, weights[leg.kind], found)
+            for leg, found in zip(legs, hits, strict=True)
+        ]
+
+    try:
+        per_kb = await _concurrently([one(plan) for plan in plans])
+    except (TimeoutError, IndexUnavailableError) as error:
+        raise DependencyUnavailableError("index") from error
+    return [leg for legs in per_kb for leg in legs]
+
+
+async def fetch_chosen(
+    services: Services, plans: Sequence[KbPlan], chosen: Sequence[Candidate[RankedPoint]]
+) -> list[Candidate[Hit]]:
+    """The chosen passages with their payloads, read inside each KB's own Scope.
+
+    A passage deleted since it was ranked is dropped; like the ranking, all or nothing.
+    """
+    by_kb = {plan.kb.kb_id: plan for plan in plans}
+    wanted: dict[str, list[str]] = {}
+    for candidate in chosen:
+        wanted.setdefault(candidate.document_key[0], []).append(candidate.point_id)
+
+    async def one(kb_id: str, point_ids: list[str]) -> dict[str, PassagePayload]:
+        plan = by_kb[kb_id]
+        return await call_index(
+            services.index.holds_the_gil,
+            services.config.qdrant_timeout_s,
+            services.index.fetch,
+            plan.collection,
+            plan.scope,
+            point_ids,
+        )
+
+    try:
+        found = await _concurrently([one(kb, ids) for kb, ids in wanted.items()])
+    except (TimeoutError, IndexUnavailableError) as error:
+        raise DependencyUnavailableError("index") from error
+    payloads = {point_id: payload for part in found for point_id, payload in part.items()}
+    return [
+        candidate.with_hit(
+            Hit(candidate.point_id, candidate.hit.score, payloads[candidate.point_id])
+        )
+        for candidate in chosen
+        if candidate.point_id in payloads
+    ]
+
+
+async def call_index(
+    holds_the_gil: bool, timeout_s: float, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """One index call: directly when the engine holds the GIL throughout (`Index`; a worker
+    thread would add two hops and no concurrency), else in a worker thread, `timeout_s`
+    at most."""
+    if holds_the_gil:
+        return call(*args, **kwargs)
+    async with asyncio.timeout(timeout_s):
+        return await asyncio.to_thread(call, *args, **kwargs)
+
+
+async def _concurrently(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """All results, in order; a lone call runs in this task (most turns search one KB)."""
+    if len(calls) == 1:
+        return [await calls[0]]
+    return list(await asyncio.gather(*calls))
+
+
+def _current_only(legs: list[list[RankedPoint]]) -> list[list[RankedPoint]]:
+    """Each leg without the passages of a document's superseded version (`newest_versions`
+    over all legs at once: a replacement caught midway shows in any of them)."""
+    every = [hit for leg in legs for hit in leg]
+    current = newest_versions(every)
+    if len(current) == len(every):
+        return legs
+    keep = {hit.point_id for hit in current}
+    return [[hit for hit in leg if hit.point_id in keep] for leg in legs]
+
+
+def legs_for(
+    plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int, *, document_keywords: bool
+) -> list[Leg]:
+    """Per question: a dense leg and the keyword legs of the KB's non-zero channels; the
+    whole-document keyword leg where the collection stores its vectors. Each ranks
+    `leg_depth` passages."""
+    depth = leg_depth(plan.top_k.value, leg_limit)
+    legs: list[Leg] = []
+    for embedding in embeddings:
+        if plan.dense_weight > 0:
+            legs.append(
+                Leg(
+                    kind=LegKind.DENSE,
+                    dense=embedding.dense,
+                    limit=depth,
+                    floor=plan.score_threshold.value,
+                )
+            )
+        if plan.keyword_weight > 0 and embedding.sparse.indices:
+            kinds = [LegKind.KEYWORD, *([LegKind.DOCUMENT_KEYWORD] if document_keywords else [])]
+            legs.extend(
+                Leg(kind=kind, sparse=embedding.sparse, limit=depth, floor=plan.keyword_floor)
+                for kind in kinds
+            )
+    return legs
+
+
+def leg_depth(top_k: int, leg_limit: int) -> int:
+    """Passages per leg for a KB that returns `top_k`: enough for fusion, capped at `leg_limit`."""
+    return min(leg_limit, max(LEG_DEPTH_MIN, LEG_DEPTH_PER_RESULT * top_k))
+
+
+def leg_weights(plan: KbPlan, legs: Sequence[Leg]) -> dict[LegKind, float]:
+    """The KB's channel weights per leg kind: the keyword weight is shared between the
+    passage and whole-document legs when both run (`DOCUMENT_KEYWORD_SHARE`)."""
+    documents = any(leg.kind is LegKind.DOCUMENT_KEYWORD for leg in legs)
+    share = DOCUMENT_KEYWORD_SHARE if documents else 0.0
+    return {
+        LegKind.DENSE: plan.dense_weight,
+        LegKind.KEYWORD: plan.keyword_weight * (1 - share),
+        LegKind.DOCUMENT_KEYWORD: plan.keyword_weight * share,
+    }

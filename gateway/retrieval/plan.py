@@ -1,0 +1,153 @@
+"""Planning a turn: which of an agent's knowledge bases are searched, under which Scope
+and with which limits, read from the settings cache (`settings.resolve` holds the rules).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.access.auth import Principal
+from gateway.errors import NotFoundError
+from gateway.runtime.services import Services
+from ingest.index import collection_for
+from ingest.payload import Scope
+from settings.records import Agent, KnowledgeBase, Workspace
+from settings.resolve import (
+    Resolved,
+    resolve_fusion,
+    resolve_kb_cap,
+    resolve_keyword_floor,
+    resolve_redaction,
+    resolve_score_threshold,
+    resolve_strict_isolation,
+    resolve_top_k,
+)
+from settings.store import StoreUnavailableError
+
+
+@dataclass(frozen=True, slots=True)
+class KbPlan:
+    """One KB's part of a turn: where, under which Scope, with which limits."""
+
+    kb: KnowledgeBase
+    scope: Scope
+    #: where the KB's passages live (`collection_for` its storage and org)
+    collection: str
+    top_k: Resolved[int]
+    score_threshold: Resolved[float]
+    keyword_floor: float
+    dense_weight: float
+    keyword_weight: float
+
+
+@dataclass(slots=True)
+class TurnContext:
+    """What the settings say for this principal and agent (shared with grounding)."""
+
+    principal: Principal
+    agent: Agent
+    workspace: Workspace | None
+    plans: list[KbPlan]
+    skipped: list[str]
+    strict: Resolved[bool]
+    redaction: Resolved[bool]
+    cap: Resolved[int]
+
+
+async def plan_turn(services: Services, principal: Principal, agent_id: str) -> TurnContext:
+    """Load settings through the cache and decide which KBs are queried under which Scope."""
+    agent = await services.settings.agent(principal.tenant_id, agent_id)
+    if agent is None:
+        raise NotFoundError("no such agent")
+    workspace = await _workspace_or_none(services, principal.tenant_id)
+    workspace_settings = workspace.settings if workspace else None
+    bounds, defaults = services.config.bounds, services.config.defaults
+    cap = resolve_kb_cap(workspace_settings, bounds, defaults)
+    strict = resolve_strict_isolation(workspace_settings, workspace.created_at if workspace else "")
+    redaction = resolve_redaction(workspace_settings, agent.settings)
+    plans: list[KbPlan] = []
+    for kb_id in agent.knowledge_base_ids[: cap.value]:
+        kb = await services.settings.knowledge_base(principal.tenant_id, kb_id)
+        if kb is None:
+            continue  # detached since: nothing to search, and nothing to reveal
+        fusion = resolve_fusion(kb.settings).value
+        plans.append(
+            KbPlan(
+                kb=kb,
+                scope=Scope.of(
+                    org_id=principal.org_id,
+                    tenant_id=principal.tenant_id,
+                    kb_ids=[kb.kb_id],
+                    clearance=principal.clearance,
+                    strict=strict.value,
+                ),
+                collection=collection_for(kb.storage, kb.org_id),
+                top_k=resolve_top_k(kb.settings, agent.settings, bounds, defaults),
+                score_threshold=resolve_score_threshold(
+                    kb.settings, agent.settings, bounds, defaults
+                ),
+                keyword_floor=resolve_keyword_floor(kb.settings, defaults).value,
+                dense_weight=fusion.dense,
+                keyword_weight=fusion.keyword,
+            )
+        )
+    return TurnContext(
+        principal=principal,
+        agent=agent,
+        workspace=workspace,
+        plans=plans,
+        skipped=agent.knowledge_base_ids[cap.value :],
+        strict=strict,
+        redaction=redaction,
+        cap=cap,
+    )
+
+
+async def _workspace_or_none(services: Services, tenant_id: str) -> Workspace | None:
+    """The workspace, or None when it cannot be read: the rules then fall back safely."""
+    try:
+        return await services.settings.workspace(tenant_id)
+    except StoreUnavailableError:
+        services.telemetry.count("settings_fallback")
+        return None
+
+
+def effective_settings(context: TurnContext) -> dict[str, Any]:
+    """The settings in force, which level set each, and whether a bound changed any."""
+    plans = context.plans
+    lead = max(plans, key=lambda p: p.top_k.value) if plans else None
+    per_kb = {
+        plan.kb.kb_id: {
+            "top_k": plan.top_k.value,
+            "score_threshold": plan.score_threshold.value,
+            "keyword_floor": plan.keyword_floor,
+            "fusion": {"dense": plan.dense_weight, "keyword": plan.keyword_weight},
+            "sources": {"top_k": plan.top_k.source, "score_threshold": plan.score_threshold.source},
+            "clamped": {
+                "top_k": plan.top_k.clamped,
+                "score_threshold": plan.score_threshold.clamped,
+            },
+        }
+        for plan in plans
+    }
+    clamped = {
+        "top_k": any(p.top_k.clamped for p in plans),
+        "score_threshold": any(p.score_threshold.clamped for p in plans),
+        "max_knowledge_bases_per_agent": context.cap.clamped,
+    }
+    return {
+        "top_k": lead.top_k.value if lead else None,
+        "score_threshold": lead.score_threshold.value if lead else None,
+        "sources": {
+            "top_k": lead.top_k.source if lead else "platform",
+            "score_threshold": lead.score_threshold.source if lead else "platform",
+        },
+        "clamped": clamped if any(clamped.values()) else False,
+        "knowledge_bases_queried": [plan.kb.kb_id for plan in plans],
+        "knowledge_bases_skipped": list(context.skipped),
+        "max_knowledge_bases_per_agent": context.cap.value,
+        "strict_isolation": context.strict.value,
+        "redaction": context.redaction.value,
+        "per_knowledge_base": per_kb,
+    }

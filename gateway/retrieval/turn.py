@@ -1,0 +1,251 @@
+"""The retrieval turn, orchestration only.
+
+Principal -> plan (settings through the cache, KB cap, per-KB limits and Scope) -> one
+embedding batch -> every KB ranked concurrently, newest document versions only -> fusion
+-> per-KB and overall top_k -> the chosen passages' payloads -> abstain, or redact, fence,
+record and answer. The rules live in `settings.resolve`, `gateway.retrieval.plan`,
+`gateway.retrieval.legs`, `gateway.retrieval.fusion` and `gateway.retrieval.evidence`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway.access.auth import Principal
+from gateway.errors import DependencyUnavailableError, InvalidInputError
+from gateway.retrieval.evidence import EvidenceBlock, fence
+from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
+from gateway.retrieval.legs import embed_queries, fetch_chosen, search_plans
+from gateway.retrieval.plan import KbPlan, TurnContext, effective_settings, plan_turn
+from gateway.runtime.services import Services
+from gateway.safety.redaction import count_redactions, redact_texts_cached
+from ingest.index import Hit, LegKind, RankedPoint
+from settings.records import TurnPassage, TurnRecord
+from settings.resolve import resolve_pii_entities
+from settings.store import StoreUnavailableError
+
+_CHARS_PER_TOKEN = 4
+_TITLE = "\x1ftitle:"  # key prefix for titles redacted alongside passage texts
+
+
+@dataclass(slots=True)
+class TurnResult:
+    turn_id: str
+    abstained: bool
+    candidates: list[Candidate[Hit]]
+    texts: dict[str, str]
+    context: str
+    effective: dict[str, Any]
+    reason: str | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    titles: dict[str, str] = field(default_factory=dict)
+
+
+def validate_question(services: Services, question: str, variations: Sequence[str]) -> None:
+    limit = services.config.max_question_chars
+    if not question.strip():
+        raise InvalidInputError("must not be empty", field="question")
+    if len(question) > limit:
+        raise InvalidInputError(f"must be at most {limit} characters", field="question")
+    if len(variations) > services.config.bounds.max_variations:
+        raise InvalidInputError(
+            f"at most {services.config.bounds.max_variations} variations", field="variations"
+        )
+    for variation in variations:
+        if not variation.strip() or len(variation) > limit:
+            raise InvalidInputError(
+                f"each variation must be 1..{limit} characters", field="variations"
+            )
+
+
+async def retrieve(
+    services: Services,
+    principal: Principal,
+    agent_id: str,
+    question: str,
+    variations: Sequence[str],
+) -> TurnResult:
+    """Run one retrieval turn for the principal's agent, counted while it runs
+    (`gateway.runtime.inflight`)."""
+    with services.turns.running():
+        validate_question(services, question, variations)
+        clock = _Stopwatch()
+        context = await plan_turn(services, principal, agent_id)
+        turn_id = "turn_" + secrets.token_urlsafe(16)
+        effective = {
+            **effective_settings(context),
+            "fusion_method": str(services.config.fusion_method),
+        }
+        if not context.plans:
+            return _abstained(services, turn_id, effective, "no_knowledge_base", {})
+        clock.lap("plan")
+        embeddings = await embed_queries(services, principal.tenant_id, [question, *variations])
+        clock.lap("embed")
+        legs = await search_plans(
+            services, context.plans, embeddings, leg_limit=services.config.leg_limit
+        )
+        clock.lap("search")
+        fused, ranked = _fused(services, context.plans, legs)
+        clock.lap("fuse")
+        chosen = await fetch_chosen(services, context.plans, ranked)
+        clock.lap("fetch")
+        _count(services, context, legs=legs, fused=fused, chosen=chosen)
+        if not chosen:
+            return _abstained(services, turn_id, effective, "nothing_above_floors", clock.timings)
+        texts = {c.point_id: c.hit.payload.text for c in chosen}
+        titles = {c.point_id: c.hit.payload.title for c in chosen}
+        if context.redaction.value:
+            # what is fenced, recorded and returned is the redacted text
+            texts, titles = await _redacted(services, context, texts, titles)
+            clock.lap("redact")
+        await _record(services, principal, agent_id, turn_id, chosen=chosen, texts=texts)
+        clock.lap("record")
+        clock.finish(services)
+        blocks = [
+            EvidenceBlock(
+                c.point_id, c.hit.payload.document_id, texts[c.point_id], titles.get(c.point_id, "")
+            )
+            for c in chosen
+        ]
+        return TurnResult(
+            turn_id,
+            False,
+            chosen,
+            texts,
+            fence(blocks),
+            effective,
+            timings_ms=clock.timings,
+            titles=titles,
+        )
+
+
+@dataclass(slots=True)
+class _Stopwatch:
+    """Each stage's milliseconds since the previous stage ended, and the turn's total."""
+
+    started: float = field(default_factory=time.perf_counter)
+    mark: float = field(default_factory=time.perf_counter)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.timings[stage] = round((now - self.mark) * 1000, 2)
+        self.mark = now
+
+    def finish(self, services: Services) -> None:
+        self.timings["total"] = round((time.perf_counter() - self.started) * 1000, 2)
+        for stage, value in self.timings.items():
+            services.telemetry.observe_stage(f"turn_{stage}", value / 1000)
+
+
+def _abstained(
+    services: Services,
+    turn_id: str,
+    effective: dict[str, Any],
+    reason: str,
+    timings: dict[str, float],
+) -> TurnResult:
+    services.telemetry.count("turns_abstained")
+    return TurnResult(turn_id, True, [], {}, "", effective, reason=reason, timings_ms=timings)
+
+
+def _fused(
+    services: Services, plans: Sequence[KbPlan], legs: Sequence[RankedLeg[RankedPoint]]
+) -> tuple[list[Candidate[RankedPoint]], list[Candidate[RankedPoint]]]:
+    """Every candidate fused across legs, and those kept by the per-KB and overall top_k."""
+    fused = fuse(
+        legs,
+        method=services.config.fusion_method,
+        passages_per_document=services.config.passages_per_document,
+    )
+    limits = {plan.kb.kb_id: plan.top_k.value for plan in plans}
+    return fused, cap_per_knowledge_base(fused, limits, overall=max(limits.values()))
+
+
+async def _redacted(
+    services: Services, context: TurnContext, texts: dict[str, str], titles: dict[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The passages' texts and titles with the workspace's PII entity types redacted,
+    through the per-workspace cache; fails closed (503) when redaction fails."""
+    entities = resolve_pii_entities(context.workspace.settings if context.workspace else None)
+    outgoing = {**texts, **{_TITLE + key: title for key, title in titles.items() if title}}
+    try:
+        redacted, counts = await asyncio.to_thread(
+            redact_texts_cached,
+            services.redactor,
+            services.redaction_cache,
+            context.principal.tenant_id,
+            outgoing,
+            entities.value,
+        )
+    except Exception as error:
+        # Fail closed: text that could not be redacted is never returned.
+        raise DependencyUnavailableError("redactor") from error
+    count_redactions(services.telemetry, counts)
+    return (
+        {key: redacted[key] for key in texts},
+        {key: redacted.get(_TITLE + key, title) for key, title in titles.items()},
+    )
+
+
+async def _record(
+    services: Services,
+    principal: Principal,
+    agent_id: str,
+    turn_id: str,
+    *,
+    chosen: Sequence[Candidate[Hit]],
+    texts: dict[str, str],
+) -> None:
+    record = TurnRecord(
+        turn_id=turn_id,
+        tenant_id=principal.tenant_id,
+        agent_id=agent_id,
+        created_at=datetime.now(UTC).isoformat(),
+        passages=[
+            TurnPassage(
+                passage_id=c.point_id,
+                document_id=c.hit.payload.document_id,
+                knowledge_base_id=c.hit.payload.knowledge_base_id,
+                checksum=c.hit.payload.checksum,
+                text=texts[c.point_id],
+            )
+            for c in chosen
+        ],
+    )
+    try:
+        await services.store.put_turn(record, services.config.turn_ttl_s)
+    except StoreUnavailableError:
+        # The evidence is still good; only later citation checks of this turn will
+        # answer 404. Counted, never hidden.
+        services.telemetry.count("turn_record_failed")
+
+
+def _count(
+    services: Services,
+    context: TurnContext,
+    *,
+    legs: Sequence[RankedLeg[RankedPoint]],
+    fused: Sequence[Candidate[RankedPoint]],
+    chosen: Sequence[Candidate[Hit]],
+) -> None:
+    """Counts only: KBs, candidates per leg kind, passages and estimated tokens."""
+    telemetry = services.telemetry
+    telemetry.count("turns")
+    telemetry.count("turn_knowledge_bases_queried", len(context.plans))
+    telemetry.count("turn_knowledge_bases_skipped", len(context.skipped))
+    for kind in LegKind:
+        telemetry.count(
+            f"turn_candidates_{kind.value}", sum(len(leg.hits) for leg in legs if leg.kind is kind)
+        )
+    telemetry.count("turn_passages_returned", len(chosen))
+    telemetry.count(
+        "turn_tokens_returned", sum(len(c.hit.payload.text) for c in chosen) // _CHARS_PER_TOKEN
+    )
+    telemetry.count("turn_documents_considered", len(fused))

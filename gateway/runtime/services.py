@@ -1,0 +1,310 @@
+"""The composition root: builds every adapter from the Config and hands them out.
+
+`create_app` calls `build_services` in its lifespan unless a test passed its own
+`Services`; nothing else constructs an engine, a store or a model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable, Hashable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from gateway.access.auth import KeyUsage, Principal
+from gateway.access.expensive import ExpensiveWork
+from gateway.access.ratelimit import (
+    FailureCounter,
+    InProcessFailures,
+    InProcessLimiter,
+    RateLimiter,
+    RedisFailures,
+    RedisLimiter,
+)
+from gateway.errors import RateLimitedError
+from gateway.retrieval.query_embedding import QueryBatcher, QueryEmbeddings
+from gateway.runtime.inflight import TurnsInFlight
+from gateway.runtime.telemetry import Telemetry
+from gateway.safety.redaction import RedactionCache, Redactor
+from ingest.embedding import MINILM_MODEL_NAME, Embedder
+from ingest.index import Index, IndexUnavailableError
+from ingest.lru import LruCache
+from ingest.sync import DocumentWriter
+from settings.cache import CachedSettings
+from settings.config import Config
+from settings.store import SettingsStore, StoreUnavailableError
+
+T = TypeVar("T")
+
+
+class KeyedLocks:
+    """One asyncio lock per key, dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: weakref.WeakValueDictionary[Hashable, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    @asynccontextmanager
+    async def hold(self, key: Hashable) -> AsyncIterator[None]:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[key] = lock
+        async with lock:
+            yield
+
+
+@dataclass
+class Services:
+    """Everything a request handler may use; built once per process."""
+
+    config: Config
+    index: Index
+    store: SettingsStore
+    embedder: Embedder
+    telemetry: Telemetry
+    index_engine: str
+    store_engine: str
+    writer: DocumentWriter
+    settings: CachedSettings
+    redactor: Redactor  # PII detection and redaction, offline
+    rate_limiter: RateLimiter
+    # Turns embed questions through a cache and a micro-batcher, and
+    # redact retrieved texts through a cache; both caches are partitioned by tenant.
+    query_embeddings: QueryEmbeddings
+    redaction_cache: RedactionCache
+    #: a lone turn embeds its question in its own thread (`gateway.runtime.inflight`)
+    turns: TurnsInFlight
+    #: one budget per workspace, shared by all its keys (beside `rate_limiter`'s per key)
+    workspace_limiter: RateLimiter
+    #: failed authentications per client address
+    auth_failures: FailureCounter
+    #: when each key was last used, written to the store at most once a minute per key
+    key_usage: KeyUsage
+    #: grounding checks, call-time redaction and ingest embedding (`gateway.access.expensive`)
+    expensive: ExpensiveWork
+    # One writer per document at a time in this process: replacing is read-then-write.
+    document_locks: KeyedLocks = field(default_factory=KeyedLocks)
+
+    async def admit(self, principal: Principal) -> None:
+        """Raise RateLimitedError when the key's budget, or its workspace's, is spent."""
+        wait_s = await self.rate_limiter.hit(principal.key_id)
+        if wait_s is None and principal.tenant_id:
+            wait_s = await self.workspace_limiter.hit(principal.tenant_id)
+            if wait_s is not None:
+                self.telemetry.count("rate_limited")
+                raise RateLimitedError(wait_s, workspace=True)
+        if wait_s is not None:
+            self.telemetry.count("rate_limited")
+            raise RateLimitedError(wait_s)
+
+    async def readiness(self) -> dict[str, dict[str, Any]]:
+        """Per-dependency status; each check bounded by its timeout."""
+        return {
+            "index": await self._check(
+                "index",
+                self.index_engine,
+                asyncio.to_thread(self.index.ping),
+                self.config.qdrant_timeout_s,
+            ),
+            "store": await self._check(
+                "store", self.store_engine, self.store.ping(), self.config.redis_timeout_s
+            ),
+            "embedder": {"status": "up", "dense_dim": self.embedder.dense_dim},
+        }
+
+    async def _check(self, name: str, engine: str, probe: Any, timeout_s: float) -> dict[str, Any]:
+        try:
+            await asyncio.wait_for(probe, timeout=timeout_s)
+        except (IndexUnavailableError, StoreUnavailableError, TimeoutError, OSError):
+            self.telemetry.dependency_up.labels(dependency=name).set(0)
+            return {"status": "down", "engine": engine}
+        self.telemetry.dependency_up.labels(dependency=name).set(1)
+        return {"status": "up", "engine": engine}
+
+    async def close(self) -> None:
+        await self.key_usage.close()
+        await self.rate_limiter.close()
+        await self.workspace_limiter.close()
+        await self.auth_failures.close()
+        self.expensive.close()
+        await self.store.close()
+        await asyncio.to_thread(self.index.close)
+
+
+async def build_services(
+    config: Config,
+    telemetry: Telemetry,
+    *,
+    embedder: Embedder | None = None,
+    redactor: Redactor | None = None,
+    engine: tuple[Index, str] | None = None,
+) -> Services:
+    """Open the store and index named by the config and load the embedding model.
+
+    A caller may pass an already loaded `embedder` (tests share one model) or an
+    `engine`, an (index, name) pair (tests run the same suite on qdrant-client local mode).
+    """
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    turns = TurnsInFlight()
+    store, store_engine = await build_store(config)
+    if engine is None:
+        engine = await asyncio.to_thread(_build_index, config)
+    index, index_engine = engine
+    await asyncio.to_thread(_optimize_index, index, telemetry)
+    # The model and presidio load side by side: start-up is mostly their imports.
+    model, pii = await asyncio.gather(
+        _given_or_built(embedder, lambda: _build_embedder(config)),
+        _given_or_built(redactor, Redactor.build),  # PII redaction: offline
+    )
+    return Services(
+        config=config,
+        index=index,
+        store=store,
+        embedder=model,
+        redactor=pii,
+        telemetry=telemetry,
+        index_engine=index_engine,
+        store_engine=store_engine,
+        writer=DocumentWriter(index, model, model_id=config.embedding_model or MINILM_MODEL_NAME),
+        settings=CachedSettings(
+            store,
+            config.settings_staleness_s,
+            on_stale_read=lambda: telemetry.count("settings_stale_reads"),
+        ),
+        rate_limiter=_build_rate_limiter(
+            config, telemetry, config.rate_limit_per_s, config.rate_limit_burst, "kbgate:rate"
+        ),
+        workspace_limiter=_build_rate_limiter(
+            config,
+            telemetry,
+            config.rate_limit_workspace_per_s,
+            config.rate_limit_workspace_burst,
+            "kbgate:wsrate",
+        ),
+        auth_failures=_build_failure_counter(config, telemetry),
+        key_usage=KeyUsage(store.record_key_use),
+        query_embeddings=QueryEmbeddings(
+            QueryBatcher(
+                model.embed_queries,
+                max_texts=config.query_batch_max,
+                lanes=config.query_batch_lanes,
+                alone=turns.alone,
+            ),
+            LruCache(config.query_cache_size),
+        ),
+        redaction_cache=LruCache(config.redaction_cache_size),
+        turns=turns,
+        expensive=ExpensiveWork(config.expensive_threads, config.expensive_per_workspace),
+    )
+
+
+def _optimize_index(index: Index, telemetry: Telemetry) -> None:
+    """Index what was written since the last start, before the first turn: Edge's
+    optimizer stops the whole process while it runs (`ingest.qdrant_edge`)."""
+    started = time.perf_counter()
+    try:
+        changed = index.optimize()
+    except IndexUnavailableError:
+        # Unindexed segments are still searched, exactly: serve rather than not start.
+        telemetry.log.warning("index_optimize_failed")
+        return
+    if changed:
+        telemetry.log.info(
+            "index_optimized",
+            collections=len(changed),
+            duration_ms=round((time.perf_counter() - started) * 1000),
+        )
+
+
+async def _given_or_built(given: T | None, build: Callable[[], T]) -> T:
+    return given if given is not None else await asyncio.to_thread(build)
+
+
+def _build_rate_limiter(
+    config: Config, telemetry: Telemetry, rate: float, burst: int, prefix: str
+) -> RateLimiter:
+    if config.redis_url:
+        from settings.redis_store import redis_client
+
+        client = redis_client(config.redis_url, config.redis_timeout_s)  # bounded retries
+        return RedisLimiter(
+            client,
+            rate,
+            burst,
+            on_outage=lambda: telemetry.count("rate_limit_unavailable"),
+            prefix=prefix,
+        )
+    return InProcessLimiter(rate, burst)
+
+
+def _build_failure_counter(config: Config, telemetry: Telemetry) -> FailureCounter:
+    if config.redis_url:
+        from settings.redis_store import redis_client
+
+        return RedisFailures(
+            redis_client(config.redis_url, config.redis_timeout_s),
+            config.auth_failures_per_min,
+            on_outage=lambda: telemetry.count("rate_limit_unavailable"),
+        )
+    return InProcessFailures(config.auth_failures_per_min)
+
+
+async def build_store(config: Config) -> tuple[SettingsStore, str]:
+    if config.redis_url:
+        from settings.redis_store import RedisStore
+
+        return RedisStore.connect(config.redis_url, config.redis_timeout_s), "redis"
+    from settings.sqlite_store import SqliteStore
+
+    return await SqliteStore.open(config.data_dir / "kbgate.sqlite3"), "sqlite"
+
+
+def check_index_server(config: Config) -> None:
+    """Refuse a configured Qdrant server too old for the adapter, before anything starts.
+
+    Raises IncompatibleServerError. A server that does not answer yet is not refused
+    here: readiness reports the index down until it answers, and checks it then.
+    """
+    if config.qdrant_url:
+        _build_index(config)[0].close()
+
+
+def _build_index(config: Config) -> tuple[Index, str]:
+    if config.qdrant_url:
+        from ingest.qdrant_server import CollectionLayout, ServerIndex
+
+        server = ServerIndex.connect(
+            config.qdrant_url,
+            config.qdrant_api_key,
+            config.qdrant_timeout_s,
+            layout=CollectionLayout(
+                shards=config.qdrant_shards,
+                replication_factor=config.qdrant_replication_factor,
+                write_consistency=config.qdrant_write_consistency,
+            ),
+        )
+        return server, "qdrant-server"
+    from ingest.qdrant_edge import EdgeIndex
+
+    return EdgeIndex(
+        config.data_dir,
+        indexing_threshold_kb=config.edge_indexing_threshold_kb,
+        search_threads=config.edge_search_threads,
+    ), "qdrant-edge"
+
+
+def _build_embedder(config: Config) -> Embedder:
+    from ingest.embedding import build_embedder
+
+    return build_embedder(
+        model_dir=config.model_dir,
+        model_name=config.embedding_model,
+        threads=config.embedding_threads,
+        batch_size=config.embedding_batch_size,
+        query_threads=config.embedding_query_threads or None,
+    )

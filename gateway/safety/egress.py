@@ -1,0 +1,117 @@
+"""Redaction of what an agent sends out (tool arguments, other egress): `POST /v1/redact`.
+
+The same two gates as retrieval (`resolve_redaction`: the workspace's
+`rag_pii_redaction` and the agent's `pii_redaction`), the same entity policy
+(`resolve_pii_entities`) and the same Redactor, on the expensive-work pool
+(`gateway.access.expensive`): a JSON value's walk stops between strings once the caller gave up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from gateway.access.auth import Principal
+from gateway.access.expensive import Stop, stop_point
+from gateway.errors import (
+    DependencyUnavailableError,
+    InvalidInputError,
+    NotFoundError,
+    PayloadTooLargeError,
+    RateLimitedError,
+)
+from gateway.runtime.services import Services
+from gateway.safety.redaction import count_redactions
+from settings.records import Workspace
+from settings.resolve import resolve_pii_entities, resolve_redaction
+from settings.store import StoreUnavailableError
+
+#: Characters of text (summed over every string of a JSON value) one call may redact.
+#: Detection costs a few microseconds per character in a worker thread; the bound keeps
+#: one request from holding a thread for seconds.
+MAX_EGRESS_CHARS = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class EgressRedaction:
+    """The (possibly) redacted text or JSON value, and what the gates decided."""
+
+    value: Any
+    counts: dict[str, int]
+    redaction: bool
+    entities: tuple[str, ...]
+
+    @property
+    def redacted(self) -> bool:
+        """Whether anything was replaced."""
+        return bool(self.counts)
+
+
+async def redact_egress(
+    services: Services,
+    principal: Principal,
+    agent_id: str,
+    value: Any,
+    *,
+    is_text: bool,
+    stop: Stop | None = None,
+) -> EgressRedaction:
+    """Redact `value` (a string when `is_text`, else any JSON value) for the principal's agent.
+
+    Another workspace's agent is NotFoundError, exactly like an unknown one.
+    """
+    if _string_chars(value) > MAX_EGRESS_CHARS:
+        field = "text" if is_text else "value"
+        raise PayloadTooLargeError(f"at most {MAX_EGRESS_CHARS} characters", field=field)
+    agent = await services.settings.agent(principal.tenant_id, agent_id)
+    if agent is None:
+        raise NotFoundError("no such agent")
+    workspace = await _workspace_or_none(services, principal.tenant_id)
+    workspace_settings = workspace.settings if workspace else None
+    gates = resolve_redaction(workspace_settings, agent.settings)
+    entities = resolve_pii_entities(workspace_settings).value
+    if not gates.value:
+        return EgressRedaction(value, {}, redaction=False, entities=())
+
+    def work(flag: Stop) -> tuple[Any, dict[str, int]]:
+        if is_text:
+            redaction = services.redactor.redact(value, entities)
+            return redaction.text, redaction.counts
+        return services.redactor.redact_json(value, entities, partial(stop_point, flag))
+
+    with services.telemetry.stage("egress_redact"):
+        try:
+            redacted, counts = await services.expensive.run(principal.tenant_id, work, stop=stop)
+        except RateLimitedError:
+            raise
+        except ValueError as error:
+            raise InvalidInputError(str(error), field="value") from None
+        except Exception as error:
+            # Fail closed: text that could not be redacted is never returned.
+            raise DependencyUnavailableError("redactor") from error
+    count_redactions(services.telemetry, counts)
+    return EgressRedaction(redacted, counts, redaction=True, entities=entities)
+
+
+def _string_chars(value: Any) -> int:
+    """Characters in every string of a JSON value (iterative: depth is checked later)."""
+    total, stack = 0, [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            total += len(node)
+        elif isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return total
+
+
+async def _workspace_or_none(services: Services, tenant_id: str) -> Workspace | None:
+    """The workspace, or None when it cannot be read: both gates then count as on."""
+    try:
+        return await services.settings.workspace(tenant_id)
+    except StoreUnavailableError:
+        services.telemetry.count("settings_fallback")
+        return None

@@ -1,0 +1,216 @@
+"""The campaign runner: provision, probe phase by phase, clean up, report."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from gateway.tools.probe.client import (
+    Transport,
+)
+from gateway.tools.probe.report import (
+    Probe,
+    Report,
+    SetupError,
+)
+from gateway.tools.probe.retrieval_probes import RetrievalProbes
+from gateway.tools.probe.setup import Provisioning
+from gateway.tools.probe.workspace_probes import WorkspaceProbes
+from gateway.tools.probe.world import (
+    AGENT_EXTRA,
+    AGENT_GROUND,
+    AGENT_MAIN,
+    LIGHT_CLEARANCES,
+    PHASES,
+    SHARED_KBS,
+    WORKSPACES_PER_ORG,
+    Viewer,
+    Workspace,
+)
+
+
+class Campaign(Provisioning, RetrievalProbes, WorkspaceProbes):
+    """Provision, probe phase by phase, clean up. See the package docstring."""
+
+    # -- whole runs
+
+    async def run_campaign(
+        self,
+        phases: Sequence[str] = PHASES,
+        *,
+        before_cleanup: Callable[[], Awaitable[None]] | None = None,
+    ) -> Report:
+        """Provision, run the phases, clean up (always); `before_cleanup` runs last of all."""
+        started = time.perf_counter()
+        try:
+            mark = time.perf_counter()
+            await self.provision()
+            self.report.provision_s = time.perf_counter() - mark
+            self.progress(f"provisioned {self._world_line()} in {self.report.provision_s:.1f} s")
+            for name in phases:
+                await self.run_phase(name)
+            if before_cleanup is not None:
+                await before_cleanup()
+        except SetupError as error:
+            self.report.setup_error = str(error)
+        finally:
+            mark = time.perf_counter()
+            await self.cleanup()
+            self.report.cleanup_s = time.perf_counter() - mark
+            self.report.total_s = time.perf_counter() - started
+        return self.report
+
+    def _world_line(self) -> str:
+        docs = [d for d in self.world.docs if d.classification is not None]
+        legacy = sum(d.legacy for d in docs)
+        keys = sum(len(ws.keys) for ws in self.world.workspaces)
+        return (
+            f"{len(self.world.orgs)} orgs, {len(self.world.workspaces)} workspaces, "
+            f"{sum(len(ws.kbs) for ws in self.world.workspaces)} KBs, {len(docs)} documents "
+            f"({legacy} legacy), {keys} keys"
+        )
+
+    async def run_phase(self, name: str) -> None:
+        """One phase: change the world as the phase says, then probe it."""
+        self.phase = name
+        before = len(self.report.records)
+        started = time.perf_counter()
+        full = name in {"strict-on", "strict-off"}
+        depth = "first" if not self._probed else ("full" if full else "light")
+        if name in {"strict-on", "strict-off"}:
+            await self.set_strict(dict.fromkeys(self._labels(), name == "strict-on"))
+        elif name.startswith("toggle"):
+            await self.set_strict({ws.label: not ws.strict for ws in self._toggled(name)})
+        elif name == "moved":
+            await self.move_knowledge_bases()
+        elif name == "writes":
+            await self.write_and_delete()
+        else:
+            raise ValueError(f"unknown phase {name!r}")
+        if full:
+            await self.run_all(self.control_probes())
+        await self.run_all(self.phase_probes(depth))
+        self._probed = True
+        await self.run_all(self.citation_probes())
+        await self.run_all(self.surface_probes())
+        seconds = time.perf_counter() - started
+        count = len(self.report.records) - before
+        self.report.phases.append((name, count, seconds))
+        self.progress(
+            f"phase {name}: {count} requests, {len(self.report.leaks)} leaks, "
+            f"{len(self.report.failures)} failures so far ({seconds:.1f} s)"
+        )
+
+    def _labels(self) -> list[str]:
+        return [ws.label for ws in self.world.workspaces]
+
+    def _toggled(self, name: str) -> list[Workspace]:
+        # toggle-1 flips the first workspace of each org, toggle-2 flips all: mixed, then inverted
+        if name == "toggle-1":
+            return [ws for ws in self.world.workspaces if ws.index % WORKSPACES_PER_ORG == 0]
+        return list(self.world.workspaces)
+
+    def phase_probes(self, depth: str) -> list[Probe]:
+        """The probes of one phase. `depth`: "first" (every mode, foreign ids, roles and
+        outsiders), "full" (every key, the main modes) or "light" (after a state change:
+        the keys of the lowest and highest clearance, one combined request per agent)."""
+        probes: list[Probe] = []
+        for ws in self.world.workspaces:
+            for key in ws.principals:
+                if depth != "light" or key.clearance in LIGHT_CLEARANCES:
+                    probes += self.retrieve_probes(key, depth=depth)
+                    probes += self.grounding_probes(key, depth=depth)
+                probes += self.workspace_probes(key)
+                if depth == "first":
+                    probes += self.foreign_id_probes(key)
+                    probes += self.role_probes(key)
+        if depth == "first":
+            probes += self.outsider_probes()
+        return probes
+
+    # -- a spot check (the fault-injection self-test uses it)
+
+    async def spot_check(self) -> Report:
+        """Exact-canary retrievals and grounding for every retrieve key, into a fresh report."""
+        saved, self.report = self.report, Report(self.run, self.report.target)
+        self.phase = "spot"
+        try:
+            keys = self._retrievers()
+            probes = [p for key in keys for p in self.retrieve_probes(key, depth="light")]
+            probes += [p for key in keys for p in self.grounding_probes(key, depth="full")]
+            await self.run_all(probes)
+            return self.report
+        finally:
+            self.report = saved
+
+    # -- cleanup
+
+    async def cleanup(self) -> None:
+        """Delete every planted document, detach every agent, check the stats are zero."""
+        self.phase = "cleanup"
+        live = [(self.world.workspace(d.workspace), d) for d in self.world.docs if d.live]
+        await self.run_all(
+            self._probe(
+                "DELETE /v1/knowledge-bases/{kb_id}/documents/{document_id}",
+                ws.owner,
+                f"/v1/knowledge-bases/{doc.kb_id}/documents/{doc.doc_id}",
+                None,
+                200,
+                viewer=Viewer(ws.label),
+            )
+            for ws, doc in live
+        )
+        for _, doc in live:
+            doc.live = False
+        await self.run_all(
+            self._probe(
+                "PUT /v1/agents/{agent_id}",
+                ws.owner,
+                f"/v1/agents/{agent_id}",
+                {"knowledge_base_ids": []},
+                viewer=Viewer(ws.label),
+            )
+            for ws in self.world.workspaces
+            for agent_id in ws.agents
+        )
+        for ws in self.world.workspaces:
+            ws.agents = {agent_id: [] for agent_id in ws.agents}
+        await self.run_all(
+            self._stats(ws.owner, ws, kb_id) for ws in self.world.workspaces for kb_id in SHARED_KBS
+        )
+        await self.run_all(self.surface_probes())
+        await self.scan_logs()
+        self._left_behind()
+
+    def _left_behind(self) -> None:
+        world = self.world
+        if not world.orgs:
+            return
+        keys = [k.key_id for ws in world.workspaces for k in ws.keys]
+        self.report.left_behind = [
+            f"organizations (and their empty collections kb_org_<id>): {', '.join(world.orgs)}",
+            f"workspaces: {', '.join(ws.tenant_id for ws in world.workspaces)}",
+            f"knowledge bases, now empty, in each workspace: {', '.join(SHARED_KBS)} and "
+            f"kb-only-<workspace>-{self.run}; held-back counters stay as they were",
+            f"agents, now attached to no knowledge base: {AGENT_MAIN}, {AGENT_EXTRA}, "
+            f"{AGENT_GROUND}, agent-only-<workspace>-{self.run}",
+            f"{len(keys)} workspace keys (cannot be revoked over the API; they reach only the "
+            f"empty workspaces above): {', '.join(keys)}",
+            f"{sum(ws.history for ws in world.workspaces)} settings-history entries",
+        ]
+
+
+async def run_campaign(
+    transport: Transport,
+    platform_key: str,
+    *,
+    target: str = "in-process",
+    phases: Sequence[str] = PHASES,
+    concurrency: int = 4,
+    progress: Callable[[str], None] | None = None,
+) -> Report:
+    """Provision, probe every phase, clean up; the report says what leaked."""
+    campaign = Campaign(
+        transport, platform_key, target=target, concurrency=concurrency, progress=progress
+    )
+    return await campaign.run_campaign(phases)
