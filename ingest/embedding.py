@@ -175,10 +175,10 @@ class FastEmbedder:
 
     The runner's queue is FIFO and a caller submits its next batch only when the
     previous one is done. Questions on a session of their own (`query_model`) skip the
-    runner and run in the calling thread: a question's activations are small, the
-    gateway's `QueryBatcher` keeps a few question batches in flight, and a turn then never
-    waits behind a concurrent ingest's batch (nor pays a second thread hop). BM25 runs
-    in the calling thread; it only reads its stopwords and stemmer.
+    runner and run in the calling thread (a turn's worker thread): a question's
+    activations are small, and a turn then never waits behind a concurrent ingest's batch
+    (nor pays a second thread hop). BM25 runs in the calling thread; it only reads its
+    stopwords and stemmer.
     """
 
     def __init__(

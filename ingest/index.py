@@ -43,6 +43,20 @@ def collection_for(storage: Storage | str, org_id: str) -> str:
     return SHARED_COLLECTION if Storage(storage) is Storage.SHARED else org_collection(org_id)
 
 
+def is_collection_name(name: str) -> bool:
+    """Whether `name` is one kbgate makes: `kb_shared` or `kb_org_<org id>` (collection
+    names become directory names, so nothing else is ever used)."""
+    org_id = name.removeprefix(ORG_COLLECTION_PREFIX)
+    return name == SHARED_COLLECTION or (org_id != name and is_valid_org_id(org_id))
+
+
+def checked_collection(name: str) -> str:
+    """`name` when `is_collection_name` holds; otherwise ValueError."""
+    if not is_collection_name(name):
+        raise ValueError(f"not a kbgate collection name: {name!r}")
+    return name
+
+
 @dataclass(frozen=True, slots=True)
 class SparseVector:
     """A BM25 vector: token ids and weights, same length."""
@@ -153,8 +167,8 @@ class Index(Protocol):
 
     #: Whether every call holds the GIL from start to end (an in-process engine whose
     #: binding never releases it). A worker thread then buys a turn no concurrency and
-    #: costs it two thread hops, so the turn calls `rank` and `fetch` directly; nor could
-    #: a timeout fire during such a call.
+    #: costs it two thread hops, so the turn calls `rank` and `fetch` directly, without a
+    #: timeout (none could fire before such a call returns): those calls are unbounded.
     holds_the_gil: bool
 
     def ensure_collection(self, collection: str) -> None:

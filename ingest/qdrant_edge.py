@@ -23,12 +23,11 @@ from __future__ import annotations
 import json
 import os
 import threading
-import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from qdrant_edge import (
     AcornSearchParams,
@@ -64,41 +63,45 @@ from qdrant_edge import (
 from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
-    ORG_COLLECTION_PREFIX,
-    SHARED_COLLECTION,
     SPARSE_VECTOR,
-    Hit,
     IndexUnavailableError,
     Leg,
     LegKind,
     Passage,
     QueryResult,
-    RankedPoint,
     RankResult,
     StoredPassage,
+    checked_collection,
+    is_collection_name,
 )
 from ingest.index import SparseVector as PassageSparse
+from ingest.index_common import (
+    SCROLL_PAGE,
+    checked_point_id,
+    dense_values,
+    scroll_all,
+    sparse_values,
+    stored_passages,
+)
+from ingest.index_common import hit as _hit
+from ingest.index_common import ranked_point as _ranked
 from ingest.payload import (
     INDEXED_KEYS,
     REF_KEYS,
     TENANT_KEY,
     PassagePayload,
-    PassageRef,
     PayloadKey,
     Scope,
     from_payload,
     is_valid_org_id,
-    ref_from_payload,
     to_payload,
 )
 
 if TYPE_CHECKING:
-    from qdrant_edge import ConditionType, PointId
+    from qdrant_edge import ConditionType, PointId, Record
 
-T = TypeVar("T")
 
 EDGE_DIR = "qdrant-edge"
-_SCROLL_PAGE = 256
 #: the config Edge writes into a shard's directory
 _EDGE_CONFIG_FILE = "edge_config.json"
 
@@ -117,33 +120,15 @@ def _scope_filter(scope: Scope, *extra: ConditionType) -> Filter:
     return Filter(must=[*must, *extra])
 
 
-#: Passage refs the open shards remember for ranking (`_Shard.refs`), shared out evenly;
-#: a shard at its share forgets all and starts over. About 500 bytes each: 16 MiB.
-_REFS_KEPT = 32_768
-
-
 @dataclass(slots=True)
 class _Shard:
     shard: EdgeShard
     #: created with the whole-document BM25 vector (shards made before it was added lack it)
     document_keywords: bool
     writes: threading.Lock = field(default_factory=threading.Lock)
-    #: by point id, what ranking needs of points ranked before (`rank`): reading payloads
-    #: was half of a ranking call. Read and filled only while holding `writes`; a write
-    #: forgets the points whose payload it may change.
-    refs: dict[str, PassageRef] = field(default_factory=dict)
-    #: this shard's share of `_REFS_KEPT`, set as shards are opened
-    refs_kept: int = _REFS_KEPT
 
-    def update(self, operation: UpdateOperation, *, rewrites: Sequence[str] | None) -> None:
-        """Apply one write and make it durable; the caller holds `writes`. `rewrites`: the
-        ids of the points whose payload it may change, None for any point's (a deleted
-        point needs no forgetting: no search finds it, and its id can only come back
-        through an upsert, which names it)."""
-        if rewrites is None:
-            self.refs.clear()
-        for point_id in rewrites or ():
-            self.refs.pop(point_id, None)
+    def update(self, operation: UpdateOperation) -> None:
+        """Apply one write and make it durable; the caller holds `writes`."""
         self.shard.update(operation)
         self.shard.flush()
 
@@ -193,27 +178,24 @@ class EdgeIndex:
         points = [self._point(passage, document_keywords) for passage in passages]
         held = existing or self._open(collection)
         with held.writes, _engine_errors(collection):
-            held.update(
-                UpdateOperation.upsert_points(points),
-                rewrites=[_point_id(passage.point_id) for passage in passages],
-            )
+            held.update(UpdateOperation.upsert_points(points))
 
     def document_keywords(self, collection: str) -> bool:
         held = self._existing(collection)
         return held is not None and held.document_keywords
 
     def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
-        found = self._query_batch(collection, scope, legs, _hits)
-        return QueryResult(legs=tuple(map(tuple, found)))
+        found = self._query_batch(collection, scope, legs, with_payload=True)
+        return QueryResult(legs=tuple(tuple(map(_hit, points)) for points in found))
 
     def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
-        found = self._query_batch(collection, scope, legs, _ranked_points)
-        return RankResult(legs=tuple(map(tuple, found)))
+        found = self._query_batch(collection, scope, legs, with_payload=list(REF_KEYS))
+        return RankResult(legs=tuple(tuple(map(_ranked, points)) for points in found))
 
     def fetch(
         self, collection: str, scope: Scope, point_ids: Sequence[str]
     ) -> dict[str, PassagePayload]:
-        ids: set[PointId] = {_point_id(pid) for pid in point_ids}
+        ids: set[PointId] = {checked_point_id(pid) for pid in point_ids}
         held = self._existing(collection)
         if held is None or not ids:
             return {}
@@ -239,20 +221,14 @@ class EdgeIndex:
         held = self._existing(collection)
         if held is None:
             return []
-        records = []
-        offset: PointId | None = None
+
+        def page(offset: PointId | None) -> tuple[list[Record], PointId | None]:
+            return held.shard.scroll(
+                ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=where, with_payload=True)
+            )
+
         with _engine_errors(collection):
-            while True:
-                page, offset = held.shard.scroll(
-                    ScrollRequest(
-                        offset=offset, limit=_SCROLL_PAGE, filter=where, with_payload=True
-                    )
-                )
-                records.extend(page)
-                if offset is None:
-                    break
-        passages = [StoredPassage(str(r.id), from_payload(r.payload or {})) for r in records]
-        return sorted(passages, key=lambda p: (p.payload.passage_index, p.point_id))
+            return stored_passages(scroll_all(page))
 
     def document_ids(self, collection: str, scope: Scope) -> set[str]:
         where = _scope_filter(scope)
@@ -270,7 +246,7 @@ class EdgeIndex:
         return {str(hit.value) for hit in facet.hits}
 
     def delete_points(self, collection: str, scope: Scope, point_ids: Sequence[str]) -> int:
-        ids: set[PointId] = {_point_id(pid) for pid in point_ids}
+        ids: set[PointId] = {checked_point_id(pid) for pid in point_ids}
         if not ids:
             return 0
         return self._delete(collection, _scope_filter(scope, HasIdCondition(ids)))
@@ -291,8 +267,7 @@ class EdgeIndex:
             updated = held.shard.count(CountRequest(exact=True, filter=where))
             if updated:
                 held.update(
-                    UpdateOperation.set_payload_by_filter(where, {PayloadKey.ORG_ID: scope.org_id}),
-                    rewrites=None,
+                    UpdateOperation.set_payload_by_filter(where, {PayloadKey.ORG_ID: scope.org_id})
                 )
         return updated
 
@@ -316,7 +291,7 @@ class EdgeIndex:
         if not self._root.is_dir():
             return []
         names = sorted(path.name for path in self._root.iterdir() if path.is_dir())
-        return [name for name in names if _is_collection_name(name)]
+        return [name for name in names if is_collection_name(name)]
 
     def ping(self) -> None:
         if self._closed:
@@ -344,7 +319,7 @@ class EdgeIndex:
         with held.writes, _engine_errors(collection):
             deleted = held.shard.count(CountRequest(exact=True, filter=where))
             if deleted:
-                held.update(UpdateOperation.delete_points_by_filter(where), rewrites=())
+                held.update(UpdateOperation.delete_points_by_filter(where))
         return deleted
 
     def _existing(self, collection: str) -> _Shard | None:
@@ -360,7 +335,7 @@ class EdgeIndex:
         held = self._shards.get(collection)  # open shards need no lock: loads hold it
         if held is not None and not self._closed:
             return held
-        path = self._root / _checked_collection(collection)
+        path = self._root / checked_collection(collection)
         with self._lock:
             if self._closed:
                 raise IndexUnavailableError("the Qdrant Edge index is closed")
@@ -369,8 +344,6 @@ class EdgeIndex:
                 with _engine_errors(collection):
                     held = self._load_or_create(path)
                 self._shards[collection] = held
-                for shard in self._shards.values():
-                    shard.refs_kept = _REFS_KEPT // len(self._shards)
             return held
 
     def _load_or_create(self, path: Path) -> _Shard:
@@ -419,12 +392,16 @@ class EdgeIndex:
         }
         if document_keywords and passage.document_sparse is not None:
             vectors[DOCUMENT_SPARSE_VECTOR] = _sparse(passage.document_sparse)
-        return Point(_point_id(passage.point_id), vectors, to_payload(passage.payload))
+        return Point(checked_point_id(passage.point_id), vectors, to_payload(passage.payload))
 
     def _query_batch(
-        self, collection: str, scope: Scope, legs: Sequence[Leg], read: _Reader[T]
-    ) -> list[list[T]]:
-        """Every leg in one engine call, its points as `read` makes them."""
+        self, collection: str, scope: Scope, legs: Sequence[Leg], *, with_payload: bool | list[str]
+    ) -> list[list[ScoredPoint]]:
+        """Every leg in one engine call, with the payload keys asked for.
+
+        Keyword legs compute IDF over the Scope's own points (`where`): never more, and
+        never a cheaper filter chosen by what else the tenant holds, so neither the scores
+        nor the cost of a search depend on points outside the Scope."""
         where = _scope_filter(scope)
         queries = [self._leg_query(leg) for leg in legs]  # checked before anything is read
         held = self._existing(collection)
@@ -432,26 +409,21 @@ class EdgeIndex:
             return [[] for _ in legs]
         # A collection made before document keyword vectors finds nothing on that leg.
         runs = [held.document_keywords or leg.kind is not LegKind.DOCUMENT_KEYWORD for leg in legs]
-        with _engine_errors(collection), _reading(held, where) as (corpus, exclusive):
-
-            def search(with_payload: bool | list[str]) -> list[list[ScoredPoint]]:
-                requests = [
-                    QueryRequest(
-                        limit=leg.limit,
-                        query=query,
-                        filter=where,
-                        score_threshold=leg.floor,
-                        with_payload=with_payload,
-                        # IDF over the scope's points only: others' must not move scores.
-                        params=_FILTERED_DENSE if leg.kind is LegKind.DENSE else _idf_over(corpus),
-                    )
-                    for leg, query, run in zip(legs, queries, runs, strict=True)
-                    if run
-                ]
-                found = iter(held.shard.query_batch(QueryBatchRequest(requests)))
-                return [next(found) if run else [] for run in runs]
-
-            return read(held, scope, search, exclusive)
+        requests = [
+            QueryRequest(
+                limit=leg.limit,
+                query=query,
+                filter=where,
+                score_threshold=leg.floor,
+                with_payload=with_payload,
+                params=_FILTERED_DENSE if leg.kind is LegKind.DENSE else _idf_over(where),
+            )
+            for leg, query, run in zip(legs, queries, runs, strict=True)
+            if run
+        ]
+        with _engine_errors(collection):
+            found = iter(held.shard.query_batch(QueryBatchRequest(requests)))
+            return [list(next(found)) if run else [] for run in runs]
 
     def _leg_query(self, leg: Leg) -> Query:
         if leg.kind is LegKind.DENSE and leg.dense is not None:
@@ -462,9 +434,7 @@ class EdgeIndex:
         raise ValueError(f"a {leg.kind} leg without its vector")
 
     def _dense(self, vector: Sequence[float]) -> list[float]:
-        if len(vector) != self._dense_dim:
-            raise ValueError(f"dense vector has {len(vector)} dimensions, not {self._dense_dim}")
-        return list(vector)
+        return dense_values(vector, self._dense_dim)
 
 
 def _search_threads_default() -> int:
@@ -488,24 +458,6 @@ def _engine_errors(collection: str) -> Iterator[None]:
         raise IndexUnavailableError(f"Qdrant Edge failed on {collection!r}: {exc}") from exc
 
 
-@contextmanager
-def _reading(held: _Shard, where: Filter) -> Iterator[tuple[Filter, bool]]:
-    """(The points keyword legs compute IDF over, whether this read holds `writes`.)
-
-    The IDF corpus is always the scope's own points (`where`): never more, and never a
-    cheaper filter chosen by what else the tenant holds, so neither the scores nor the
-    cost of a search depend on points outside the Scope. What a read does with
-    `_Shard.refs` it does only while it holds `writes`; while a write holds it, the read
-    goes on without (it never waits)."""
-    if not held.writes.acquire(blocking=False):
-        yield where, False
-        return
-    try:
-        yield where, True
-    finally:
-        held.writes.release()
-
-
 #: The dense leg's graph search follows the Scope's filter (ACORN) when the filter keeps
 #: under 40% of the points: without it a scope of a few percent of a large collection
 #: misses about half its exact top 10 (docs/decisions/filtered-search.md). Scopes small
@@ -515,26 +467,6 @@ _FILTERED_DENSE = SearchParams(acorn=AcornSearchParams(enable=True))
 
 def _idf_over(corpus: Filter) -> SearchParams:
     return SearchParams(idf=IdfParams(corpus=corpus))
-
-
-def _checked_collection(collection: str) -> str:
-    """Collection names become directory names: only `kb_shared` and `kb_org_<org id>`."""
-    if not _is_collection_name(collection):
-        raise ValueError(f"not a kbgate collection name: {collection!r}")
-    return collection
-
-
-def _is_collection_name(name: str) -> bool:
-    org_id = name.removeprefix(ORG_COLLECTION_PREFIX)
-    return name == SHARED_COLLECTION or (org_id != name and is_valid_org_id(org_id))
-
-
-def _point_id(point_id: str) -> str:
-    """Point ids are UUIDs; anything else is a caller bug."""
-    try:
-        return str(uuid.UUID(point_id))
-    except ValueError:
-        raise ValueError(f"point ids must be UUIDs, got {point_id!r}") from None
 
 
 def _has_document_keywords(path: Path) -> bool:
@@ -553,64 +485,5 @@ def _document(document_id: str) -> FieldCondition:
 
 
 def _sparse(vector: PassageSparse) -> SparseVector:
-    if len(vector.indices) != len(vector.values):
-        raise ValueError("a sparse vector needs as many values as indices")
-    return SparseVector(indices=list(vector.indices), values=list(vector.values))
-
-
-def _hit(point: ScoredPoint) -> Hit:
-    return Hit(str(point.id), point.score, from_payload(point.payload or {}))
-
-
-def _ranked(point: ScoredPoint) -> RankedPoint:
-    return RankedPoint(str(point.id), point.score, ref_from_payload(point.payload or {}))
-
-
-#: How `_query_batch` reads its legs: (shard, scope, the search, given what payload to
-#: return, and whether the caller holds the shard's `writes`) -> points per leg.
-_Search = Callable[[bool | list[str]], list[list[ScoredPoint]]]
-_Reader = Callable[[_Shard, Scope, _Search, bool], list[list[T]]]
-
-
-def _hits(held: _Shard, scope: Scope, search: _Search, exclusive: bool) -> list[list[Hit]]:
-    return [[_hit(point) for point in points] for points in search(True)]
-
-
-def _ranked_points(
-    held: _Shard, scope: Scope, search: _Search, exclusive: bool
-) -> list[list[RankedPoint]]:
-    """Points with their refs: read with the points only while a write holds the shard,
-    otherwise from what the shard remembers, reading only those of points new to it."""
-    if not exclusive:
-        return [[_ranked(point) for point in points] for points in search(list(REF_KEYS))]
-    scored = [[(str(point.id), point.score) for point in points] for points in search(False)]
-    refs = _refs_of(held, scope, {point_id for points in scored for point_id, _ in points})
-    return [
-        [
-            RankedPoint(point_id, score, refs[point_id])
-            for point_id, score in points
-            if point_id in refs
-        ]
-        for points in scored
-    ]
-
-
-def _refs_of(held: _Shard, scope: Scope, point_ids: set[str]) -> dict[str, PassageRef]:
-    """The refs of points a search under `scope` just found; the caller holds `writes`,
-    so none has changed since."""
-    missing = point_ids.difference(held.refs)
-    if missing:
-        if len(held.refs) + len(missing) > held.refs_kept:
-            held.refs.clear()
-            missing = point_ids
-        ids: set[PointId] = set(missing)
-        records, _ = held.shard.scroll(
-            ScrollRequest(
-                limit=len(ids),
-                filter=_scope_filter(scope, HasIdCondition(ids)),
-                with_payload=list(REF_KEYS),
-            )
-        )
-        for record in records:
-            held.refs[str(record.id)] = ref_from_payload(record.payload or {})
-    return held.refs
+    indices, values = sparse_values(vector)
+    return SparseVector(indices=indices, values=values)

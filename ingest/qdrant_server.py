@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -29,20 +28,27 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
-    ORG_COLLECTION_PREFIX,
-    SHARED_COLLECTION,
     SPARSE_VECTOR,
-    Hit,
     IncompatibleServerError,
     IndexUnavailableError,
     Leg,
     LegKind,
     Passage,
     QueryResult,
-    RankedPoint,
     RankResult,
     SparseVector,
     StoredPassage,
+    checked_collection,
+)
+from ingest.index_common import (
+    SCROLL_PAGE,
+    checked_point_id,
+    dense_values,
+    hit,
+    ranked_point,
+    scroll_all,
+    sparse_values,
+    stored_passages,
 )
 from ingest.payload import (
     INDEXED_KEYS,
@@ -53,13 +59,11 @@ from ingest.payload import (
     Scope,
     from_payload,
     is_valid_org_id,
-    ref_from_payload,
     to_payload,
 )
 
 #: Per-scope IDF (`SearchParams.idf.corpus`) arrived in Qdrant 1.19.
 MIN_SERVER_VERSION = (1, 19, 0)
-_SCROLL_PAGE = 256
 _FILTERED_DENSE = models.SearchParams(acorn=models.AcornSearchParams(enable=True))
 _UPSERT_BATCH = 256
 _SERVER_ERROR = 500
@@ -219,16 +223,18 @@ class ServerIndex:
 
     def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
         responses = self._query_batch(collection, scope, legs, with_payload=True)
-        return QueryResult(legs=tuple(tuple(map(_hit, points)) for points in responses))
+        return QueryResult(legs=tuple(tuple(map(hit, points)) for points in responses))
 
     def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
         responses = self._query_batch(collection, scope, legs, with_payload=list(REF_KEYS))
-        return RankResult(legs=tuple(tuple(map(_ranked, points)) for points in responses))
+        return RankResult(legs=tuple(tuple(map(ranked_point, points)) for points in responses))
 
     def fetch(
         self, collection: str, scope: Scope, point_ids: Sequence[str]
     ) -> dict[str, PassagePayload]:
-        ids: list[models.ExtendedPointId] = [_point_id(pid) for pid in dict.fromkeys(point_ids)]
+        ids: list[models.ExtendedPointId] = [
+            checked_point_id(pid) for pid in dict.fromkeys(point_ids)
+        ]
         if not ids or not self._exists(collection):
             return {}
         where = _scope_filter(scope, models.HasIdCondition(has_id=ids))
@@ -270,18 +276,16 @@ class ServerIndex:
         where = _scope_filter(scope, _match(PayloadKey.DOCUMENT_ID, document_id))
         if not self._exists(collection):
             return []
-        records: list[models.Record] = []
-        offset: models.ExtendedPointId | None = None
+
+        def page(
+            offset: models.ExtendedPointId | None,
+        ) -> tuple[list[models.Record], models.ExtendedPointId | None]:
+            return self._client.scroll(
+                collection, where, limit=SCROLL_PAGE, offset=offset, with_payload=True
+            )
+
         with self._serialized(), _engine_errors(collection):
-            while True:
-                page, offset = self._client.scroll(
-                    collection, where, limit=_SCROLL_PAGE, offset=offset, with_payload=True
-                )
-                records.extend(page)
-                if offset is None:
-                    break
-        passages = [StoredPassage(str(r.id), from_payload(r.payload or {})) for r in records]
-        return sorted(passages, key=lambda p: (p.payload.passage_index, p.point_id))
+            return stored_passages(scroll_all(page))
 
     def document_ids(self, collection: str, scope: Scope) -> set[str]:
         where = _scope_filter(scope)
@@ -298,7 +302,7 @@ class ServerIndex:
         return {str(hit.value) for hit in facet.hits}
 
     def delete_points(self, collection: str, scope: Scope, point_ids: Sequence[str]) -> int:
-        ids: list[models.ExtendedPointId] = [_point_id(pid) for pid in point_ids]
+        ids: list[models.ExtendedPointId] = [checked_point_id(pid) for pid in point_ids]
         if not ids:
             return 0
         return self._delete(collection, _scope_filter(scope, models.HasIdCondition(has_id=ids)))
@@ -350,7 +354,7 @@ class ServerIndex:
     def _check(self, collection: str) -> None:
         if self._closed:
             raise IndexUnavailableError("the Qdrant index is closed")
-        _check_collection(collection)
+        checked_collection(collection)
         self._require_verified()
 
     def _require_verified(self) -> None:
@@ -402,7 +406,9 @@ class ServerIndex:
         if document_keywords and passage.document_sparse is not None:
             vectors[DOCUMENT_SPARSE_VECTOR] = _sparse(passage.document_sparse)
         payload = to_payload(passage.payload)
-        return models.PointStruct(id=_point_id(passage.point_id), vector=vectors, payload=payload)
+        return models.PointStruct(
+            id=checked_point_id(passage.point_id), vector=vectors, payload=payload
+        )
 
     def _leg_request(
         self, leg: Leg, where: models.Filter, with_payload: bool | list[str]
@@ -431,9 +437,7 @@ class ServerIndex:
         )
 
     def _dense(self, vector: Sequence[float]) -> list[float]:
-        if len(vector) != self._dense_dim:
-            raise ValueError(f"dense vector has {len(vector)} dimensions, not {self._dense_dim}")
-        return list(vector)
+        return dense_values(vector, self._dense_dim)
 
 
 @contextmanager
@@ -471,33 +475,10 @@ def parse_version(version: str) -> tuple[int, ...]:
     return tuple(numbers + [0] * (3 - len(numbers)))
 
 
-def _check_collection(collection: str) -> None:
-    org_id = collection.removeprefix(ORG_COLLECTION_PREFIX)
-    if collection != SHARED_COLLECTION and (org_id == collection or not is_valid_org_id(org_id)):
-        raise ValueError(f"not a kbgate collection name: {collection!r}")
-
-
-def _hit(point: models.ScoredPoint) -> Hit:
-    return Hit(str(point.id), point.score, from_payload(point.payload or {}))
-
-
-def _ranked(point: models.ScoredPoint) -> RankedPoint:
-    return RankedPoint(str(point.id), point.score, ref_from_payload(point.payload or {}))
-
-
-def _point_id(point_id: str) -> str:
-    """Point ids are UUIDs; anything else is a caller bug."""
-    try:
-        return str(uuid.UUID(point_id))
-    except ValueError:
-        raise ValueError(f"point ids must be UUIDs, got {point_id!r}") from None
-
-
 def _match(key: PayloadKey, value: str) -> models.FieldCondition:
     return models.FieldCondition(key=key, match=models.MatchValue(value=value))
 
 
 def _sparse(vector: SparseVector) -> models.SparseVector:
-    if len(vector.indices) != len(vector.values):
-        raise ValueError("a sparse vector needs as many values as indices")
-    return models.SparseVector(indices=list(vector.indices), values=list(vector.values))
+    indices, values = sparse_values(vector)
+    return models.SparseVector(indices=indices, values=values)

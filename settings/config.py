@@ -95,11 +95,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     #: One passage per model run: see `ingest.embedding.DEFAULT_BATCH_SIZE`.
     embedding_batch_size: int = 1
     embed_timeout_s: float = 30.0
-    # Bounded caches, 0 turns one off; questions embedded per model call.
+    # Bounded caches, 0 turns one off.
     query_cache_size: int = 1024
-    query_batch_max: int = 32
-    #: Question batches embedded at once, each single-threaded: one per core.
-    query_batch_lanes: int = 2
     redaction_cache_size: int = 4096
     leg_limit: int = 100
     passages_per_document: int = 1
@@ -207,8 +204,6 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "EMBEDDING_BATCH_SIZE": ("embedding_batch_size", _parse_int),
     "EMBED_TIMEOUT_S": ("embed_timeout_s", _parse_float),
     "QUERY_CACHE_SIZE": ("query_cache_size", _parse_int),
-    "QUERY_BATCH_MAX": ("query_batch_max", _parse_int),
-    "QUERY_BATCH_LANES": ("query_batch_lanes", _parse_int),
     "REDACTION_CACHE_SIZE": ("redaction_cache_size", _parse_int),
     "LEG_LIMIT": ("leg_limit", _parse_int),
     "PASSAGES_PER_DOCUMENT": ("passages_per_document", _parse_int),
@@ -280,8 +275,6 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
     (lambda c: 1 <= c.embedding_batch_size <= 256, "EMBEDDING_BATCH_SIZE", "must be 1..256"),
     (lambda c: c.embed_timeout_s > 0, "EMBED_TIMEOUT_S", "must be positive"),
     (lambda c: 0 <= c.query_cache_size <= 1_000_000, "QUERY_CACHE_SIZE", "must be 0..1000000"),
-    (lambda c: 1 <= c.query_batch_max <= 256, "QUERY_BATCH_MAX", "must be 1..256"),
-    (lambda c: 1 <= c.query_batch_lanes <= 64, "QUERY_BATCH_LANES", "must be 1..64"),
     (
         lambda c: 0 <= c.redaction_cache_size <= 1_000_000,
         "REDACTION_CACHE_SIZE",

@@ -22,9 +22,6 @@ channel `kbgate:invalidate` (best effort: a failed publish does not fail the wri
 `invalidations()` yields them to a cache layer. Revoking a key publishes
 `CREDENTIALS_CHANGED` (the empty string, never a tenant id): every cached credential
 is checked again.
-
-Beyond the protocol: creating a workspace of an unknown org, or putting a KB or
-agent for an unknown workspace, raises NotFoundError (the SQLite store agrees).
 """
 
 from __future__ import annotations
@@ -35,7 +32,6 @@ from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import quote
 
-import msgspec
 import redis.asyncio
 import redis.exceptions
 from redis.asyncio.retry import Retry
@@ -52,11 +48,19 @@ from settings.records import (
     TurnRecord,
     Workspace,
 )
-from settings.store import (
-    AlreadyExistsError,
-    NotFoundError,
-    StoreUnavailableError,
-    apply_setting_changes,
+from settings.store import StoreUnavailableError
+from settings.store_rules import (
+    RecordDecoder,
+    changed_workspace,
+    check_turn_ttl,
+    encode,
+    key_taken,
+    no_org,
+    no_workspace,
+    org_taken,
+    own_turn,
+    with_last_use,
+    workspace_taken,
 )
 
 INVALIDATION_CHANNEL = "kbgate:invalidate"
@@ -125,7 +129,7 @@ def _text(value: bytes | str) -> str:
 
 
 def _event(event: KeyEvent | None) -> bytes:
-    return b"" if event is None else msgspec.json.encode(event)
+    return b"" if event is None else encode(event)
 
 
 def redis_client(url: str, timeout_s: float) -> redis.asyncio.Redis:
@@ -144,6 +148,11 @@ def redis_client(url: str, timeout_s: float) -> redis.asyncio.Redis:
     )
 
 
+def _gate(timeout_s: float) -> FailFast:
+    """While Redis is known to be down, calls fail at once (one probe at a time)."""
+    return FailFast(probe_s=2 * timeout_s + DEFAULT_HOLD_S)
+
+
 @contextmanager
 def _unavailable() -> Iterator[None]:
     """Turn connection-level failures into StoreUnavailableError."""
@@ -154,10 +163,14 @@ def _unavailable() -> Iterator[None]:
 
 
 class RedisStore:
-    """SettingsStore on Redis; see the module docstring. It owns (and closes) its client."""
+    """SettingsStore on Redis; see the module docstring. It closes its client unless the
+    client is shared (`sharing`)."""
 
-    def __init__(self, client: redis.asyncio.Redis, gate: FailFast | None = None) -> None:
+    def __init__(
+        self, client: redis.asyncio.Redis, gate: FailFast | None = None, *, owns_client: bool = True
+    ) -> None:
         self._client = client
+        self._owns_client = owns_client
         # After a failed call, later calls fail at once for a moment (settings/outage.py).
         self._gate = gate if gate is not None else FailFast(probe_s=30.0)
         self._create_workspace = client.register_script(_CREATE_WORKSPACE)
@@ -167,21 +180,19 @@ class RedisStore:
         self._record_key_use = client.register_script(_RECORD_KEY_USE)
         # Serialises this store's settings updates: WATCH then only races other replicas.
         self._settings_update = asyncio.Lock()
-        self._org = msgspec.json.Decoder(Org)
-        self._workspace = msgspec.json.Decoder(Workspace)
-        self._kb = msgspec.json.Decoder(KnowledgeBase)
-        self._agent = msgspec.json.Decoder(Agent)
-        self._key = msgspec.json.Decoder(ApiKey)
-        self._key_event = msgspec.json.Decoder(KeyEvent)
-        self._change = msgspec.json.Decoder(SettingChange)
-        self._turn = msgspec.json.Decoder(TurnRecord)
+        self._decode = RecordDecoder()
 
     @classmethod
     def connect(cls, url: str, timeout_s: float) -> RedisStore:
         """A store on a new `redis_client`: each call fails within about timeout_s, and
         while Redis is known to be down calls fail at once (one probe at a time)."""
-        gate = FailFast(probe_s=2 * timeout_s + DEFAULT_HOLD_S)
-        return cls(redis_client(url, timeout_s), gate)
+        return cls(redis_client(url, timeout_s), _gate(timeout_s))
+
+    @classmethod
+    def sharing(cls, client: redis.asyncio.Redis, timeout_s: float) -> RedisStore:
+        """A store on the caller's `redis_client` (timeout_s its timeout), which the caller
+        shares with other users of its connection pool and closes itself."""
+        return cls(client, _gate(timeout_s), owns_client=False)
 
     @contextmanager
     def _calling(self) -> Iterator[None]:
@@ -209,34 +220,32 @@ class RedisStore:
     async def create_org(self, org: Org) -> None:
         """Raises AlreadyExistsError if the org id is taken."""
         with self._calling():
-            created = await self._client.set(
-                _key("org", org.org_id), msgspec.json.encode(org), nx=True
-            )
+            created = await self._client.set(_key("org", org.org_id), encode(org), nx=True)
         if not created:
-            raise AlreadyExistsError(f"org {org.org_id!r} exists")
+            raise org_taken(org.org_id)
 
     async def get_org(self, org_id: str) -> Org | None:
         with self._calling():
             raw = await self._client.get(_key("org", org_id))
-        return None if raw is None else self._org.decode(raw)
+        return self._decode.one_or_none(Org, raw)
 
     async def create_workspace(self, workspace: Workspace) -> None:
         """AlreadyExistsError if the tenant id is taken in any org; NotFoundError if no org."""
         with self._calling():
             outcome = await self._create_workspace(
                 keys=[_key("org", workspace.org_id), _key("ws", workspace.tenant_id)],
-                args=[msgspec.json.encode(workspace)],
+                args=[encode(workspace)],
             )
         if outcome == -1:
-            raise NotFoundError(f"org {workspace.org_id!r} does not exist")
+            raise no_org(workspace.org_id)
         if outcome == 0:
-            raise AlreadyExistsError(f"workspace {workspace.tenant_id!r} exists")
+            raise workspace_taken(workspace.tenant_id)
         await self._announce(workspace.tenant_id)
 
     async def get_workspace(self, tenant_id: str) -> Workspace | None:
         with self._calling():
             raw = await self._client.get(_key("ws", tenant_id))
-        return None if raw is None else self._workspace.decode(raw)
+        return self._decode.one_or_none(Workspace, raw)
 
     async def update_workspace_settings(
         self, tenant_id: str, changes: Mapping[str, Any], *, key_id: str, at: str
@@ -248,19 +257,15 @@ class RedisStore:
                 for _ in range(_UPDATE_ATTEMPTS):
                     try:
                         await pipe.watch(ws_key)
-                        raw = await pipe.get(ws_key)
-                        if raw is None:
-                            raise NotFoundError(f"workspace {tenant_id!r} does not exist")
-                        current = self._workspace.decode(raw)
-                        settings, history = apply_setting_changes(
-                            current.settings, changes, key_id=key_id, at=at
+                        current = self._decode.one_or_none(Workspace, await pipe.get(ws_key))
+                        updated, history = changed_workspace(
+                            current, tenant_id, changes, key_id=key_id, at=at
                         )
                         if not history:
-                            return current  # leaving the pipeline block unwatches
-                        updated = msgspec.structs.replace(current, settings=settings)
+                            return updated  # leaving the pipeline block unwatches
                         pipe.multi()  # type: ignore[no-untyped-call]  # unannotated in redis-py
-                        pipe.set(ws_key, msgspec.json.encode(updated))
-                        pipe.rpush(history_key, *(msgspec.json.encode(c) for c in history))
+                        pipe.set(ws_key, encode(updated))
+                        pipe.rpush(history_key, *map(encode, history))
                         await pipe.execute()
                     except redis.exceptions.WatchError:
                         continue
@@ -276,35 +281,35 @@ class RedisStore:
         """Changes of one workspace, oldest first."""
         with self._calling():
             raws = await self._client.lrange(_key("history", tenant_id), 0, -1)
-        return [self._change.decode(raw) for raw in raws]
+        return self._decode.each(SettingChange, raws)
 
     # knowledge bases and agents
 
     async def put_knowledge_base(self, kb: KnowledgeBase) -> bool:
         """Create or replace; True when created. NotFoundError if the workspace is unknown."""
-        return await self._put("kb", kb.tenant_id, kb.kb_id, msgspec.json.encode(kb))
+        return await self._put("kb", kb.tenant_id, kb.kb_id, encode(kb))
 
     async def get_knowledge_base(self, tenant_id: str, kb_id: str) -> KnowledgeBase | None:
         with self._calling():
             raw = await self._client.get(_key("kb", tenant_id, kb_id))
-        return None if raw is None else self._kb.decode(raw)
+        return self._decode.one_or_none(KnowledgeBase, raw)
 
     async def list_knowledge_bases(self, tenant_id: str) -> list[KnowledgeBase]:
         """The tenant's KBs, ordered by id."""
-        return [self._kb.decode(raw) for raw in await self._list("kb", tenant_id)]
+        return self._decode.each(KnowledgeBase, await self._list("kb", tenant_id))
 
     async def put_agent(self, agent: Agent) -> bool:
         """Create or replace; True when created. NotFoundError if the workspace is unknown."""
-        return await self._put("agent", agent.tenant_id, agent.agent_id, msgspec.json.encode(agent))
+        return await self._put("agent", agent.tenant_id, agent.agent_id, encode(agent))
 
     async def get_agent(self, tenant_id: str, agent_id: str) -> Agent | None:
         with self._calling():
             raw = await self._client.get(_key("agent", tenant_id, agent_id))
-        return None if raw is None else self._agent.decode(raw)
+        return self._decode.one_or_none(Agent, raw)
 
     async def list_agents(self, tenant_id: str) -> list[Agent]:
         """The tenant's agents, ordered by id."""
-        return [self._agent.decode(raw) for raw in await self._list("agent", tenant_id)]
+        return self._decode.each(Agent, await self._list("agent", tenant_id))
 
     async def _put(self, kind: str, tenant_id: str, record_id: str, record: bytes) -> bool:
         with self._calling():
@@ -317,11 +322,11 @@ class RedisStore:
                 args=[record, record_id],
             )
         if outcome == -1:
-            raise NotFoundError(f"workspace {tenant_id!r} does not exist")
+            raise no_workspace(tenant_id)
         await self._announce(tenant_id)
         return bool(outcome == 1)
 
-    async def _list(self, kind: str, tenant_id: str) -> list[bytes | str]:
+    async def _list(self, kind: str, tenant_id: str) -> list[bytes | str | None]:
         with self._calling():
             members = await self._client.smembers(_key(kind + "s", tenant_id))
             ids = sorted(_text(member) for member in members)
@@ -330,7 +335,7 @@ class RedisStore:
             raws: list[bytes | str | None] = await self._client.mget(
                 [_key(kind, tenant_id, record_id) for record_id in ids]
             )
-        return [raw for raw in raws if raw is not None]
+        return raws
 
     # held-back counters
 
@@ -351,15 +356,15 @@ class RedisStore:
         with self._calling():
             created = await self._create_key(
                 keys=[_key("keyid", key.key_id), _key("keyhash", key.key_hash), _KEY_HISTORY],
-                args=[key.key_hash, msgspec.json.encode(key), _event(event)],
+                args=[key.key_hash, encode(key), _event(event)],
             )
         if created != 1:
-            raise AlreadyExistsError(f"api key {key.key_id!r} or its hash exists")
+            raise key_taken(key.key_id)
 
     async def get_api_key_by_hash(self, key_hash: str) -> ApiKey | None:
         with self._calling():
             raw = await self._client.get(_key("keyhash", key_hash))
-        return None if raw is None else self._key.decode(raw)
+        return self._decode.one_or_none(ApiKey, raw)
 
     async def get_api_key(self, key_id: str) -> ApiKey | None:
         with self._calling():
@@ -367,7 +372,7 @@ class RedisStore:
             if key_hash is None:
                 return None
             raw = await self._client.get(_key("keyhash", _text(key_hash)))
-        return None if raw is None else self._key.decode(raw)
+        return self._decode.one_or_none(ApiKey, raw)
 
     async def list_api_keys(self) -> list[ApiKey]:
         """Every stored key, ordered by id, with `last_used_at` filled in (SCAN: an admin
@@ -386,14 +391,11 @@ class RedisStore:
                 if found
                 else []
             )
-            keys = [self._key.decode(raw) for raw in raws if raw is not None]
+            keys = self._decode.each(ApiKey, raws)
             used: list[bytes | str | None] = (
                 await self._client.hmget(_KEY_USE, [key.key_id for key in keys]) if keys else []
             )
-        return [
-            msgspec.structs.replace(key, last_used_at=None if at is None else _text(at))
-            for key, at in zip(keys, used, strict=True)
-        ]
+        return [with_last_use(key, at) for key, at in zip(keys, used, strict=True)]
 
     async def revoke_api_key(self, key_id: str, event: KeyEvent | None = None) -> ApiKey | None:
         """Delete the key (by id and by hash) and append `event`, in one script; then
@@ -406,7 +408,7 @@ class RedisStore:
         if raw is None:
             return None
         await self._announce(CREDENTIALS_CHANGED)
-        return self._key.decode(raw)
+        return self._decode.one(ApiKey, raw)
 
     async def record_key_use(self, key_id: str, at: str) -> None:
         """Remember when a key was last used (a revoked key's use is ignored)."""
@@ -417,23 +419,21 @@ class RedisStore:
         """Every key creation and revocation, oldest first."""
         with self._calling():
             raws = await self._client.lrange(_KEY_HISTORY, 0, -1)
-        return [self._key_event.decode(raw) for raw in raws]
+        return self._decode.each(KeyEvent, raws)
 
     # turn records
 
     async def put_turn(self, turn: TurnRecord, ttl_s: int) -> None:
         """Keep the turn for ttl_s seconds (Redis expires it)."""
-        if ttl_s < 1:
-            raise ValueError("ttl_s must be at least 1")
+        check_turn_ttl(ttl_s)
         with self._calling():
-            await self._client.set(_key("turn", turn.turn_id), msgspec.json.encode(turn), ex=ttl_s)
+            await self._client.set(_key("turn", turn.turn_id), encode(turn), ex=ttl_s)
 
     async def get_turn(self, tenant_id: str, turn_id: str) -> TurnRecord | None:
         """The tenant's turn if it exists and has not expired (another tenant's: None)."""
         with self._calling():
             raw = await self._client.get(_key("turn", turn_id))
-        turn = None if raw is None else self._turn.decode(raw)
-        return turn if turn is not None and turn.tenant_id == tenant_id else None
+        return own_turn(self._decode.one_or_none(TurnRecord, raw), tenant_id)
 
     # invalidation
 
@@ -487,5 +487,6 @@ class RedisStore:
         self._gate.succeeded()
 
     async def close(self) -> None:
-        """Close the client and its connection pool."""
-        await self._client.aclose()
+        """Close the client and its connection pool, unless the client is shared."""
+        if self._owns_client:
+            await self._client.aclose()

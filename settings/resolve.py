@@ -1,9 +1,9 @@
 """Pure rules that turn stored settings into the values a turn uses.
 
 Stored values are JSON as written by any release, so every rule first checks the
-value's type: a malformed value at one level is ignored (and counted) and the
-next level is used. Values of the right type but beyond platform bounds are
-clamped, and the result says so.
+value's type: a malformed value at one level is ignored (the result names its level
+in `malformed`, which the console shows) and the next level is used. Values of the
+right type but beyond platform bounds are clamped, and the result says so.
 """
 
 from __future__ import annotations

@@ -3,18 +3,9 @@
 Open it with `await SqliteStore.open(path)`; the constructor takes a connection
 that `open` has already configured. One connection (WAL, foreign keys on) is
 shared by every call and guarded by a lock; statements run in worker threads
-(`asyncio.to_thread`), never on the event loop, with one exception: turn records, written
-on every retrieval turn. A turn record is one small insert committed without an fsync
-(about 0.07 ms), while a hop to a worker thread and back waits for two thread wake-ups
-and, under load, for the GIL (about 18 ms a turn at eight callers): it is written in the
-calling thread whenever the connection is free and no other process holds the database
-(it never waits there; then a worker thread writes it, as every other call). It never
-checkpoints the WAL there either (an fsync): every `_CHECKPOINT_EVERY`-th turn record is
-written by a worker thread, which then checkpoints. Records are kept as msgspec JSON
-in a `record` column beside the key columns used for lookups and uniqueness.
-
-Beyond the protocol: creating a workspace of an unknown org, or putting a KB or
-agent for an unknown workspace, raises NotFoundError (the Redis store agrees).
+(`asyncio.to_thread`), never on the event loop. Every commit is fully synchronous except
+a turn record's (`SqliteStore.put_turn`). Records are kept as msgspec JSON in a `record`
+column beside the key columns used for lookups and uniqueness.
 """
 
 from __future__ import annotations
@@ -24,7 +15,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,11 +31,18 @@ from settings.records import (
     TurnRecord,
     Workspace,
 )
-from settings.store import (
-    AlreadyExistsError,
-    NotFoundError,
-    StoreUnavailableError,
-    apply_setting_changes,
+from settings.store import StoreUnavailableError
+from settings.store_rules import (
+    RecordDecoder,
+    changed_workspace,
+    encode,
+    key_taken,
+    no_org,
+    no_workspace,
+    org_taken,
+    own_turn,
+    with_last_use,
+    workspace_taken,
 )
 
 T = TypeVar("T")
@@ -108,49 +106,11 @@ CREATE INDEX IF NOT EXISTS turns_by_expiry ON turns (expires_at);
 
 
 def _encode(record: msgspec.Struct) -> str:
-    return msgspec.json.encode(record).decode()
+    return encode(record).decode()
 
 
 #: how long a statement waits for another process's lock on the database (SQLite's busy timeout)
 _BUSY_TIMEOUT_MS = 5000
-#: SQLite's default: a commit that grows the WAL past this many pages checkpoints it
-_AUTOCHECKPOINT_PAGES = 1000
-#: a turn record is 2-4 pages: every this many, one is written by a worker thread that
-#: then checkpoints the WAL (the writes in place never do)
-_CHECKPOINT_EVERY = 256
-
-
-class _DatabaseBusyError(Exception):
-    """Another process holds the database: the work is retried where it may wait."""
-
-
-#: The connection's settings while turn records are written in the calling thread: never
-#: wait on a lock nor checkpoint there (an fsync), and commit without an fsync (see
-#: `SqliteStore.put_turn`). Only turn records are written in place.
-_IN_PLACE_PRAGMAS = (
-    "PRAGMA busy_timeout=0",
-    "PRAGMA wal_autocheckpoint=0",
-    "PRAGMA synchronous=NORMAL",
-)
-#: ... and for every statement a worker thread runs: wait, checkpoint, every commit durable.
-_WORKER_PRAGMAS = (
-    f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}",
-    f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT_PAGES}",
-    "PRAGMA synchronous=FULL",
-)
-
-
-def _without_waiting(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """Run `work` on a connection set to `_IN_PLACE_PRAGMAS`: a lock held elsewhere is
-    `_DatabaseBusyError` at once, any other failure `StoreUnavailableError`."""
-    try:
-        return work(conn)
-    except sqlite3.OperationalError as error:
-        if error.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-            raise _DatabaseBusyError from error
-        raise StoreUnavailableError(f"sqlite: {error}") from error
-    except sqlite3.Error as error:
-        raise StoreUnavailableError(f"sqlite: {error}") from error
 
 
 @contextmanager
@@ -172,20 +132,8 @@ class SqliteStore:
     def __init__(self, connection: sqlite3.Connection) -> None:
         """Wrap a connection prepared by `open` (use `await SqliteStore.open(path)`)."""
         self._conn: sqlite3.Connection | None = connection
-        #: whether the connection is set for in-place turn records (`_IN_PLACE_PRAGMAS`);
-        #: switched only when the other kind of work comes, so consecutive turn records
-        #: set nothing. Read and written under `_lock`.
-        self._set_in_place = False
-        self._turn_writes = 0
         self._lock = threading.Lock()
-        self._org = msgspec.json.Decoder(Org)
-        self._workspace = msgspec.json.Decoder(Workspace)
-        self._kb = msgspec.json.Decoder(KnowledgeBase)
-        self._agent = msgspec.json.Decoder(Agent)
-        self._key = msgspec.json.Decoder(ApiKey)
-        self._key_event = msgspec.json.Decoder(KeyEvent)
-        self._change = msgspec.json.Decoder(SettingChange)
-        self._turn = msgspec.json.Decoder(TurnRecord)
+        self._decode = RecordDecoder()
 
     @classmethod
     async def open(cls, path: Path) -> SqliteStore:
@@ -211,20 +159,6 @@ class SqliteStore:
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         return await asyncio.to_thread(self._locked, work)
 
-    def _in_place(self, work: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
-        """(True, result) of `work` run in this thread, or (False, None) when this
-        connection is in use by a worker thread or another process holds the database."""
-        if not self._lock.acquire(blocking=False):
-            return False, None
-        try:
-            if self._conn is None:
-                return False, None  # closed: `_run` raises as for any other call
-            with suppress(_DatabaseBusyError):
-                return True, _without_waiting(self._conn, self._switched_in_place(work))
-            return False, None
-        finally:
-            self._lock.release()
-
     def _locked(self, work: Callable[[sqlite3.Connection], T]) -> T:
         # A thread lock, not an asyncio one: a cancelled caller must not let the
         # next statement start while its thread is still using the connection.
@@ -232,28 +166,9 @@ class SqliteStore:
             if self._conn is None:
                 raise StoreUnavailableError("the settings store is closed")
             try:
-                self._switch(self._conn, in_place=False)
                 return work(self._conn)
             except sqlite3.Error as error:
                 raise StoreUnavailableError(f"sqlite: {error}") from error
-
-    def _switched_in_place(
-        self, work: Callable[[sqlite3.Connection], T]
-    ) -> Callable[[sqlite3.Connection], T]:
-        def run(conn: sqlite3.Connection) -> T:
-            self._switch(conn, in_place=True)
-            return work(conn)
-
-        return run
-
-    def _switch(self, conn: sqlite3.Connection, *, in_place: bool) -> None:
-        """Set the connection for in-place turn records or for worker threads, if it is
-        not already; the caller holds `_lock`."""
-        if self._set_in_place == in_place:
-            return
-        for statement in _IN_PLACE_PRAGMAS if in_place else _WORKER_PRAGMAS:
-            conn.execute(statement)
-        self._set_in_place = in_place
 
     # organizations and workspaces
 
@@ -266,14 +181,14 @@ class SqliteStore:
                     "INSERT INTO orgs (org_id, record) VALUES (?, ?)", (org.org_id, _encode(org))
                 )
             except sqlite3.IntegrityError:
-                raise AlreadyExistsError(f"org {org.org_id!r} exists") from None
+                raise org_taken(org.org_id) from None
 
         await self._run(work)
 
     async def get_org(self, org_id: str) -> Org | None:
         def work(conn: sqlite3.Connection) -> Org | None:
             row = conn.execute("SELECT record FROM orgs WHERE org_id = ?", (org_id,)).fetchone()
-            return None if row is None else self._org.decode(row[0])
+            return self._decode.one_or_none(Org, _record(row))
 
         return await self._run(work)
 
@@ -283,14 +198,14 @@ class SqliteStore:
         def work(conn: sqlite3.Connection) -> None:
             with _transaction(conn):
                 if not _exists(conn, "SELECT 1 FROM orgs WHERE org_id = ?", workspace.org_id):
-                    raise NotFoundError(f"org {workspace.org_id!r} does not exist")
+                    raise no_org(workspace.org_id)
                 try:
                     conn.execute(
                         "INSERT INTO workspaces (tenant_id, org_id, record) VALUES (?, ?, ?)",
                         (workspace.tenant_id, workspace.org_id, _encode(workspace)),
                     )
                 except sqlite3.IntegrityError:
-                    raise AlreadyExistsError(f"workspace {workspace.tenant_id!r} exists") from None
+                    raise workspace_taken(workspace.tenant_id) from None
 
         await self._run(work)
 
@@ -304,7 +219,7 @@ class SqliteStore:
         row = conn.execute(
             "SELECT record FROM workspaces WHERE tenant_id = ?", (tenant_id,)
         ).fetchone()
-        return None if row is None else self._workspace.decode(row[0])
+        return self._decode.one_or_none(Workspace, _record(row))
 
     async def update_workspace_settings(
         self, tenant_id: str, changes: Mapping[str, Any], *, key_id: str, at: str
@@ -313,15 +228,11 @@ class SqliteStore:
 
         def work(conn: sqlite3.Connection) -> Workspace:
             with _transaction(conn):
-                current = self._read_workspace(conn, tenant_id)
-                if current is None:
-                    raise NotFoundError(f"workspace {tenant_id!r} does not exist")
-                settings, history = apply_setting_changes(
-                    current.settings, changes, key_id=key_id, at=at
+                updated, history = changed_workspace(
+                    self._read_workspace(conn, tenant_id), tenant_id, changes, key_id=key_id, at=at
                 )
                 if not history:
-                    return current
-                updated = msgspec.structs.replace(current, settings=settings)
+                    return updated
                 conn.execute(
                     "UPDATE workspaces SET record = ? WHERE tenant_id = ?",
                     (_encode(updated), tenant_id),
@@ -342,7 +253,7 @@ class SqliteStore:
                 "SELECT record FROM settings_history WHERE tenant_id = ? ORDER BY seq",
                 (tenant_id,),
             ).fetchall()
-            return [self._change.decode(row[0]) for row in rows]
+            return self._decode.each(SettingChange, map(_record, rows))
 
         return await self._run(work)
 
@@ -365,14 +276,14 @@ class SqliteStore:
         raw = await self._run(
             lambda conn: _get_scoped(conn, "knowledge_bases", "kb_id", tenant_id, kb_id)
         )
-        return None if raw is None else self._kb.decode(raw)
+        return self._decode.one_or_none(KnowledgeBase, raw)
 
     async def list_knowledge_bases(self, tenant_id: str) -> list[KnowledgeBase]:
         """The tenant's KBs, ordered by id."""
         rows = await self._run(
             lambda conn: _list_scoped(conn, "knowledge_bases", "kb_id", tenant_id)
         )
-        return [self._kb.decode(raw) for raw in rows]
+        return self._decode.each(KnowledgeBase, rows)
 
     async def put_agent(self, agent: Agent) -> bool:
         """Create or replace; True when created. NotFoundError if the workspace is unknown."""
@@ -391,12 +302,12 @@ class SqliteStore:
         raw = await self._run(
             lambda conn: _get_scoped(conn, "agents", "agent_id", tenant_id, agent_id)
         )
-        return None if raw is None else self._agent.decode(raw)
+        return self._decode.one_or_none(Agent, raw)
 
     async def list_agents(self, tenant_id: str) -> list[Agent]:
         """The tenant's agents, ordered by id."""
         rows = await self._run(lambda conn: _list_scoped(conn, "agents", "agent_id", tenant_id))
-        return [self._agent.decode(raw) for raw in rows]
+        return self._decode.each(Agent, rows)
 
     # held-back counters
 
@@ -438,7 +349,7 @@ class SqliteStore:
                         (key.key_id, key.key_hash, _encode(key)),
                     )
                 except sqlite3.IntegrityError:
-                    raise AlreadyExistsError(f"api key {key.key_id!r} or its hash exists") from None
+                    raise key_taken(key.key_id) from None
                 if event is not None:
                     _append_key_event(conn, event)
 
@@ -447,7 +358,7 @@ class SqliteStore:
     async def get_api_key(self, key_id: str) -> ApiKey | None:
         def work(conn: sqlite3.Connection) -> ApiKey | None:
             row = conn.execute("SELECT record FROM api_keys WHERE key_id = ?", (key_id,)).fetchone()
-            return None if row is None else self._key.decode(row[0])
+            return self._decode.one_or_none(ApiKey, _record(row))
 
         return await self._run(work)
 
@@ -459,10 +370,7 @@ class SqliteStore:
                 "SELECT k.record, u.last_used_at FROM api_keys AS k "
                 "LEFT JOIN api_key_use AS u ON u.key_id = k.key_id ORDER BY k.key_id"
             ).fetchall()
-            return [
-                msgspec.structs.replace(self._key.decode(record), last_used_at=used)
-                for record, used in rows
-            ]
+            return [with_last_use(self._decode.one(ApiKey, record), used) for record, used in rows]
 
         return await self._run(work)
 
@@ -479,7 +387,7 @@ class SqliteStore:
                 conn.execute("DELETE FROM api_key_use WHERE key_id = ?", (key_id,))
                 if event is not None:
                     _append_key_event(conn, event)
-                return self._key.decode(row[0])
+                return self._decode.one(ApiKey, row[0])
 
         return await self._run(work)
 
@@ -500,7 +408,7 @@ class SqliteStore:
 
         def work(conn: sqlite3.Connection) -> list[KeyEvent]:
             rows = conn.execute("SELECT record FROM key_history ORDER BY seq").fetchall()
-            return [self._key_event.decode(row[0]) for row in rows]
+            return self._decode.each(KeyEvent, map(_record, rows))
 
         return await self._run(work)
 
@@ -509,7 +417,7 @@ class SqliteStore:
             row = conn.execute(
                 "SELECT record FROM api_keys WHERE key_hash = ?", (key_hash,)
             ).fetchone()
-            return None if row is None else self._key.decode(row[0])
+            return self._decode.one_or_none(ApiKey, _record(row))
 
         return await self._run(work)
 
@@ -534,24 +442,14 @@ class SqliteStore:
             # commit skips the fsync (WAL with synchronous=NORMAL: it survives a crash
             # of the process, an OS crash may lose the last ones, and those turns' later
             # citation checks answer 404). Measured: 4 ms -> 0.2 ms per turn. Every other
-            # write stays fully synchronous. (In place, `_IN_PLACE_PRAGMAS` set it.)
+            # write stays fully synchronous.
             conn.execute("PRAGMA synchronous=NORMAL")
             try:
                 insert(conn)
             finally:
                 conn.execute("PRAGMA synchronous=FULL")
 
-        def write_and_checkpoint(conn: sqlite3.Connection) -> None:
-            write(conn)
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-
-        self._turn_writes += 1
-        if self._turn_writes % _CHECKPOINT_EVERY == 0:
-            await self._run(write_and_checkpoint)
-            return
-        written, _ = self._in_place(insert)
-        if not written:
-            await self._run(write)
+        await self._run(write)
 
     async def get_turn(self, tenant_id: str, turn_id: str) -> TurnRecord | None:
         """The tenant's turn if it exists and has not expired."""
@@ -561,8 +459,7 @@ class SqliteStore:
                 "SELECT record FROM turns WHERE turn_id = ? AND expires_at > ?",
                 (turn_id, time.time()),
             ).fetchone()
-            turn = None if row is None else self._turn.decode(row[0])
-            return turn if turn is not None and turn.tenant_id == tenant_id else None
+            return own_turn(self._decode.one_or_none(TurnRecord, _record(row)), tenant_id)
 
         return await self._run(work)
 
@@ -616,6 +513,11 @@ def _append_key_event(conn: sqlite3.Connection, event: KeyEvent) -> None:
     conn.execute("INSERT INTO key_history (record) VALUES (?)", (_encode(event),))
 
 
+def _record(row: tuple[Any, ...] | None) -> str | None:
+    """The `record` column of a row that selects it first (None: no row)."""
+    return None if row is None else str(row[0])
+
+
 def _exists(conn: sqlite3.Connection, query: str, *params: str) -> bool:
     return conn.execute(query, params).fetchone() is not None
 
@@ -634,7 +536,7 @@ def _put_scoped(
 ) -> bool:
     with _transaction(conn):
         if not _exists(conn, "SELECT 1 FROM workspaces WHERE tenant_id = ?", tenant_id):
-            raise NotFoundError(f"workspace {tenant_id!r} does not exist")
+            raise no_workspace(tenant_id)
         created = not _exists(
             conn,
             f"SELECT 1 FROM {table} WHERE tenant_id = ? AND {id_column} = ?",  # noqa: S608 — fixed names
@@ -656,7 +558,7 @@ def _get_scoped(
         f"SELECT record FROM {table} WHERE tenant_id = ? AND {id_column} = ?",  # noqa: S608 — fixed names
         (tenant_id, record_id),
     ).fetchone()
-    return None if row is None else str(row[0])
+    return _record(row)
 
 
 def _list_scoped(conn: sqlite3.Connection, table: str, id_column: str, tenant_id: str) -> list[str]:

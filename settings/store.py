@@ -1,8 +1,8 @@
 """The SettingsStore port: records and settings, embedded (SQLite) or deployed (Redis).
 
 Both adapters (`settings.sqlite_store.SqliteStore`, `settings.redis_store.RedisStore`)
-pass the same contract tests. All methods are coroutines; the SQLite adapter runs
-its statements off the event loop.
+pass the same contract tests and follow the same rules (`settings.store_rules`). All
+methods are coroutines; the SQLite adapter runs its statements off the event loop.
 
 Ids chosen by tenants (KB, agent, document) are always looked up together with
 the tenant id, so two workspaces may both own a KB called `kb`.
@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Protocol
-
-import msgspec
 
 from settings.records import (
     Agent,
@@ -25,34 +23,6 @@ from settings.records import (
     TurnRecord,
     Workspace,
 )
-
-
-def _same_json(left: Any, right: Any) -> bool:
-    # Compare as stored JSON, not with ==: in Python 1 == 1.0 == True.
-    return msgspec.json.encode(left, order="sorted") == msgspec.json.encode(right, order="sorted")
-
-
-def apply_setting_changes(
-    current: Mapping[str, Any], changes: Mapping[str, Any], *, key_id: str, at: str
-) -> tuple[dict[str, Any], list[SettingChange]]:
-    """New settings and one SettingChange per key whose stored value actually changes.
-
-    None removes a key; `old`/`new` are None for an absent value. Shared by both stores.
-    """
-    settings = dict(current)
-    history: list[SettingChange] = []
-    for name, new in changes.items():
-        old = settings.get(name)
-        if new is None:
-            if name not in settings:
-                continue
-            del settings[name]
-        elif name in settings and _same_json(old, new):
-            continue
-        else:
-            settings[name] = new
-        history.append(SettingChange(at=at, key_id=key_id, setting=name, old=old, new=new))
-    return settings, history
 
 
 class StoreError(RuntimeError):
@@ -81,7 +51,8 @@ class SettingsStore(Protocol):
     async def get_org(self, org_id: str) -> Org | None: ...
 
     async def create_workspace(self, workspace: Workspace) -> None:
-        """Raises AlreadyExistsError if the tenant id is taken in any org."""
+        """Raises AlreadyExistsError if the tenant id is taken in any org, NotFoundError if
+        the org does not exist."""
 
     async def get_workspace(self, tenant_id: str) -> Workspace | None: ...
 
@@ -99,14 +70,16 @@ class SettingsStore(Protocol):
 
     # knowledge bases and agents
     async def put_knowledge_base(self, kb: KnowledgeBase) -> bool:
-        """Create or replace; True when it was created."""
+        """Create or replace; True when it was created. NotFoundError if the workspace is
+        unknown."""
 
     async def get_knowledge_base(self, tenant_id: str, kb_id: str) -> KnowledgeBase | None: ...
 
     async def list_knowledge_bases(self, tenant_id: str) -> list[KnowledgeBase]: ...
 
     async def put_agent(self, agent: Agent) -> bool:
-        """Create or replace; True when it was created."""
+        """Create or replace; True when it was created. NotFoundError if the workspace is
+        unknown."""
 
     async def get_agent(self, tenant_id: str, agent_id: str) -> Agent | None: ...
 

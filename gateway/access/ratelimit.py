@@ -118,7 +118,7 @@ class RedisLimiter:
         return None
 
     async def close(self) -> None:
-        await self._client.aclose()
+        """Nothing to release: the client is the caller's (shared in the process)."""
 
 
 class FailureCounter(Protocol):
@@ -224,4 +224,4 @@ class RedisFailures:
             self._on_outage()
 
     async def close(self) -> None:
-        await self._client.aclose()
+        """Nothing to release: the client is the caller's (shared in the process)."""

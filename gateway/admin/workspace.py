@@ -1,4 +1,5 @@
-"""Workspace settings: read with effective values, change with an audit trail."""
+"""Workspace settings: read with effective values, change with an audit trail, and read
+through the cache where a turn or an egress check needs them."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from settings.resolve import (
     resolve_strict_isolation,
 )
 from settings.store import NotFoundError as StoreNotFoundError
+from settings.store import StoreUnavailableError
 
 
 async def workspace_of(services: Services, principal: Principal) -> Workspace:
@@ -26,6 +28,16 @@ async def workspace_of(services: Services, principal: Principal) -> Workspace:
     if workspace is None:
         raise NotFoundError("no such workspace")
     return workspace
+
+
+async def workspace_or_none(services: Services, tenant_id: str) -> Workspace | None:
+    """The workspace from the settings cache, or None when the store cannot be read (counted
+    as `settings_fallback`): the settings rules then fall back to their safe defaults."""
+    try:
+        return await services.settings.workspace(tenant_id)
+    except StoreUnavailableError:
+        services.telemetry.count("settings_fallback")
+        return None
 
 
 def effective_settings(services: Services, workspace: Workspace) -> dict[str, Resolved[Any]]:

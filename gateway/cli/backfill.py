@@ -54,7 +54,7 @@ def run_backfill(args: argparse.Namespace) -> int:
 
 async def _backfill_org(args: argparse.Namespace, config: Config) -> int:
     from gateway.cli.embedded_sink import engine_message
-    from gateway.runtime.services import _build_index, build_store
+    from gateway.runtime.services import build_index, build_store
     from ingest.index import SHARED_COLLECTION, IndexUnavailableError, org_collection
     from ingest.payload import Classification, Scope
 
@@ -77,7 +77,7 @@ async def _backfill_org(args: argparse.Namespace, config: Config) -> int:
             clearance=Classification.RESTRICTED,
             strict=False,
         )
-        index, _ = await asyncio.to_thread(_build_index, config)
+        index, _ = await asyncio.to_thread(build_index, config)
         try:
             for collection in counts:
                 counts[collection] = await asyncio.to_thread(index.backfill_org, collection, scope)

@@ -1,7 +1,8 @@
 """The app factory: `create_app(config, services=None) -> Litestar`.
 
-The lifespan builds the services (index, store, embedder) unless a test hands
-its own in. Everything a handler uses comes from `app.state.services`.
+The lifespan builds the services (`gateway.runtime.services`, the composition root)
+unless a test hands its own in; handlers receive their parts by dependency injection
+(`gateway.http.dependencies`).
 """
 
 from __future__ import annotations
@@ -12,17 +13,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 
 from litestar import Litestar
-from litestar.datastructures import State
 from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
+from litestar.openapi.spec import Components
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import GatewayError
-from gateway.http.console import ConsoleController, ConsoleSessions, console_template_config
-from gateway.http.openapi import document_problems
+from gateway.http.console import ConsoleController, console_template_config
+from gateway.http.dependencies import dependencies
+from gateway.http.openapi import BEARER_SCHEME, document_problems
 from gateway.http.problems import problem_details_plugin, status_of
 from gateway.http.routes.grounding import GroundingController
 from gateway.http.routes.health import HealthController
@@ -87,7 +89,6 @@ def create_app(
             route=scope.get("path_template", "unmatched"),
         )
 
-    console_sessions = ConsoleSessions.build(config)  # the admin console's sign-ins
     app = Litestar(
         route_handlers=[
             HealthController,
@@ -102,8 +103,7 @@ def create_app(
             ConsoleController,
         ],
         lifespan=[lifespan],
-        state=State({"telemetry": telemetry, "console_sessions": console_sessions}),
-        on_shutdown=[console_sessions.close],
+        dependencies=dependencies(),
         template_config=console_template_config(),
         middleware=[
             DefineMiddleware(DrainMiddleware, drain=drain or Drain()),
@@ -125,6 +125,7 @@ def create_app(
             # The document only: an interactive page would load its script from a CDN on
             # the console's origin. Any OpenAPI viewer can read /schema/openapi.json.
             render_plugins=[JsonRenderPlugin()],
+            components=Components(security_schemes={"bearer": BEARER_SCHEME}),
         ),
         request_max_body_size=config.max_body_bytes,
         logging_config=None,

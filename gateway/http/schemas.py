@@ -13,6 +13,18 @@ class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Base of every request body: unknown fields are an error, not silently dropped."""
 
 
+class ProblemDetails(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """RFC 9457 problem details: the body of every error kbgate answers."""
+
+    status: int
+    title: str
+    detail: str | None = None
+    #: the offending input field (400, 404, 409, 413, 422)
+    field: str | None = None
+    #: what is unavailable (503): index, store or embedder
+    dependency: str | None = None
+
+
 class CreateOrg(Strict):
     org_id: str
 
@@ -171,10 +183,15 @@ class PutDocument(Strict):
     source: Annotated[str, msgspec.Meta(max_length=2000)] = ""
 
 
+DocumentStatus = Literal["indexed", "unchanged", "held_back"]
+HeldBackReason = Literal["missing_classification", "unknown_classification"]
+
+
 class DocumentOut(msgspec.Struct, kw_only=True, omit_defaults=True):
-    status: Literal["indexed", "unchanged", "held_back"]
+    status: DocumentStatus
     passages: int
-    reason: str | None = None
+    #: why a document was held back (status `held_back`)
+    reason: HeldBackReason | None = None
 
 
 class DeletedOut(msgspec.Struct, kw_only=True):
@@ -215,13 +232,17 @@ class PassageOut(msgspec.Struct, kw_only=True):
     title: str = ""
 
 
+AbstentionReason = Literal["no_knowledge_base", "nothing_above_floors"]
+
+
 class RetrieveOut(msgspec.Struct, kw_only=True):
     turn_id: str
     abstained: bool
     passages: list[PassageOut]
     context: str
     effective: dict[str, Any]
-    reason: str | None = None
+    #: why the turn abstained (`abstained` true)
+    reason: AbstentionReason | None = None
 
 
 class CitationIn(Strict):
@@ -234,9 +255,13 @@ class VerifyIn(Strict):
     citations: Annotated[list[CitationIn], msgspec.Meta(max_length=200)]
 
 
+CitationRejection = Literal["not_returned_in_turn", "passage_deleted", "quote_not_found"]
+
+
 class CitationVerdict(msgspec.Struct, kw_only=True, omit_defaults=True):
     passage_id: str
-    reason: str | None = None
+    #: why an invalid citation is invalid
+    reason: CitationRejection | None = None
 
 
 class VerifyOut(msgspec.Struct, kw_only=True):
@@ -261,12 +286,39 @@ class PatchWorkspaceSettings(Strict):
     pii_entities: PiiEntities | msgspec.UnsetType | None = msgspec.UNSET
 
 
+class EffectiveFlag(msgspec.Struct, kw_only=True):
+    value: bool
+    source: str
+    clamped: bool = False
+
+
+class EffectiveCount(msgspec.Struct, kw_only=True):
+    value: int
+    source: str
+    clamped: bool = False
+
+
+class EffectiveEntities(msgspec.Struct, kw_only=True):
+    value: list[PiiEntityName]
+    source: str
+    clamped: bool = False
+
+
+class WorkspaceEffective(msgspec.Struct, kw_only=True):
+    """Each workspace setting in force, which level set it, and whether a bound changed it."""
+
+    strict_rag_isolation: EffectiveFlag
+    rag_pii_redaction: EffectiveFlag
+    max_knowledge_bases_per_agent: EffectiveCount
+    pii_entities: EffectiveEntities
+
+
 class WorkspaceSettingsOut(msgspec.Struct, kw_only=True):
     tenant_id: str
     org_id: str
     created_at: str
     settings: dict[str, Any]
-    effective: dict[str, EffectiveValue]
+    effective: WorkspaceEffective
 
 
 class SettingChangeOut(msgspec.Struct, kw_only=True):
@@ -323,18 +375,25 @@ class GroundingIn(Strict):
     mode: Literal["whole", "sentences"] = "whole"
 
 
+GroundingStatus = Literal["supported", "flagged", "skipped"]
+GroundingSkipReason = Literal[
+    "no_knowledge_base", "embedding_failed", "no_matches", "no_scope", "index_unavailable"
+]
+
+
 class SentenceOut(msgspec.Struct, kw_only=True):
     index: int
     text: str
-    status: str
+    status: GroundingStatus
     score: float | None
     matches: int
 
 
 class GroundingOut(msgspec.Struct, kw_only=True, omit_defaults=True):
-    status: Literal["supported", "flagged", "skipped"]
+    status: GroundingStatus
     score: float | None
     floor: float
     matches: int
-    reason: str | None = None
+    #: why the check was skipped (status `skipped`)
+    reason: GroundingSkipReason | None = None
     sentences: list[SentenceOut] | None = None

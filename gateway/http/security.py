@@ -16,6 +16,7 @@ from litestar.types import Guard
 
 from gateway.access.auth import Principal, authenticate
 from gateway.errors import RateLimitedError, UnauthenticatedError
+from gateway.http.dependencies import services_of
 from gateway.runtime.services import Services
 from settings.records import ApiKey, Role
 
@@ -65,7 +66,7 @@ class BearerKeyMiddleware(AbstractAuthenticationMiddleware):
     """Turns `Authorization: Bearer <key>` into a Principal, or answers 401 (or 429)."""
 
     async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:  # type: ignore[type-arg]  # as above
-        services: Services = connection.app.state.services
+        services = services_of(connection.app.state)
         principal = await authenticate_counted(
             services, connection.headers.get("authorization"), client_address(connection)
         )

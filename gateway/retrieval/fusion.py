@@ -15,10 +15,9 @@ but has no say in which of a document's passages represents it. Two ways to turn
   scores, so it moves the order little; rank fusion would give them its full rank spread.
 - `rrf`: weighted Reciprocal Rank Fusion, `sum(weight / (k + rank))`, k = 60.
 
-On SciFact's held-out half `score` gains about 0.02 nDCG@10 over `rrf` (README,
-"Retrieval quality"). Each document is represented by its strongest passages (by the
-same fusion at passage level). Floors apply to each leg's raw scores before fusion,
-never to fused scores.
+Why `score` is the default: docs/decisions/fusion.md. Each document is represented by
+its strongest passages (by the same fusion at passage level). Floors apply to each leg's
+raw scores before fusion, never to fused scores.
 """
 
 from __future__ import annotations
@@ -37,10 +36,8 @@ RRF_K = 60
 #: first this many hits: the rest count as the last of them. Past its first few dozen hits
 #: BM25 on a natural-language question scores text that shares a word or two with it; the
 #: dense leg orders those documents better. They stay candidates, and a keyword-only KB
-#: keeps its whole BM25 order. Chosen on SciFact's tune half (20/40/60/100/all 300:
-#: nDCG@10 0.7839/0.7912/0.7872/0.7844/0.7872); the held-out half gains 0.6859 -> 0.6953
-#: (README, "Retrieval quality"). A default turn (`top_k` 8) ranks 40 passages per leg,
-#: so this changes deeper turns only.
+#: keeps its whole BM25 order (the measurement: docs/decisions/fusion.md). A default turn
+#: (`top_k` 8) ranks 40 passages per leg, so this changes deeper turns only.
 KEYWORD_DISTINCT_HITS = 40
 _KEYWORD_KINDS = frozenset({LegKind.KEYWORD, LegKind.DOCUMENT_KEYWORD})
 

@@ -121,9 +121,13 @@ async def fetch_chosen(
 async def call_index(
     holds_the_gil: bool, timeout_s: float, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs
 ) -> T:
-    """One index call: directly when the engine holds the GIL throughout (`Index`; a worker
-    thread would add two hops and no concurrency), else in a worker thread, `timeout_s`
-    at most."""
+    """One index call: in a worker thread, waited for `timeout_s` at most (TimeoutError);
+    directly, with no bound, when the engine holds the GIL throughout (`Index`).
+
+    Such an engine (Qdrant Edge) keeps the event loop from running for the whole call
+    either way, so a timeout could not fire before the call returns, and a turn's KBs are
+    searched one after another; a worker thread would only add two thread hops a call
+    (eight callers served about 8% fewer turns a second, docs/decisions/edge-in-event-loop.md)."""
     if holds_the_gil:
         return call(*args, **kwargs)
     async with asyncio.timeout(timeout_s):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.access.auth import Principal
+from gateway.admin.workspace import workspace_or_none
 from gateway.errors import NotFoundError
 from gateway.runtime.services import Services
 from ingest.index import collection_for
@@ -23,7 +24,6 @@ from settings.resolve import (
     resolve_strict_isolation,
     resolve_top_k,
 )
-from settings.store import StoreUnavailableError
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ async def plan_turn(services: Services, principal: Principal, agent_id: str) -> 
     agent = await services.settings.agent(principal.tenant_id, agent_id)
     if agent is None:
         raise NotFoundError("no such agent")
-    workspace = await _workspace_or_none(services, principal.tenant_id)
+    workspace = await workspace_or_none(services, principal.tenant_id)
     workspace_settings = workspace.settings if workspace else None
     bounds, defaults = services.config.bounds, services.config.defaults
     cap = resolve_kb_cap(workspace_settings, bounds, defaults)
@@ -102,15 +102,6 @@ async def plan_turn(services: Services, principal: Principal, agent_id: str) -> 
         redaction=redaction,
         cap=cap,
     )
-
-
-async def _workspace_or_none(services: Services, tenant_id: str) -> Workspace | None:
-    """The workspace, or None when it cannot be read: the rules then fall back safely."""
-    try:
-        return await services.settings.workspace(tenant_id)
-    except StoreUnavailableError:
-        services.telemetry.count("settings_fallback")
-        return None
 
 
 def effective_settings(context: TurnContext) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The retrieval turn, orchestration only.
 
 Principal -> plan (settings through the cache, KB cap, per-KB limits and Scope) -> one
-embedding batch -> every KB ranked concurrently, newest document versions only -> fusion
+embedding call -> every KB ranked concurrently, newest document versions only -> fusion
 -> per-KB and overall top_k -> the chosen passages' payloads -> abstain, or redact, fence,
 record and answer. The rules live in `settings.resolve`, `gateway.retrieval.plan`,
 `gateway.retrieval.legs`, `gateway.retrieval.fusion` and `gateway.retrieval.evidence`.
@@ -71,58 +71,56 @@ async def retrieve(
     question: str,
     variations: Sequence[str],
 ) -> TurnResult:
-    """Run one retrieval turn for the principal's agent, counted while it runs
-    (`gateway.runtime.inflight`)."""
-    with services.turns.running():
-        validate_question(services, question, variations)
-        clock = _Stopwatch()
-        context = await plan_turn(services, principal, agent_id)
-        turn_id = "turn_" + secrets.token_urlsafe(16)
-        effective = {
-            **effective_settings(context),
-            "fusion_method": str(services.config.fusion_method),
-        }
-        if not context.plans:
-            return _abstained(services, turn_id, effective, "no_knowledge_base", {})
-        clock.lap("plan")
-        embeddings = await embed_queries(services, principal.tenant_id, [question, *variations])
-        clock.lap("embed")
-        legs = await search_plans(
-            services, context.plans, embeddings, leg_limit=services.config.leg_limit
+    """Run one retrieval turn for the principal's agent."""
+    validate_question(services, question, variations)
+    clock = _Stopwatch()
+    context = await plan_turn(services, principal, agent_id)
+    turn_id = "turn_" + secrets.token_urlsafe(16)
+    effective = {
+        **effective_settings(context),
+        "fusion_method": str(services.config.fusion_method),
+    }
+    if not context.plans:
+        return _abstained(services, turn_id, effective, "no_knowledge_base", {})
+    clock.lap("plan")
+    embeddings = await embed_queries(services, principal.tenant_id, [question, *variations])
+    clock.lap("embed")
+    legs = await search_plans(
+        services, context.plans, embeddings, leg_limit=services.config.leg_limit
+    )
+    clock.lap("search")
+    fused, ranked = _fused(services, context.plans, legs)
+    clock.lap("fuse")
+    chosen = await fetch_chosen(services, context.plans, ranked)
+    clock.lap("fetch")
+    _count(services, context, legs=legs, fused=fused, chosen=chosen)
+    if not chosen:
+        return _abstained(services, turn_id, effective, "nothing_above_floors", clock.timings)
+    texts = {c.point_id: c.hit.payload.text for c in chosen}
+    titles = {c.point_id: c.hit.payload.title for c in chosen}
+    if context.redaction.value:
+        # what is fenced, recorded and returned is the redacted text
+        texts, titles = await _redacted(services, context, texts, titles)
+        clock.lap("redact")
+    await _record(services, principal, agent_id, turn_id, chosen=chosen, texts=texts)
+    clock.lap("record")
+    clock.finish(services)
+    blocks = [
+        EvidenceBlock(
+            c.point_id, c.hit.payload.document_id, texts[c.point_id], titles.get(c.point_id, "")
         )
-        clock.lap("search")
-        fused, ranked = _fused(services, context.plans, legs)
-        clock.lap("fuse")
-        chosen = await fetch_chosen(services, context.plans, ranked)
-        clock.lap("fetch")
-        _count(services, context, legs=legs, fused=fused, chosen=chosen)
-        if not chosen:
-            return _abstained(services, turn_id, effective, "nothing_above_floors", clock.timings)
-        texts = {c.point_id: c.hit.payload.text for c in chosen}
-        titles = {c.point_id: c.hit.payload.title for c in chosen}
-        if context.redaction.value:
-            # what is fenced, recorded and returned is the redacted text
-            texts, titles = await _redacted(services, context, texts, titles)
-            clock.lap("redact")
-        await _record(services, principal, agent_id, turn_id, chosen=chosen, texts=texts)
-        clock.lap("record")
-        clock.finish(services)
-        blocks = [
-            EvidenceBlock(
-                c.point_id, c.hit.payload.document_id, texts[c.point_id], titles.get(c.point_id, "")
-            )
-            for c in chosen
-        ]
-        return TurnResult(
-            turn_id,
-            False,
-            chosen,
-            texts,
-            fence(blocks),
-            effective,
-            timings_ms=clock.timings,
-            titles=titles,
-        )
+        for c in chosen
+    ]
+    return TurnResult(
+        turn_id,
+        False,
+        chosen,
+        texts,
+        fence(blocks),
+        effective,
+        timings_ms=clock.timings,
+        titles=titles,
+    )
 
 
 @dataclass(slots=True)

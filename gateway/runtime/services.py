@@ -1,7 +1,11 @@
-"""The composition root: builds every adapter from the Config and hands them out.
+"""The composition root: builds every adapter from the Config, once per process.
 
 `create_app` calls `build_services` in its lifespan unless a test passed its own
-`Services`; nothing else constructs an engine, a store or a model.
+`Services`, and hands handlers the parts they need through Litestar's dependency
+injection (`gateway.http.dependencies`). With `KBGATE_REDIS_URL` set, one Redis client
+(one connection pool) serves the settings store, both rate limiters, the
+authentication-failure counter and the console's sessions. Command-line tools build
+single parts with `build_store`, `build_index` and `build_embedder`.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gateway.access.auth import KeyUsage, Principal
 from gateway.access.expensive import ExpensiveWork
@@ -25,8 +29,7 @@ from gateway.access.ratelimit import (
     RedisLimiter,
 )
 from gateway.errors import RateLimitedError
-from gateway.retrieval.query_embedding import QueryBatcher, QueryEmbeddings
-from gateway.runtime.inflight import TurnsInFlight
+from gateway.retrieval.query_embedding import QueryEmbeddings
 from gateway.runtime.telemetry import Telemetry
 from gateway.safety.redaction import RedactionCache, Redactor
 from ingest.embedding import MINILM_MODEL_NAME, Embedder
@@ -36,6 +39,11 @@ from ingest.sync import DocumentWriter
 from settings.cache import CachedSettings
 from settings.config import Config
 from settings.store import SettingsStore, StoreUnavailableError
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from gateway.http.console.sessions import ConsoleSessions
 
 T = TypeVar("T")
 
@@ -73,12 +81,10 @@ class Services:
     settings: CachedSettings
     redactor: Redactor  # PII detection and redaction, offline
     rate_limiter: RateLimiter
-    # Turns embed questions through a cache and a micro-batcher, and
+    # Turns embed questions through a cache, and
     # redact retrieved texts through a cache; both caches are partitioned by tenant.
     query_embeddings: QueryEmbeddings
     redaction_cache: RedactionCache
-    #: a lone turn embeds its question in its own thread (`gateway.runtime.inflight`)
-    turns: TurnsInFlight
     #: one budget per workspace, shared by all its keys (beside `rate_limiter`'s per key)
     workspace_limiter: RateLimiter
     #: failed authentications per client address
@@ -87,6 +93,10 @@ class Services:
     key_usage: KeyUsage
     #: grounding checks, call-time redaction and ingest embedding (`gateway.access.expensive`)
     expensive: ExpensiveWork
+    #: the admin console's sign-ins (in memory, or in the shared Redis)
+    console_sessions: ConsoleSessions
+    #: the process's one Redis client (None when embedded), closed last
+    redis: Redis | None = None
     # One writer per document at a time in this process: replacing is read-then-write.
     document_locks: KeyedLocks = field(default_factory=KeyedLocks)
 
@@ -134,6 +144,8 @@ class Services:
         self.expensive.close()
         await self.store.close()
         await asyncio.to_thread(self.index.close)
+        if self.redis is not None:
+            await self.redis.aclose()
 
 
 async def build_services(
@@ -150,15 +162,15 @@ async def build_services(
     `engine`, an (index, name) pair (tests run the same suite on qdrant-client local mode).
     """
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    turns = TurnsInFlight()
-    store, store_engine = await build_store(config)
+    redis = _open_redis(config)
+    store, store_engine = await build_store(config, redis)
     if engine is None:
-        engine = await asyncio.to_thread(_build_index, config)
+        engine = await asyncio.to_thread(build_index, config)
     index, index_engine = engine
     await asyncio.to_thread(_optimize_index, index, telemetry)
     # The model and presidio load side by side: start-up is mostly their imports.
     model, pii = await asyncio.gather(
-        _given_or_built(embedder, lambda: _build_embedder(config)),
+        _given_or_built(embedder, lambda: build_embedder(config)),
         _given_or_built(redactor, Redactor.build),  # PII redaction: offline
     )
     return Services(
@@ -177,29 +189,22 @@ async def build_services(
             on_stale_read=lambda: telemetry.count("settings_stale_reads"),
         ),
         rate_limiter=_build_rate_limiter(
-            config, telemetry, config.rate_limit_per_s, config.rate_limit_burst, "kbgate:rate"
+            redis, telemetry, config.rate_limit_per_s, config.rate_limit_burst, "kbgate:rate"
         ),
         workspace_limiter=_build_rate_limiter(
-            config,
+            redis,
             telemetry,
             config.rate_limit_workspace_per_s,
             config.rate_limit_workspace_burst,
             "kbgate:wsrate",
         ),
-        auth_failures=_build_failure_counter(config, telemetry),
+        auth_failures=_build_failure_counter(redis, config, telemetry),
         key_usage=KeyUsage(store.record_key_use),
-        query_embeddings=QueryEmbeddings(
-            QueryBatcher(
-                model.embed_queries,
-                max_texts=config.query_batch_max,
-                lanes=config.query_batch_lanes,
-                alone=turns.alone,
-            ),
-            LruCache(config.query_cache_size),
-        ),
+        query_embeddings=QueryEmbeddings(model.embed_queries, LruCache(config.query_cache_size)),
         redaction_cache=LruCache(config.redaction_cache_size),
-        turns=turns,
         expensive=ExpensiveWork(config.expensive_threads, config.expensive_per_workspace),
+        console_sessions=_build_console_sessions(redis),
+        redis=redis,
     )
 
 
@@ -225,15 +230,28 @@ async def _given_or_built(given: T | None, build: Callable[[], T]) -> T:
     return given if given is not None else await asyncio.to_thread(build)
 
 
-def _build_rate_limiter(
-    config: Config, telemetry: Telemetry, rate: float, burst: int, prefix: str
-) -> RateLimiter:
-    if config.redis_url:
-        from settings.redis_store import redis_client
+def _open_redis(config: Config) -> Redis | None:
+    """The process's one Redis client (every call bounded by the Redis timeout), or None."""
+    if not config.redis_url:
+        return None
+    from settings.redis_store import redis_client
 
-        client = redis_client(config.redis_url, config.redis_timeout_s)  # bounded retries
+    return redis_client(config.redis_url, config.redis_timeout_s)
+
+
+def _build_console_sessions(redis: Redis | None) -> ConsoleSessions:
+    # Imported here: the console package imports the core, which imports this module.
+    from gateway.http.console.sessions import ConsoleSessions
+
+    return ConsoleSessions.build(redis)
+
+
+def _build_rate_limiter(
+    redis: Redis | None, telemetry: Telemetry, rate: float, burst: int, prefix: str
+) -> RateLimiter:
+    if redis is not None:
         return RedisLimiter(
-            client,
+            redis,
             rate,
             burst,
             on_outage=lambda: telemetry.count("rate_limit_unavailable"),
@@ -242,22 +260,26 @@ def _build_rate_limiter(
     return InProcessLimiter(rate, burst)
 
 
-def _build_failure_counter(config: Config, telemetry: Telemetry) -> FailureCounter:
-    if config.redis_url:
-        from settings.redis_store import redis_client
-
+def _build_failure_counter(
+    redis: Redis | None, config: Config, telemetry: Telemetry
+) -> FailureCounter:
+    if redis is not None:
         return RedisFailures(
-            redis_client(config.redis_url, config.redis_timeout_s),
+            redis,
             config.auth_failures_per_min,
             on_outage=lambda: telemetry.count("rate_limit_unavailable"),
         )
     return InProcessFailures(config.auth_failures_per_min)
 
 
-async def build_store(config: Config) -> tuple[SettingsStore, str]:
+async def build_store(config: Config, redis: Redis | None = None) -> tuple[SettingsStore, str]:
+    """The settings store the config names: Redis (on `redis`, the caller's shared client,
+    when given; else on a client of its own), or SQLite in the data directory."""
     if config.redis_url:
         from settings.redis_store import RedisStore
 
+        if redis is not None:
+            return RedisStore.sharing(redis, config.redis_timeout_s), "redis"
         return RedisStore.connect(config.redis_url, config.redis_timeout_s), "redis"
     from settings.sqlite_store import SqliteStore
 
@@ -271,10 +293,11 @@ def check_index_server(config: Config) -> None:
     here: readiness reports the index down until it answers, and checks it then.
     """
     if config.qdrant_url:
-        _build_index(config)[0].close()
+        build_index(config)[0].close()
 
 
-def _build_index(config: Config) -> tuple[Index, str]:
+def build_index(config: Config) -> tuple[Index, str]:
+    """The index the config names, and its engine's name: a Qdrant server or Qdrant Edge."""
     if config.qdrant_url:
         from ingest.qdrant_server import CollectionLayout, ServerIndex
 
@@ -298,10 +321,11 @@ def _build_index(config: Config) -> tuple[Index, str]:
     ), "qdrant-edge"
 
 
-def _build_embedder(config: Config) -> Embedder:
-    from ingest.embedding import build_embedder
+def build_embedder(config: Config) -> Embedder:
+    """The embedding model the config names, loaded (downloaded once into the model dir)."""
+    from ingest import embedding
 
-    return build_embedder(
+    return embedding.build_embedder(
         model_dir=config.model_dir,
         model_name=config.embedding_model,
         threads=config.embedding_threads,

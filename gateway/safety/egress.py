@@ -14,6 +14,7 @@ from typing import Any
 
 from gateway.access.auth import Principal
 from gateway.access.expensive import Stop, stop_point
+from gateway.admin.workspace import workspace_or_none
 from gateway.errors import (
     DependencyUnavailableError,
     InvalidInputError,
@@ -23,9 +24,7 @@ from gateway.errors import (
 )
 from gateway.runtime.services import Services
 from gateway.safety.redaction import count_redactions
-from settings.records import Workspace
 from settings.resolve import resolve_pii_entities, resolve_redaction
-from settings.store import StoreUnavailableError
 
 #: Characters of text (summed over every string of a JSON value) one call may redact.
 #: Detection costs a few microseconds per character in a worker thread; the bound keeps
@@ -67,7 +66,7 @@ async def redact_egress(
     agent = await services.settings.agent(principal.tenant_id, agent_id)
     if agent is None:
         raise NotFoundError("no such agent")
-    workspace = await _workspace_or_none(services, principal.tenant_id)
+    workspace = await workspace_or_none(services, principal.tenant_id)  # None: gates on
     workspace_settings = workspace.settings if workspace else None
     gates = resolve_redaction(workspace_settings, agent.settings)
     entities = resolve_pii_entities(workspace_settings).value
@@ -106,12 +105,3 @@ def _string_chars(value: Any) -> int:
         elif isinstance(node, list | tuple):
             stack.extend(node)
     return total
-
-
-async def _workspace_or_none(services: Services, tenant_id: str) -> Workspace | None:
-    """The workspace, or None when it cannot be read: both gates then count as on."""
-    try:
-        return await services.settings.workspace(tenant_id)
-    except StoreUnavailableError:
-        services.telemetry.count("settings_fallback")
-        return None

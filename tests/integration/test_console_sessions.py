@@ -9,17 +9,15 @@ import redis
 from litestar.stores.memory import MemoryStore
 
 from gateway.http.console.sessions import ABSOLUTE_S, ConsoleSessions
-from settings.config import load_config
+from settings.redis_store import redis_client
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio
 
 
-async def test_memory_sessions_end_on_sign_out_and_after_their_absolute_lifetime(
-    tmp_path: Path,
-) -> None:
+async def test_memory_sessions_end_on_sign_out_and_after_their_absolute_lifetime() -> None:
     """A session loads by its token until signed out, and never past ABSOLUTE_S after sign-in."""
-    assert ConsoleSessions.build(load_config({}, data_dir=tmp_path)).engine == "memory"
+    assert ConsoleSessions.build(None).engine == "memory"
     now = [1_000.0]
     sessions = ConsoleSessions(MemoryStore(), engine="memory", clock=lambda: now[0])
     token, started = await sessions.start("hash-of-key")
@@ -34,11 +32,11 @@ async def test_memory_sessions_end_on_sign_out_and_after_their_absolute_lifetime
 
 
 async def test_redis_sessions_are_shared_by_replicas(tmp_path: Path) -> None:
-    """With KBGATE_REDIS_URL, a session started on one replica is open on another, and a
+    """On Redis, a session started on one replica is open on another, and a
     sign-out on either ends it everywhere; Redis holds neither the cookie value nor the key."""
     with RedisServer(tmp_path / "redis") as server:
-        config = load_config({"KBGATE_REDIS_URL": server.url}, data_dir=tmp_path / "data")
-        first, second = ConsoleSessions.build(config), ConsoleSessions.build(config)
+        one, other = redis_client(server.url, 1.0), redis_client(server.url, 1.0)
+        first, second = ConsoleSessions.build(one), ConsoleSessions.build(other)
         try:
             assert first.engine == "redis"
             token, started = await first.start("hash-of-key")
@@ -50,5 +48,5 @@ async def test_redis_sessions_are_shared_by_replicas(tmp_path: Path) -> None:
             await second.end(token)
             assert await first.load(token) is None
         finally:
-            await first.close()
-            await second.close()
+            await one.aclose()
+            await other.aclose()

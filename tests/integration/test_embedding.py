@@ -254,9 +254,9 @@ def test_questions_keep_the_packaged_models_vectors(
 def test_a_questions_vector_does_not_depend_on_the_questions_beside_it(
     embedder: FastEmbedder,
 ) -> None:
-    """Questions embedded together (the turn batcher mixes tenants' questions) each get
-    the vector they get alone: the integer model scales a run's activations as a whole,
-    so each question runs on its own."""
+    """Questions embedded together (a turn's question and its variations) each get the
+    vector they get alone: the integer model scales a run's activations as a whole, so
+    each question runs on its own."""
     question = FIDELITY_TEXTS[0]
     (alone,) = embedder.embed_queries([question])
     beside = embedder.embed_queries([question, " ".join(CORPUS_WORDS), "short"])

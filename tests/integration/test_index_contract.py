@@ -34,7 +34,6 @@ from qdrant_edge import (
 )
 from testcontainers.community.qdrant import QdrantContainer
 
-import ingest.qdrant_edge
 from ingest.index import (
     DENSE_VECTOR,
     SPARSE_VECTOR,
@@ -927,41 +926,6 @@ def test_edge_directory_is_held_by_one_index(tmp_path: Path) -> None:
     finally:
         second.close()
         first.close()
-
-
-def test_edge_ranks_alike_from_remembered_refs_and_during_a_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Edge remembers the refs of points it ranked (reading only new points' payloads),
-    at most the shard's share of `_REFS_KEPT` beyond one call's points (shared out evenly
-    as shards open); a ranking that finds a write holding the shard reads refs with the
-    points instead. All answer the same."""
-    monkeypatch.setattr(ingest.qdrant_edge, "_REFS_KEPT", 4)
-    index = EdgeIndex(tmp_path, dense_dim=DIM)
-    collection = org_collection(ORG)
-    passages = [passage(doc=f"doc{k}", idx=k, dense=tilted(k / 4), terms=(1,)) for k in range(6)]
-    hidden = [passage(tenant="t2", doc=f"doc{k}", idx=k, terms=(1,)) for k in range(3)]
-    try:
-        index.upsert(collection, [*passages, *hidden])
-        legs = [dense_leg(axis(0)), keyword_leg(1)]
-        first = index.rank(collection, scope(), legs)
-        assert [{(r.point_id, r.ref) for r in leg} for leg in first.legs] == [
-            {(p.point_id, p.payload.ref) for p in passages}
-        ] * 2
-        held = index._existing(collection)
-        assert held is not None
-        assert set(held.refs) == ids_of(passages)  # six found in one call, beyond the bound
-        assert index.rank(collection, scope(), legs) == first  # from memory
-        other = index.rank(collection, scope("t2"), legs)
-        assert set(held.refs) == ids_of(hidden)  # past the bound: forgotten, then refilled
-        assert {r.point_id for r in other.legs[1]} == ids_of(hidden)
-        with held.writes:  # a write in progress elsewhere: refs come with the points
-            assert index.rank(collection, scope(), legs) == first
-        assert held.refs_kept == 4
-        index.ensure_collection(org_collection(OTHER_ORG))
-        assert held.refs_kept == 2
-    finally:
-        index.close()
 
 
 def test_edge_is_safe_across_threads(tmp_path: Path) -> None:

@@ -30,11 +30,10 @@ async def test_window_is_shared_by_limiters_and_fails_open(redis: RedisServer) -
     calls are let through and the outage is counted."""
     outages: list[int] = []
     now = [1_000_000.25]
-    first = RedisLimiter(
-        Redis.from_url(redis.url, socket_timeout=0.5), rate=2, burst=1, clock=lambda: now[0]
-    )
+    one, other = (Redis.from_url(redis.url, socket_timeout=0.5) for _ in range(2))
+    first = RedisLimiter(one, rate=2, burst=1, clock=lambda: now[0])
     second = RedisLimiter(
-        Redis.from_url(redis.url, socket_timeout=0.5),
+        other,
         rate=2,
         burst=1,
         clock=lambda: now[0],
@@ -49,8 +48,8 @@ async def test_window_is_shared_by_limiters_and_fails_open(redis: RedisServer) -
     redis.stop()
     assert await second.hit("key_a") is None
     assert outages == [1]
-    await first.close()
-    await second.close()
+    for client in (one, other):  # the limiters share their clients: the owner closes them
+        await client.aclose()
 
 
 async def test_workspace_budgets_and_auth_failures_are_shared_through_redis(
@@ -60,16 +59,17 @@ async def test_workspace_budgets_and_auth_failures_are_shared_through_redis(
     name; failed authentications counted by one replica block that address on another,
     not other addresses, until the minute ends; with Redis down nothing is blocked."""
     now = [6_000_000.5]
-    per_key = RedisLimiter(Redis.from_url(redis.url), rate=1, burst=0, clock=lambda: now[0])
+    clients = [Redis.from_url(redis.url) for _ in range(4)]
+    per_key = RedisLimiter(clients[0], rate=1, burst=0, clock=lambda: now[0])
     per_workspace = RedisLimiter(
-        Redis.from_url(redis.url), rate=1, burst=0, clock=lambda: now[0], prefix="kbgate:wsrate"
+        clients[1], rate=1, burst=0, clock=lambda: now[0], prefix="kbgate:wsrate"
     )
     assert await per_key.hit("alpha") is None
     assert await per_workspace.hit("alpha") is None
     assert await per_workspace.hit("alpha") is not None
 
-    first = RedisFailures(Redis.from_url(redis.url), 3, clock=lambda: now[0])
-    second = RedisFailures(Redis.from_url(redis.url), 3, clock=lambda: now[0])
+    first = RedisFailures(clients[2], 3, clock=lambda: now[0])
+    second = RedisFailures(clients[3], 3, clock=lambda: now[0])
     for replica in (first, second, first):
         assert await replica.blocked("203.0.113.7") is None
         await replica.failed("203.0.113.7")
@@ -81,5 +81,5 @@ async def test_workspace_budgets_and_auth_failures_are_shared_through_redis(
     assert await first.blocked("203.0.113.7") is None
     redis.stop()
     assert await first.blocked("203.0.113.7") is None
-    for limiter in (per_key, per_workspace, first, second):
-        await limiter.close()
+    for client in clients:
+        await client.aclose()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -646,11 +645,10 @@ async def test_sqlite_purges_expired_turns_and_refuses_after_close(tmp_path: Pat
         await store.get_org("acme")
 
 
-async def test_sqlite_turn_record_in_place_never_waits_on_the_event_loop(tmp_path: Path) -> None:
-    """A turn record is written in place only when nothing holds the database: while
-    another connection (another process) holds its write lock, or this store's own
-    connection is busy in a worker thread, the write goes to a worker thread, the event
-    loop keeps running, and the record lands once the holder lets go."""
+async def test_sqlite_turn_record_never_waits_on_the_event_loop(tmp_path: Path) -> None:
+    """While another connection (another process) holds the database's write lock, a turn
+    record waits for it off the event loop: the loop keeps running, and the record lands
+    once the holder lets go."""
     path = tmp_path / "settings.sqlite3"
     store = await SqliteStore.open(path)
     other = sqlite3.connect(path, isolation_level=None)
@@ -664,78 +662,8 @@ async def test_sqlite_turn_record_in_place_never_waits_on_the_event_loop(tmp_pat
         other.execute("COMMIT")
         await asyncio.wait_for(writing, timeout=10)
         assert await store.get_turn(TURN_TENANT, "held-by-another") == turn("held-by-another")
-
-        release = threading.Event()
-        busy = asyncio.create_task(store._run(lambda conn: release.wait(10)))
-        await asyncio.sleep(0.05)  # the worker thread now holds the connection
-        writing = asyncio.create_task(store.put_turn(turn("after-busy"), ttl_s=60))
-        await asyncio.sleep(0.2)
-        assert not writing.done()
-        release.set()
-        await asyncio.wait_for(asyncio.gather(busy, writing), timeout=10)
-        assert await store.get_turn(TURN_TENANT, "after-busy") == turn("after-busy")
     finally:
         other.close()
-        await store.close()
-
-
-async def test_sqlite_turn_records_in_place_leave_checkpoints_to_a_worker(tmp_path: Path) -> None:
-    """Turn records are written in the calling thread and never checkpoint the WAL there
-    (an fsync would stall the event loop): the database file does not grow, though the
-    records outgrow SQLite's automatic checkpoint. Every 256th is written by a worker
-    thread, which checkpoints: the records reach the database file."""
-    path = tmp_path / "settings.sqlite3"
-    store = await SqliteStore.open(path)
-    threads: set[int] = set()
-    # The store's own connection, traced: which thread runs each statement.
-    store._conn.set_trace_callback(lambda _: threads.add(threading.get_ident()))  # type: ignore[union-attr]
-
-    def large(number: int) -> TurnRecord:
-        record = turn(f"turn-{number}")
-        text = f"{number} " + "evidence " * 2000  # about 18 KB: 5 pages a record
-        passage = msgspec.structs.replace(record.passages[0], text=text)
-        return msgspec.structs.replace(record, passages=[passage])
-
-    try:
-        before = path.stat().st_size
-        for number in range(255):
-            await store.put_turn(large(number), ttl_s=60)
-        assert threads == {threading.get_ident()}
-        assert path.stat().st_size == before
-        await store.put_turn(large(255), ttl_s=60)
-        assert len(threads) == 2
-        assert path.stat().st_size > before + 255 * 18_000
-        assert await store.get_turn(TURN_TENANT, "turn-7") == large(7)
-    finally:
-        await store.close()
-
-
-async def test_sqlite_only_turn_records_skip_waits_and_fsyncs(tmp_path: Path) -> None:
-    """Turn records written in place run without a busy timeout, automatic checkpoints or
-    fsyncs, set once for consecutive records (no PRAGMA per record); every statement a
-    worker thread runs between them (any other read or write) has all three back."""
-    store = await SqliteStore.open(tmp_path / "settings.sqlite3")
-    statements: list[str] = []
-    store._conn.set_trace_callback(statements.append)  # type: ignore[union-attr]
-
-    def pragmas(conn: sqlite3.Connection) -> list[int]:
-        names = ("synchronous", "busy_timeout", "wal_autocheckpoint")
-        return [int(conn.execute(f"PRAGMA {name}").fetchone()[0]) for name in names]
-
-    try:
-        await store.put_turn(turn("first"), ttl_s=60)
-        assert "PRAGMA synchronous=NORMAL" in statements
-        assert "PRAGMA busy_timeout=0" in statements
-        statements.clear()
-        await store.put_turn(turn("second"), ttl_s=60)
-        assert statements
-        assert not [s for s in statements if s.startswith("PRAGMA")]
-        assert await store._run(pragmas) == [2, 5000, 1000]  # FULL, waits, checkpoints
-        await store.create_org(Org(org_id="acme", created_at=AT))
-        assert await store._run(pragmas) == [2, 5000, 1000]
-        await store.put_turn(turn("third"), ttl_s=60)
-        assert await store.get_turn(TURN_TENANT, "third") == turn("third")
-    finally:
         await store.close()
 
 

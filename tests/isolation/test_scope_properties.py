@@ -146,8 +146,7 @@ _ENGINE_CALLS = {
 }
 
 
-def _names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+_Function = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 
 
 def _called(node: ast.Call) -> str:
@@ -155,13 +154,66 @@ def _called(node: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
+def _is_scope_filter(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and _called(node) == "_scope_filter"
+
+
+def _parameters(fn: _Function) -> list[ast.arg]:
+    args = fn.args
+    rest = [arg for arg in (args.vararg, args.kwarg) if arg is not None]
+    return [*args.posonlyargs, *args.args, *args.kwonlyargs, *rest]
+
+
+def _bound_to_scope_filters(fn: _Function) -> set[str]:
+    """The names `fn` binds only to a Scope's filter, whatever they are called: parameters
+    typed as a filter (only `_scope_filter` builds one) and names assigned nothing but
+    `_scope_filter(...)`."""
+    typed = {
+        arg.arg
+        for arg in _parameters(fn)
+        if arg.annotation is not None and ast.unparse(arg.annotation).rsplit(".", 1)[-1] == "Filter"
+    }
+    from_filter: set[str] = set()
+    from_other: set[str] = set()
+    body = fn.body if isinstance(fn.body, list) else [fn.body]
+    for node in (node for statement in body for node in ast.walk(statement)):
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = {target.id for target in targets if isinstance(target, ast.Name)}
+            scoped = node.value is not None and _is_scope_filter(node.value)
+            (from_filter if scoped else from_other).update(names)
+    return (typed | from_filter) - from_other
+
+
+def _unscoped_engine_calls(tree: ast.AST) -> list[str]:
+    """Engine calls handed no Scope filter: neither a `_scope_filter(...)` call nor a name
+    bound to one (in the calling function or one enclosing it)."""
+    unscoped: list[str] = []
+
+    def visit(node: ast.AST, scoped: frozenset[str]) -> None:
+        if isinstance(node, _Function):
+            shadowed = {arg.arg for arg in _parameters(node)}
+            scoped = (scoped - shadowed) | _bound_to_scope_filters(node)
+        if isinstance(node, ast.Call) and _called(node) in _ENGINE_CALLS:
+            inside = list(ast.walk(node))
+            if not any(
+                _is_scope_filter(n) or (isinstance(n, ast.Name) and n.id in scoped) for n in inside
+            ):
+                unscoped.append(ast.unparse(node))
+        for child in ast.iter_child_nodes(node):
+            visit(child, scoped)
+
+    visit(tree, frozenset())
+    return unscoped
+
+
 @pytest.mark.parametrize("module", [ingest.qdrant_edge, ingest.qdrant_server])
 def test_each_adapter_builds_filters_in_one_function_and_always_uses_one(module: Any) -> None:
     """In each adapter, engine filters are constructed only inside `_scope_filter` (no
     other filter exists, not even an IDF corpus: keyword scores and the search's work
-    never depend on points outside the Scope); every variable named `where` comes from
-    `_scope_filter`; and every engine read, count, facet, delete and payload update is
-    handed such a filter (there is no unscoped call)."""
+    never depend on points outside the Scope), and every engine read, count, facet,
+    delete and payload update is handed a filter that came from `_scope_filter`, however
+    the variable holding it is named (there is no unscoped call)."""
     tree = ast.parse(inspect.getsource(module))
     functions = [fn for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef)]
     builders = [
@@ -170,17 +222,36 @@ def test_each_adapter_builds_filters_in_one_function_and_always_uses_one(module:
         if any(isinstance(c, ast.Call) and _called(c) == "Filter" for c in ast.walk(fn))
     ]
     assert builders == ["_scope_filter"]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and "where" in {
-            t.id for t in node.targets if isinstance(t, ast.Name)
-        }:
-            assert isinstance(node.value, ast.Call), ast.unparse(node)
-            assert _called(node.value) == "_scope_filter", ast.unparse(node)
-        if isinstance(node, ast.Call) and _called(node) in _ENGINE_CALLS:
-            scoped = "where" in _names(node) or any(
-                isinstance(c, ast.Call) and _called(c) == "_scope_filter" for c in ast.walk(node)
-            )
-            assert scoped, f"unscoped engine call: {ast.unparse(node)}"
+    assert _unscoped_engine_calls(tree) == []
+
+
+def test_the_unscoped_call_check_follows_values_not_names() -> None:
+    """The structural check above flags an engine call whose filter came from anywhere but
+    `_scope_filter` (or that has none), and accepts one whose filter did, whatever its
+    variable is called, in the function or a closure inside it."""
+    source = """
+def scoped(shard, scope):
+    chosen = _scope_filter(scope)
+    def page(offset):
+        return shard.scroll(ScrollRequest(offset=offset, filter=chosen))
+    return shard.count(CountRequest(filter=chosen)), page
+
+
+def forged(shard, scope):
+    where = _scope_filter(scope)
+    where = make_filter()
+    return shard.count(CountRequest(filter=where))
+
+
+def bare(shard):
+    return shard.facet(FacetRequest(key="documentId"))
+"""
+    assert _unscoped_engine_calls(ast.parse(source)) == [
+        "shard.count(CountRequest(filter=where))",
+        "CountRequest(filter=where)",
+        "shard.facet(FacetRequest(key='documentId'))",
+        "FacetRequest(key='documentId')",
+    ]
 
 
 def test_the_index_port_takes_scopes_never_raw_filters() -> None:

@@ -74,7 +74,6 @@ def test_overrides_beat_the_environment() -> None:
         ("KBGATE_FUSION_METHOD", "borda"),
         ("KBGATE_EDGE_INDEXING_THRESHOLD_KB", "-1"),
         ("KBGATE_EDGE_INDEXING_THRESHOLD_KB", "lots"),
-        ("KBGATE_QUERY_BATCH_LANES", "0"),
         ("KBGATE_EDGE_SEARCH_THREADS", "0"),
         ("KBGATE_EDGE_SEARCH_THREADS", "all"),
     ],

@@ -39,6 +39,7 @@ from gateway.errors import (
 from gateway.http.console import views
 from gateway.http.console.forms import FormErrors, convert, domain_errors, scalar
 from gateway.http.console.sessions import COOKIE, COOKIE_PATH, ConsoleSession, ConsoleSessions
+from gateway.http.dependencies import services_of
 from gateway.http.problems import gateway_problem
 from gateway.http.routes.knowledge import agent_settings, knowledge_base_settings
 from gateway.http.routes.workspace import settings_changes
@@ -115,13 +116,11 @@ class SignedIn:
 
 
 def _services(request: ConsoleRequest) -> Services:
-    services: Services = request.app.state.services
-    return services
+    return services_of(request.app.state)
 
 
 def _sessions(request: ConsoleRequest) -> ConsoleSessions:
-    sessions: ConsoleSessions = request.app.state.console_sessions
-    return sessions
+    return services_of(request.app.state).console_sessions
 
 
 async def signed_in(request: ConsoleRequest) -> SignedIn:

@@ -11,7 +11,7 @@ issued at every sign-in (no session fixation); a session ends after
 Embedded, sessions live in this process's memory (Litestar's `MemoryStore`): a
 restart signs everyone out, and replicas behind a load balancer would each know only
 their own sessions. With `KBGATE_REDIS_URL` set they live in Redis (Litestar's
-`RedisStore`), shared by every replica.
+`RedisStore`) on the process's one Redis client, shared by every replica.
 
 Litestar's own session middleware is not used: it cannot choose the cookie's
 `Secure` flag per request, keeps the session id unchanged across sign-in, stores
@@ -24,14 +24,16 @@ import hashlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 from litestar.stores.base import Store
 from litestar.stores.memory import MemoryStore
 
-from settings.config import Config
 from settings.store import StoreUnavailableError
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 T = TypeVar("T")
 
@@ -58,32 +60,27 @@ class ConsoleSessions:
         *,
         engine: str,
         failures: tuple[type[BaseException], ...] = (),
-        on_close: Callable[[], Awaitable[None]] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self.engine = engine
         self._failures = failures
-        self._on_close = on_close
         self._clock = clock
         self._decoder = msgspec.json.Decoder(ConsoleSession)
 
     @classmethod
-    def build(cls, config: Config) -> ConsoleSessions:
-        """In memory when embedded; in Redis (shared by replicas) when KBGATE_REDIS_URL is set."""
-        if not config.redis_url:
+    def build(cls, redis: Redis | None) -> ConsoleSessions:
+        """In memory when embedded; in Redis (shared by replicas) on the process's Redis
+        client when there is one. The client stays its owner's to close."""
+        if redis is None:
             return cls(MemoryStore(), engine="memory")
         from litestar.stores.redis import RedisStore
         from redis.exceptions import RedisError
 
-        from settings.redis_store import redis_client
-
-        client = redis_client(config.redis_url, config.redis_timeout_s)
         return cls(
-            RedisStore(client, namespace=_NAMESPACE),
+            RedisStore(redis, namespace=_NAMESPACE, handle_client_shutdown=False),
             engine="redis",
             failures=(RedisError, OSError, TimeoutError),
-            on_close=client.aclose,
         )
 
     async def start(self, key_hash: str) -> tuple[str, ConsoleSession]:
@@ -117,10 +114,6 @@ class ConsoleSessions:
 
     async def end(self, token: str) -> None:
         await self._guard(self._store.delete(_storage_key(token)))
-
-    async def close(self) -> None:
-        if self._on_close is not None:
-            await self._on_close()
 
     async def _guard(self, call: Awaitable[T]) -> T:
         try:

@@ -7,9 +7,16 @@ from litestar.datastructures import State
 from litestar.params import JSONBody
 
 from gateway.access.auth import Principal
+from gateway.http.dependencies import Injected
 from gateway.http.disconnect import stop_on_disconnect
-from gateway.http.schemas import GroundingIn, GroundingOut, SentenceOut
+from gateway.http.openapi import BEARER, BODY, KEYED, problems
+from gateway.http.schemas import (
+    GroundingIn,
+    GroundingOut,
+    SentenceOut,
+)
 from gateway.http.security import requires
+from gateway.runtime.services import Services
 from gateway.safety.postcheck import grounding_check
 from settings.records import Role
 
@@ -20,14 +27,21 @@ class GroundingController(Controller):
     path = "/v1/grounding"
     guards = [requires(Role.RETRIEVE)]  # noqa: RUF012 — Litestar configuration
     tags = ["grounding"]  # noqa: RUF012 — Litestar configuration
+    security = BEARER
 
-    @post("/check", status_code=200, summary="Does an answer rest on the agent's knowledge bases?")
+    @post(
+        "/check",
+        status_code=200,
+        operation_id="checkGrounding",
+        summary="Does an answer rest on the agent's knowledge bases?",
+        responses=problems(*KEYED, *BODY, 404),
+    )
     async def check(
-        self, request: AnyRequest, state: State, data: JSONBody[GroundingIn]
+        self, request: AnyRequest, services: Injected[Services], data: JSONBody[GroundingIn]
     ) -> GroundingOut:
         async with stop_on_disconnect(request) as stop:
             result = await grounding_check(
-                state.services,
+                services,
                 request.user,
                 data.agent_id,
                 data.answer,

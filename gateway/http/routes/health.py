@@ -11,11 +11,15 @@ import hmac
 
 from litestar import Controller, Request, Response, get
 from litestar.datastructures import State
+from litestar.openapi.datastructures import ResponseSpec
 
 from gateway.access.auth import bearer_secret
 from gateway.errors import UnauthenticatedError
+from gateway.http.dependencies import Injected
+from gateway.http.openapi import BEARER, problems
 from gateway.http.schemas import Live, Ready
 from gateway.runtime.services import Services
+from gateway.runtime.telemetry import Telemetry
 from settings.config import Config
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
@@ -24,13 +28,23 @@ PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 class HealthController(Controller):
     tags = ["operations"]  # noqa: RUF012 — Litestar reads this class attribute as configuration
 
-    @get("/health/live", summary="The process is up")
+    @get("/health/live", operation_id="live", summary="The process is up")
     async def live(self) -> Live:
         return Live(status="ok")
 
-    @get("/health/ready", summary="Every dependency answers", responses=None)
-    async def ready(self, state: State) -> Response[Ready]:
-        services: Services = state.services
+    @get(
+        "/health/ready",
+        operation_id="ready",
+        summary="Every dependency answers",
+        responses={
+            503: ResponseSpec(
+                data_container=Ready,
+                description="A dependency is down (the body says which)",
+                generate_examples=False,
+            )
+        },
+    )
+    async def ready(self, services: Injected[Services]) -> Response[Ready]:
         dependencies = await services.readiness()
         up = all(check["status"] == "up" for check in dependencies.values())
         return Response(
@@ -41,13 +55,20 @@ class HealthController(Controller):
 
     @get(
         "/metrics",
+        operation_id="metrics",
         summary="Prometheus metrics: counts and timings only",
         media_type=PROMETHEUS_TEXT,
+        security=BEARER,
+        responses=problems(401),
     )
-    async def metrics(self, request: Request[None, None, State], state: State) -> Response[bytes]:
-        services: Services = state.services
-        require_metrics_credential(services.config, request.headers.get("authorization"))
-        return Response(services.telemetry.exposition(), media_type=PROMETHEUS_TEXT)
+    async def metrics(
+        self,
+        request: Request[None, None, State],
+        config: Injected[Config],
+        telemetry: Injected[Telemetry],
+    ) -> Response[bytes]:
+        require_metrics_credential(config, request.headers.get("authorization"))
+        return Response(telemetry.exposition(), media_type=PROMETHEUS_TEXT)
 
 
 def require_metrics_credential(config: Config, authorization: str | None) -> None:

@@ -11,6 +11,8 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 
 from gateway.access.auth import Principal
 from gateway.admin import keys, provisioning
+from gateway.http.dependencies import Injected
+from gateway.http.openapi import BEARER, BODY, KEYED, problems
 from gateway.http.schemas import (
     CreateKey,
     KeyEventOut,
@@ -21,6 +23,7 @@ from gateway.http.schemas import (
     RevokedOut,
 )
 from gateway.http.security import requires
+from gateway.runtime.services import Services
 from settings.records import ApiKey, KeyEvent, Role
 
 AnyRequest = Request[Principal, str, State]
@@ -59,17 +62,20 @@ class KeyController(Controller):
     path = "/v1/keys"
     guards = [requires(Role.PLATFORM, Role.ADMIN)]  # noqa: RUF012 — Litestar configuration
     tags = ["keys"]  # noqa: RUF012 — Litestar configuration
+    security = BEARER
 
     @post(
         "/",
         guards=[requires(Role.PLATFORM)],
+        operation_id="createKey",
         summary="Issue a workspace key (shown once, stored hashed)",
+        responses=problems(*KEYED, *BODY, 404),
     )
     async def create_key(
-        self, request: AnyRequest, state: State, data: JSONBody[CreateKey]
+        self, request: AnyRequest, services: Injected[Services], data: JSONBody[CreateKey]
     ) -> KeyOut:
         secret, record = await provisioning.create_key(
-            state.services,
+            services,
             org_id=data.org_id,
             tenant_id=data.tenant_id,
             roles=data.roles,
@@ -89,29 +95,47 @@ class KeyController(Controller):
             expires_at=record.expires_at,
         )
 
-    @get("/", summary="Keys' metadata (never a secret): all for the platform, else the workspace's")
+    @get(
+        "/",
+        operation_id="listKeys",
+        summary="Keys' metadata (never a secret): all for the platform, else the workspace's",
+        responses=problems(*KEYED),
+    )
     async def list_keys(
         self,
         request: AnyRequest,
-        state: State,
+        services: Injected[Services],
         org_id: OrgFilter = None,
         tenant_id: TenantFilter = None,
     ) -> KeyList:
-        found = await keys.list_keys(state.services, request.user, org_id, tenant_id)
+        found = await keys.list_keys(services, request.user, org_id, tenant_id)
         return KeyList(keys=[_info(key) for key in found])
 
-    @get("/history", summary="Every key created or revoked: when, by which key id")
+    @get(
+        "/history",
+        operation_id="getKeyHistory",
+        summary="Every key created or revoked: when, by which key id",
+        responses=problems(*KEYED),
+    )
     async def history(
         self,
         request: AnyRequest,
-        state: State,
+        services: Injected[Services],
         org_id: OrgFilter = None,
         tenant_id: TenantFilter = None,
     ) -> KeyHistoryOut:
-        events = await keys.key_history(state.services, request.user, org_id, tenant_id)
+        events = await keys.key_history(services, request.user, org_id, tenant_id)
         return KeyHistoryOut(events=[_event(event) for event in events])
 
-    @delete("/{key_id:str}", status_code=200, summary="Revoke a key (in force at once)")
-    async def revoke(self, request: AnyRequest, state: State, key_id: FromPath[str]) -> RevokedOut:
-        revoked = await keys.revoke_key(state.services, request.user, key_id)
+    @delete(
+        "/{key_id:str}",
+        status_code=200,
+        operation_id="revokeKey",
+        summary="Revoke a key (in force at once)",
+        responses=problems(*KEYED, 404, 409),
+    )
+    async def revoke(
+        self, request: AnyRequest, services: Injected[Services], key_id: FromPath[str]
+    ) -> RevokedOut:
+        revoked = await keys.revoke_key(services, request.user, key_id)
         return RevokedOut(key_id=revoked.key_id, revoked=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from litestar import Controller, Request, Response, delete, get, put
 from litestar.datastructures import State
@@ -10,13 +10,17 @@ from litestar.params import FromPath, JSONBody
 
 from gateway.access.auth import Principal
 from gateway.admin import knowledge
+from gateway.http.dependencies import Injected
+from gateway.http.openapi import BEARER, BODY, KEYED, created, problems
 from gateway.http.schemas import (
     AgentOut,
     DeletedOut,
     DocumentList,
     DocumentOut,
+    DocumentStatus,
     DocumentSummary,
     EffectiveValue,
+    HeldBackReason,
     KnowledgeBaseOut,
     PutAgent,
     PutDocument,
@@ -84,20 +88,22 @@ def _document_id(raw: str) -> str:
 class KnowledgeBaseController(Controller):
     path = "/v1"
     tags = ["knowledge bases"]  # noqa: RUF012 — Litestar configuration
+    security = BEARER
 
     @put(
         "/knowledge-bases/{kb_id:str}",
         guards=[requires(Role.ADMIN)],
-        summary="Create or replace a KB",
+        operation_id="putKnowledgeBase",
+        summary="Create (201) or replace (200) a KB",
+        responses={**created(KnowledgeBaseOut), **problems(*KEYED, *BODY, 409)},
     )
     async def put_knowledge_base(
         self,
         request: AnyRequest,
-        state: State,
+        services: Injected[Services],
         kb_id: FromPath[str],
         data: JSONBody[PutKnowledgeBase],
     ) -> Response[KnowledgeBaseOut]:
-        services: Services = state.services
         kb, created = await knowledge.put_knowledge_base(
             services,
             request.user,
@@ -108,47 +114,64 @@ class KnowledgeBaseController(Controller):
         )
         return _created_or_ok(_kb_out(services, kb), created)
 
-    @get("/knowledge-bases/{kb_id:str}", guards=[requires(Role.ADMIN, Role.INGEST)], summary="A KB")
+    @get(
+        "/knowledge-bases/{kb_id:str}",
+        guards=[requires(Role.ADMIN, Role.INGEST)],
+        operation_id="getKnowledgeBase",
+        summary="A KB",
+        responses=problems(*KEYED, 404),
+    )
     async def get_knowledge_base(
-        self, request: AnyRequest, state: State, kb_id: FromPath[str]
+        self, request: AnyRequest, services: Injected[Services], kb_id: FromPath[str]
     ) -> KnowledgeBaseOut:
-        services: Services = state.services
         kb = await knowledge.knowledge_base_of(services, request.user, kb_id)
         return _kb_out(services, kb)
 
     @get(
         "/knowledge-bases/{kb_id:str}/stats",
         guards=[requires(Role.ADMIN, Role.INGEST)],
+        operation_id="getKnowledgeBaseStats",
         summary="Documents, passages and held-back counts of a KB",
+        responses=problems(*KEYED, 404),
     )
-    async def stats(self, request: AnyRequest, state: State, kb_id: FromPath[str]) -> StatsOut:
+    async def stats(
+        self, request: AnyRequest, services: Injected[Services], kb_id: FromPath[str]
+    ) -> StatsOut:
         documents, passages, held_back = await knowledge.knowledge_base_stats(
-            state.services, request.user, kb_id
+            services, request.user, kb_id
         )
         return StatsOut(documents=documents, passages=passages, held_back=held_back)
 
     @get(
         "/knowledge-bases/{kb_id:str}/documents",
         guards=[requires(Role.ADMIN, Role.INGEST)],
+        operation_id="listDocuments",
         summary="Ids of the documents indexed in a KB",
+        responses=problems(*KEYED, 404),
     )
     async def list_documents(
-        self, request: AnyRequest, state: State, kb_id: FromPath[str]
+        self, request: AnyRequest, services: Injected[Services], kb_id: FromPath[str]
     ) -> DocumentList:
-        ids = await knowledge.list_documents(state.services, request.user, kb_id)
+        ids = await knowledge.list_documents(services, request.user, kb_id)
         return DocumentList(documents=[DocumentSummary(document_id=doc) for doc in ids])
 
-    @put(DOCUMENT_PATH, guards=[requires(Role.INGEST)], summary="Index or update a document")
+    @put(
+        DOCUMENT_PATH,
+        guards=[requires(Role.INGEST)],
+        operation_id="putDocument",
+        summary="Index or update a document",
+        responses=problems(*KEYED, *BODY, 404),
+    )
     async def put_document(
         self,
         request: AnyRequest,
-        state: State,
+        services: Injected[Services],
         kb_id: FromPath[str],
         document_id: FromPath[str],
         data: JSONBody[PutDocument],
     ) -> DocumentOut:
         status, passages, reason = await knowledge.put_document(
-            state.services,
+            services,
             request.user,
             kb_id,
             _document_id(document_id),
@@ -157,16 +180,30 @@ class KnowledgeBaseController(Controller):
             title=data.title,
             source=data.source,
         )
-        return DocumentOut(status=status, passages=passages, reason=reason)  # type: ignore[arg-type]  # status is one of the three literals by construction
+        # The core answers these literals' values by construction.
+        return DocumentOut(
+            status=cast(DocumentStatus, status),
+            passages=passages,
+            reason=cast(HeldBackReason | None, reason),
+        )
 
     @delete(
-        DOCUMENT_PATH, guards=[requires(Role.INGEST)], status_code=200, summary="Delete a document"
+        DOCUMENT_PATH,
+        guards=[requires(Role.INGEST)],
+        status_code=200,
+        operation_id="deleteDocument",
+        summary="Delete a document",
+        responses=problems(*KEYED, 404, 422),
     )
     async def delete_document(
-        self, request: AnyRequest, state: State, kb_id: FromPath[str], document_id: FromPath[str]
+        self,
+        request: AnyRequest,
+        services: Injected[Services],
+        kb_id: FromPath[str],
+        document_id: FromPath[str],
     ) -> DeletedOut:
         deleted = await knowledge.delete_document(
-            state.services, request.user, kb_id, _document_id(document_id)
+            services, request.user, kb_id, _document_id(document_id)
         )
         return DeletedOut(deleted_passages=deleted)
 
@@ -175,22 +212,35 @@ class AgentController(Controller):
     path = "/v1/agents"
     guards = [requires(Role.ADMIN)]  # noqa: RUF012 — Litestar configuration
     tags = ["agents"]  # noqa: RUF012 — Litestar configuration
+    security = BEARER
 
-    @put("/{agent_id:str}", summary="Create or replace an agent")
+    @put(
+        "/{agent_id:str}",
+        operation_id="putAgent",
+        summary="Create (201) or replace (200) an agent",
+        responses={**created(AgentOut), **problems(*KEYED, *BODY)},
+    )
     async def put_agent(
-        self, request: AnyRequest, state: State, agent_id: FromPath[str], data: JSONBody[PutAgent]
+        self,
+        request: AnyRequest,
+        services: Injected[Services],
+        agent_id: FromPath[str],
+        data: JSONBody[PutAgent],
     ) -> Response[AgentOut]:
-        services: Services = state.services
         agent, created = await knowledge.put_agent(
             services, request.user, agent_id, data.knowledge_base_ids, agent_settings(data)
         )
         return _created_or_ok(await _agent_out(services, request.user, agent), created)
 
-    @get("/{agent_id:str}", summary="An agent, with the KBs a turn would query")
+    @get(
+        "/{agent_id:str}",
+        operation_id="getAgent",
+        summary="An agent, with the KBs a turn would query",
+        responses=problems(*KEYED, 404),
+    )
     async def get_agent(
-        self, request: AnyRequest, state: State, agent_id: FromPath[str]
+        self, request: AnyRequest, services: Injected[Services], agent_id: FromPath[str]
     ) -> AgentOut:
-        services: Services = state.services
         agent = await knowledge.agent_of(services, request.user, agent_id)
         return await _agent_out(services, request.user, agent)
 

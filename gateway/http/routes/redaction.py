@@ -9,9 +9,12 @@ from litestar.params import JSONBody
 
 from gateway.access.auth import Principal
 from gateway.errors import InvalidInputError
+from gateway.http.dependencies import Injected
 from gateway.http.disconnect import stop_on_disconnect
+from gateway.http.openapi import BEARER, BODY, KEYED, problems
 from gateway.http.schemas import RedactedEntity, RedactIn, RedactionEffective, RedactOut
 from gateway.http.security import requires
+from gateway.runtime.services import Services
 from gateway.safety.egress import redact_egress
 from settings.records import Role
 
@@ -22,14 +25,17 @@ class RedactionController(Controller):
     path = "/v1"
     guards = [requires(Role.RETRIEVE)]  # noqa: RUF012 — Litestar configuration
     tags = ["redaction"]  # noqa: RUF012 — Litestar configuration
+    security = BEARER
 
     @post(
         "/redact",
         status_code=200,
+        operation_id="redact",
         summary="Redact PII from text or a JSON value under the agent's two gates",
+        responses=problems(*KEYED, *BODY, 404),
     )
     async def redact(
-        self, request: AnyRequest, state: State, data: JSONBody[RedactIn]
+        self, request: AnyRequest, services: Injected[Services], data: JSONBody[RedactIn]
     ) -> RedactOut:
         has_text = data.text is not msgspec.UNSET
         has_value = data.value is not msgspec.UNSET
@@ -37,7 +43,7 @@ class RedactionController(Controller):
             raise InvalidInputError("send exactly one of text or value", field="text")
         async with stop_on_disconnect(request) as stop:
             result = await redact_egress(
-                state.services,
+                services,
                 request.user,
                 data.agent_id,
                 data.text if has_text else data.value,

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from litestar import Controller, Request, post
 from litestar.datastructures import State
 from litestar.params import JSONBody
 
 from gateway.access.auth import Principal
+from gateway.http.dependencies import Injected
+from gateway.http.openapi import BEARER, BODY, KEYED, problems
 from gateway.http.schemas import (
+    AbstentionReason,
+    CitationRejection,
     CitationVerdict,
     PassageOut,
     RetrieveIn,
@@ -18,6 +24,7 @@ from gateway.http.schemas import (
 from gateway.http.security import requires
 from gateway.retrieval import citations, turn
 from gateway.retrieval.evidence import Citation
+from gateway.runtime.services import Services
 from settings.records import Role
 
 AnyRequest = Request[Principal, str, State]
@@ -27,13 +34,20 @@ class RetrievalController(Controller):
     path = "/v1"
     guards = [requires(Role.RETRIEVE)]  # noqa: RUF012 — Litestar configuration
     tags = ["retrieval"]  # noqa: RUF012 — Litestar configuration
+    security = BEARER
 
-    @post("/retrieve", status_code=200, summary="Retrieve evidence for an agent's question")
+    @post(
+        "/retrieve",
+        status_code=200,
+        operation_id="retrieve",
+        summary="Retrieve evidence for an agent's question",
+        responses=problems(*KEYED, *BODY, 404),
+    )
     async def retrieve(
-        self, request: AnyRequest, state: State, data: JSONBody[RetrieveIn]
+        self, request: AnyRequest, services: Injected[Services], data: JSONBody[RetrieveIn]
     ) -> RetrieveOut:
         result = await turn.retrieve(
-            state.services, request.user, data.agent_id, data.question, data.variations
+            services, request.user, data.agent_id, data.question, data.variations
         )
         return RetrieveOut(
             turn_id=result.turn_id,
@@ -53,15 +67,21 @@ class RetrievalController(Controller):
             ],
             context=result.context,
             effective=result.effective,
-            reason=result.reason,
+            reason=cast(AbstentionReason | None, result.reason),  # one of them by construction
         )
 
-    @post("/citations/verify", status_code=200, summary="Check citations against a turn")
+    @post(
+        "/citations/verify",
+        status_code=200,
+        operation_id="verifyCitations",
+        summary="Check citations against a turn",
+        responses=problems(*KEYED, *BODY, 404),
+    )
     async def verify(
-        self, request: AnyRequest, state: State, data: JSONBody[VerifyIn]
+        self, request: AnyRequest, services: Injected[Services], data: JSONBody[VerifyIn]
     ) -> VerifyOut:
         verdicts = await citations.verify_citations(
-            state.services,
+            services,
             request.user,
             data.turn_id,
             [Citation(c.passage_id, c.quote) for c in data.citations],
@@ -69,7 +89,7 @@ class RetrievalController(Controller):
         return VerifyOut(
             valid=[CitationVerdict(passage_id=v.passage_id) for v in verdicts if v.valid],
             invalid=[
-                CitationVerdict(passage_id=v.passage_id, reason=v.reason)
+                CitationVerdict(passage_id=v.passage_id, reason=cast(CitationRejection, v.reason))
                 for v in verdicts
                 if not v.valid
             ],

@@ -11,16 +11,19 @@ from litestar.params import JSONBody
 
 from gateway.access.auth import Principal
 from gateway.admin import workspace
-from gateway.http.routes.knowledge import effective_out
+from gateway.http.dependencies import Injected
+from gateway.http.openapi import BEARER, BODY, KEYED, problems
 from gateway.http.schemas import (
     HistoryOut,
     PatchWorkspaceSettings,
     SettingChangeOut,
+    WorkspaceEffective,
     WorkspaceSettingsOut,
 )
 from gateway.http.security import requires
 from gateway.runtime.services import Services
 from settings.records import Role, Workspace
+from settings.resolve import Resolved
 
 AnyRequest = Request[Principal, str, State]
 
@@ -40,7 +43,17 @@ def _out(services: Services, found: Workspace) -> WorkspaceSettingsOut:
         org_id=found.org_id,
         created_at=found.created_at,
         settings=found.settings,
-        effective=effective_out(workspace.effective_settings(services, found)),
+        effective=_effective(workspace.effective_settings(services, found)),
+    )
+
+
+def _effective(values: dict[str, Resolved[Any]]) -> WorkspaceEffective:
+    return msgspec.convert(
+        {
+            name: {"value": found.value, "source": found.source, "clamped": found.clamped}
+            for name, found in values.items()
+        },
+        WorkspaceEffective,
     )
 
 
@@ -48,23 +61,42 @@ class WorkspaceController(Controller):
     path = "/v1/workspace"
     guards = [requires(Role.ADMIN)]  # noqa: RUF012 — Litestar configuration
     tags = ["workspace"]  # noqa: RUF012 — Litestar configuration
+    security = BEARER
 
-    @get("/settings", summary="Stored and effective workspace settings")
-    async def get_settings(self, request: AnyRequest, state: State) -> WorkspaceSettingsOut:
-        services: Services = state.services
+    @get(
+        "/settings",
+        operation_id="getWorkspaceSettings",
+        summary="Stored and effective workspace settings",
+        responses=problems(*KEYED, 404),
+    )
+    async def get_settings(
+        self, request: AnyRequest, services: Injected[Services]
+    ) -> WorkspaceSettingsOut:
         return _out(services, await workspace.workspace_of(services, request.user))
 
-    @patch("/settings", summary="Change workspace settings (null resets to the default)")
+    @patch(
+        "/settings",
+        operation_id="patchWorkspaceSettings",
+        summary="Change workspace settings (null resets to the default)",
+        responses=problems(*KEYED, *BODY, 404),
+    )
     async def patch_settings(
-        self, request: AnyRequest, state: State, data: JSONBody[PatchWorkspaceSettings]
+        self,
+        request: AnyRequest,
+        services: Injected[Services],
+        data: JSONBody[PatchWorkspaceSettings],
     ) -> WorkspaceSettingsOut:
-        services: Services = state.services
         updated = await workspace.change_settings(services, request.user, settings_changes(data))
         return _out(services, updated)
 
-    @get("/settings/history", summary="Every settings change: who (key id), when, old, new")
-    async def get_history(self, request: AnyRequest, state: State) -> HistoryOut:
-        changes = await workspace.history(state.services, request.user)
+    @get(
+        "/settings/history",
+        operation_id="getWorkspaceSettingsHistory",
+        summary="Every settings change: who (key id), when, old, new",
+        responses=problems(*KEYED, 404),
+    )
+    async def get_history(self, request: AnyRequest, services: Injected[Services]) -> HistoryOut:
+        changes = await workspace.history(services, request.user)
         return HistoryOut(
             changes=[
                 SettingChangeOut(at=c.at, key_id=c.key_id, setting=c.setting, old=c.old, new=c.new)

@@ -1,11 +1,10 @@
-"""Retrieval turns with the question micro-batcher, on the real model and Qdrant Edge."""
+"""Concurrent retrieval turns, on the real model and Qdrant Edge."""
 
 from __future__ import annotations
 
 import asyncio
 import io
-import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -13,11 +12,9 @@ import pytest
 from gateway.access.auth import Principal
 from gateway.admin import knowledge, provisioning
 from gateway.retrieval import turn
-from gateway.retrieval.query_embedding import QueryBatcher, QueryEmbeddings
 from gateway.runtime.services import Services, build_services
 from gateway.runtime.telemetry import Telemetry, build_logger
-from ingest.embedding import Embedding, FastEmbedder
-from ingest.lru import LruCache
+from ingest.embedding import FastEmbedder
 from ingest.payload import Classification
 from settings.config import load_config
 from settings.records import Role
@@ -96,25 +93,20 @@ def _answer(result: turn.TurnResult) -> list[tuple[str, float, float | None, flo
     ]
 
 
-async def test_concurrent_turns_with_the_batcher_answer_as_sequential_ones(
-    services: Services,
-) -> None:
-    """Eight turns at once (their questions embedded together in shared model calls) return
+async def test_concurrent_turns_answer_as_sequential_ones(services: Services) -> None:
+    """Eight turns at once (their questions embedded side by side in worker threads) return
     the same passages, in the same order, with the same scores as the turns run one by one."""
     principal = _principal()
     sequential = [
         await turn.retrieve(services, principal, AGENT, question, variations)
         for question, variations in QUESTIONS
     ]
-    batcher = services.query_embeddings.batcher
-    calls_before = batcher.calls
     concurrent = await asyncio.gather(
         *(
             turn.retrieve(services, principal, AGENT, question, variations)
             for question, variations in QUESTIONS
         )
     )
-    assert batcher.calls - calls_before < len(QUESTIONS)  # some questions did share a call
     for one, other in zip(sequential, concurrent, strict=True):
         assert not one.abstained
         assert [c.point_id for c in other.candidates] == [c.point_id for c in one.candidates]
@@ -125,9 +117,9 @@ async def test_concurrent_turns_with_the_batcher_answer_as_sequential_ones(
         assert other.texts == one.texts
 
 
-async def test_batched_embeddings_equal_the_embedders_own(services: Services) -> None:
-    """Questions embedded through the batcher, alone or alongside others, get the vectors the
-    model gives them on their own (up to float rounding from padding in a shared batch)."""
+async def test_concurrent_embeddings_equal_the_embedders_own(services: Services) -> None:
+    """Questions embedded for concurrent turns get exactly the vectors the model gives them
+    on their own."""
     texts = [question for question, _ in QUESTIONS]
     direct = services.embedder.embed_queries(texts)
     batched = await asyncio.gather(
@@ -135,33 +127,4 @@ async def test_batched_embeddings_equal_the_embedders_own(services: Services) ->
     )
     for alone, [together] in zip(direct, batched, strict=True):
         assert together.sparse == alone.sparse
-        assert together.dense == pytest.approx(alone.dense, abs=1e-4)
-
-
-async def test_a_turn_alone_embeds_in_place_and_overlapping_turns_in_workers(
-    services: Services,
-) -> None:
-    """A turn counts itself while it runs: a turn alone embeds its question in the event
-    loop's thread (no hop to a worker); once other turns are in flight, questions are
-    embedded in worker threads, leaving the loop to the others. (Started together, the
-    first turn may reach its embedding before the others have begun: it is alone then.)"""
-    calls: list[tuple[int, bool]] = []
-
-    def embed(texts: Sequence[str]) -> list[Embedding]:
-        calls.append((services.turns.count, threading.get_ident() == loop_thread))
-        return services.embedder.embed_queries(texts)
-
-    loop_thread = threading.get_ident()
-    services.query_embeddings = QueryEmbeddings(
-        QueryBatcher(embed, max_texts=32, lanes=2, alone=services.turns.alone), LruCache(0)
-    )
-    principal = _principal()
-    for question, _ in QUESTIONS[:2]:
-        await turn.retrieve(services, principal, AGENT, question, [])
-    assert calls == [(1, True), (1, True)]
-    calls.clear()
-    await asyncio.gather(*(turn.retrieve(services, principal, AGENT, q, []) for q, _ in QUESTIONS))
-    assert calls
-    assert any(count > 1 for count, _ in calls)
-    assert all(in_loop == (count == 1) for count, in_loop in calls)
-    assert services.turns.count == 0
+        assert together.dense == alone.dense
