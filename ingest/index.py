@@ -209,6 +209,10 @@ class Index(Protocol):
     def delete_document(self, collection: str, scope: Scope, document_id: str) -> int:
         """Delete every point of one document inside the scope; returns how many."""
 
+    def delete_scope(self, collection: str, scope: Scope) -> int:
+        """Delete every point inside the scope; returns how many (0 when the collection
+        does not exist)."""
+
     def backfill_org(self, collection: str, scope: Scope) -> int:
         """Set `orgId = scope.org_id` on points inside the (non-strict) scope that lack it."""
 

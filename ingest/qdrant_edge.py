@@ -254,6 +254,9 @@ class EdgeIndex:
     def delete_document(self, collection: str, scope: Scope, document_id: str) -> int:
         return self._delete(collection, _scope_filter(scope, _document(document_id)))
 
+    def delete_scope(self, collection: str, scope: Scope) -> int:
+        return self._delete(collection, _scope_filter(scope))
+
     def backfill_org(self, collection: str, scope: Scope) -> int:
         if scope.strict:
             raise ValueError("backfill_org needs a non-strict scope: strict ones never see legacy")

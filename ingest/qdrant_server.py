@@ -311,6 +311,9 @@ class ServerIndex:
         where = _scope_filter(scope, _match(PayloadKey.DOCUMENT_ID, document_id))
         return self._delete(collection, where)
 
+    def delete_scope(self, collection: str, scope: Scope) -> int:
+        return self._delete(collection, _scope_filter(scope))
+
     def backfill_org(self, collection: str, scope: Scope) -> int:
         if scope.strict:
             raise ValueError("backfill_org needs a non-strict scope: strict ones never see legacy")

@@ -24,9 +24,18 @@ class Role(enum.StrEnum):
 WORKSPACE_ROLES: frozenset[Role] = frozenset({Role.ADMIN, Role.INGEST, Role.RETRIEVE})
 
 
+class Lifecycle(enum.StrEnum):
+    """Where an org or workspace stands: in use, or marked for deletion (its id stays
+    taken until the deletion completes, so an interrupted one is finished by the next)."""
+
+    ACTIVE = "active"
+    DELETING = "deleting"
+
+
 class Org(msgspec.Struct, frozen=True, kw_only=True):
     org_id: str
     created_at: str
+    state: Lifecycle = Lifecycle.ACTIVE
 
 
 class Workspace(msgspec.Struct, frozen=True, kw_only=True):
@@ -36,6 +45,7 @@ class Workspace(msgspec.Struct, frozen=True, kw_only=True):
     org_id: str
     created_at: str
     settings: dict[str, Any] = msgspec.field(default_factory=dict)
+    state: Lifecycle = Lifecycle.ACTIVE
 
 
 class KnowledgeBase(msgspec.Struct, frozen=True, kw_only=True):

@@ -55,8 +55,10 @@ from settings.store_rules import (
     check_turn_ttl,
     encode,
     key_taken,
+    marked_deleting,
     no_org,
     no_workspace,
+    org_not_empty,
     org_taken,
     own_turn,
     with_last_use,
@@ -117,6 +119,8 @@ return 0
 """
 _KEY_USE = "kbgate:keyuse"
 _KEY_HISTORY = "kbgate:keyhistory"
+#: how many keys one SCAN step asks for (admin listings and deletions only)
+_SCAN_COUNT = 1000
 
 
 def _key(kind: str, *ids: str) -> str:
@@ -247,6 +251,89 @@ class RedisStore:
             raw = await self._client.get(_key("ws", tenant_id))
         return self._decode.one_or_none(Workspace, raw)
 
+    async def list_workspaces(self, org_id: str) -> list[Workspace]:
+        """The org's workspaces, ordered by tenant id (SCAN over every workspace: an
+        admin call)."""
+        raws = await self._scan_records(_key("ws", ""))
+        found = self._decode.each(Workspace, raws)
+        return sorted(
+            (workspace for workspace in found if workspace.org_id == org_id),
+            key=lambda workspace: workspace.tenant_id,
+        )
+
+    async def _scan_records(self, prefix: str) -> list[bytes | str | None]:
+        """The values of every key starting with `prefix` (ids in it are percent-encoded,
+        so it holds no glob character)."""
+        with self._calling():
+            names = [
+                _text(name)
+                async for name in self._client.scan_iter(f"{prefix}*", count=_SCAN_COUNT)
+            ]
+            if not names:
+                return []
+            raws: list[bytes | str | None] = await self._client.mget(names)
+        return raws
+
+    # deletion
+
+    async def mark_org_deleting(self, org_id: str) -> Org | None:
+        """Set the org's state to `deleting` (None: no such org)."""
+        key = _key("org", org_id)
+        with self._calling():
+            found = self._decode.one_or_none(Org, await self._client.get(key))
+            if found is None:
+                return None
+            marked = marked_deleting(found)
+            await self._client.set(key, encode(marked), xx=True)
+        return marked
+
+    async def mark_workspace_deleting(self, tenant_id: str) -> Workspace | None:
+        """Set the workspace's state to `deleting` (None: no such workspace). A settings
+        update racing it retries under WATCH and so keeps the mark."""
+        key = _key("ws", tenant_id)
+        with self._calling():
+            found = self._decode.one_or_none(Workspace, await self._client.get(key))
+            if found is None:
+                return None
+            marked = marked_deleting(found)
+            await self._client.set(key, encode(marked), xx=True)
+        await self._announce(tenant_id)
+        return marked
+
+    async def delete_workspace(self, tenant_id: str) -> bool:
+        """Remove the workspace, its history, KBs, agents and held-back counters in one
+        MULTI/EXEC."""
+        with self._calling():
+            kb_ids = [_text(m) for m in await self._client.smembers(_key("kbs", tenant_id))]
+            agent_ids = [_text(m) for m in await self._client.smembers(_key("agents", tenant_id))]
+            held_back = [
+                _text(name)
+                async for name in self._client.scan_iter(
+                    f"{_key('heldback', tenant_id, '')}*", count=_SCAN_COUNT
+                )
+            ]
+            names = [
+                *(_key("kb", tenant_id, kb_id) for kb_id in kb_ids),
+                *(_key("agent", tenant_id, agent_id) for agent_id in agent_ids),
+                *held_back,
+                _key("kbs", tenant_id),
+                _key("agents", tenant_id),
+                _key("history", tenant_id),
+            ]
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.delete(*names)
+                pipe.delete(_key("ws", tenant_id))
+                _, removed = await pipe.execute()
+        await self._announce(tenant_id)
+        return bool(removed)
+
+    async def delete_org(self, org_id: str) -> bool:
+        """Remove the org record; NotEmptyError while it has a workspace."""
+        if await self.list_workspaces(org_id):
+            raise org_not_empty(org_id)
+        with self._calling():
+            return bool(await self._client.delete(_key("org", org_id)))
+
     async def update_workspace_settings(
         self, tenant_id: str, changes: Mapping[str, Any], *, key_id: str, at: str
     ) -> Workspace:
@@ -310,6 +397,25 @@ class RedisStore:
     async def list_agents(self, tenant_id: str) -> list[Agent]:
         """The tenant's agents, ordered by id."""
         return self._decode.each(Agent, await self._list("agent", tenant_id))
+
+    async def delete_knowledge_base(self, tenant_id: str, kb_id: str) -> bool:
+        """Remove the KB record and its held-back counter; False when there was none."""
+        return await self._delete("kb", tenant_id, kb_id, _key("heldback", tenant_id, kb_id))
+
+    async def delete_agent(self, tenant_id: str, agent_id: str) -> bool:
+        """Remove the agent record; False when there was none."""
+        return await self._delete("agent", tenant_id, agent_id)
+
+    async def _delete(self, kind: str, tenant_id: str, record_id: str, *also: str) -> bool:
+        with self._calling():
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.delete(_key(kind, tenant_id, record_id))
+                pipe.srem(_key(kind + "s", tenant_id), record_id)
+                if also:
+                    pipe.delete(*also)
+                removed, *_ = await pipe.execute()
+        await self._announce(tenant_id)
+        return bool(removed)
 
     async def _put(self, kind: str, tenant_id: str, record_id: str, record: bytes) -> bool:
         with self._calling():
@@ -434,6 +540,23 @@ class RedisStore:
         with self._calling():
             raw = await self._client.get(_key("turn", turn_id))
         return own_turn(self._decode.one_or_none(TurnRecord, raw), tenant_id)
+
+    async def delete_turns(self, tenant_id: str) -> int:
+        """Remove every turn record of the tenant (SCAN over the live turns: turn keys
+        carry no tenant id, the record does)."""
+        prefix = _key("turn", "")
+        with self._calling():
+            names = [
+                _text(name)
+                async for name in self._client.scan_iter(f"{prefix}*", count=_SCAN_COUNT)
+            ]
+            raws: list[bytes | str | None] = await self._client.mget(names) if names else []
+            theirs = [
+                name
+                for name, raw in zip(names, raws, strict=True)
+                if raw is not None and self._decode.one(TurnRecord, raw).tenant_id == tenant_id
+            ]
+            return int(await self._client.delete(*theirs)) if theirs else 0
 
     # invalidation
 

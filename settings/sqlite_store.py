@@ -37,8 +37,10 @@ from settings.store_rules import (
     changed_workspace,
     encode,
     key_taken,
+    marked_deleting,
     no_org,
     no_workspace,
+    org_not_empty,
     org_taken,
     own_turn,
     with_last_use,
@@ -221,6 +223,76 @@ class SqliteStore:
         ).fetchone()
         return self._decode.one_or_none(Workspace, _record(row))
 
+    async def list_workspaces(self, org_id: str) -> list[Workspace]:
+        """The org's workspaces, ordered by tenant id."""
+
+        def work(conn: sqlite3.Connection) -> list[Workspace]:
+            rows = conn.execute(
+                "SELECT record FROM workspaces WHERE org_id = ? ORDER BY tenant_id", (org_id,)
+            ).fetchall()
+            return self._decode.each(Workspace, map(_record, rows))
+
+        return await self._run(work)
+
+    # deletion
+
+    async def mark_org_deleting(self, org_id: str) -> Org | None:
+        """Set the org's state to `deleting` (None: no such org)."""
+
+        def work(conn: sqlite3.Connection) -> Org | None:
+            with _transaction(conn):
+                row = conn.execute("SELECT record FROM orgs WHERE org_id = ?", (org_id,)).fetchone()
+                found = self._decode.one_or_none(Org, _record(row))
+                if found is None:
+                    return None
+                marked = marked_deleting(found)
+                conn.execute(
+                    "UPDATE orgs SET record = ? WHERE org_id = ?", (_encode(marked), org_id)
+                )
+                return marked
+
+        return await self._run(work)
+
+    async def mark_workspace_deleting(self, tenant_id: str) -> Workspace | None:
+        """Set the workspace's state to `deleting` (None: no such workspace)."""
+
+        def work(conn: sqlite3.Connection) -> Workspace | None:
+            with _transaction(conn):
+                found = self._read_workspace(conn, tenant_id)
+                if found is None:
+                    return None
+                marked = marked_deleting(found)
+                conn.execute(
+                    "UPDATE workspaces SET record = ? WHERE tenant_id = ?",
+                    (_encode(marked), tenant_id),
+                )
+                return marked
+
+        return await self._run(work)
+
+    async def delete_workspace(self, tenant_id: str) -> bool:
+        """Remove the workspace, its history, KBs, agents and held-back counters at once."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            with _transaction(conn):
+                for table in ("settings_history", "knowledge_bases", "agents", "held_back"):
+                    conn.execute(f"DELETE FROM {table} WHERE tenant_id = ?", (tenant_id,))  # noqa: S608 — fixed names
+                deleted = conn.execute("DELETE FROM workspaces WHERE tenant_id = ?", (tenant_id,))
+                return deleted.rowcount > 0
+
+        return await self._run(work)
+
+    async def delete_org(self, org_id: str) -> bool:
+        """Remove the org record; NotEmptyError while it has a workspace."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            with _transaction(conn):
+                if _exists(conn, "SELECT 1 FROM workspaces WHERE org_id = ?", org_id):
+                    raise org_not_empty(org_id)
+                return conn.execute("DELETE FROM orgs WHERE org_id = ?", (org_id,)).rowcount > 0
+
+        return await self._run(work)
+
     async def update_workspace_settings(
         self, tenant_id: str, changes: Mapping[str, Any], *, key_id: str, at: str
     ) -> Workspace:
@@ -308,6 +380,24 @@ class SqliteStore:
         """The tenant's agents, ordered by id."""
         rows = await self._run(lambda conn: _list_scoped(conn, "agents", "agent_id", tenant_id))
         return self._decode.each(Agent, rows)
+
+    async def delete_knowledge_base(self, tenant_id: str, kb_id: str) -> bool:
+        """Remove the KB record and its held-back counter; False when there was none."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            with _transaction(conn):
+                conn.execute(
+                    "DELETE FROM held_back WHERE tenant_id = ? AND kb_id = ?", (tenant_id, kb_id)
+                )
+                return _delete_scoped(conn, "knowledge_bases", "kb_id", tenant_id, kb_id)
+
+        return await self._run(work)
+
+    async def delete_agent(self, tenant_id: str, agent_id: str) -> bool:
+        """Remove the agent record; False when there was none."""
+        return await self._run(
+            lambda conn: _delete_scoped(conn, "agents", "agent_id", tenant_id, agent_id)
+        )
 
     # held-back counters
 
@@ -463,6 +553,16 @@ class SqliteStore:
 
         return await self._run(work)
 
+    async def delete_turns(self, tenant_id: str) -> int:
+        """Remove every turn record of the tenant (the tenant id is inside the record)."""
+
+        def work(conn: sqlite3.Connection) -> int:
+            return conn.execute(
+                "DELETE FROM turns WHERE json_extract(record, '$.tenant_id') = ?", (tenant_id,)
+            ).rowcount
+
+        return await self._run(work)
+
     async def purge_expired_turns(self) -> int:
         """Delete expired turn records now; returns how many went."""
 
@@ -567,3 +667,13 @@ def _list_scoped(conn: sqlite3.Connection, table: str, id_column: str, tenant_id
         (tenant_id,),
     ).fetchall()
     return [str(row[0]) for row in rows]
+
+
+def _delete_scoped(
+    conn: sqlite3.Connection, table: str, id_column: str, tenant_id: str, record_id: str
+) -> bool:
+    deleted = conn.execute(
+        f"DELETE FROM {table} WHERE tenant_id = ? AND {id_column} = ?",  # noqa: S608 — fixed names
+        (tenant_id, record_id),
+    )
+    return deleted.rowcount > 0

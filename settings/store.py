@@ -37,6 +37,10 @@ class NotFoundError(StoreError):
     """The record to change does not exist (for the caller's tenant)."""
 
 
+class NotEmptyError(StoreError):
+    """The org to delete still has workspaces."""
+
+
 class StoreUnavailableError(StoreError):
     """The backing service did not answer in time, or refused."""
 
@@ -55,6 +59,26 @@ class SettingsStore(Protocol):
         the org does not exist."""
 
     async def get_workspace(self, tenant_id: str) -> Workspace | None: ...
+
+    async def list_workspaces(self, org_id: str) -> list[Workspace]:
+        """The org's workspaces, ordered by tenant id."""
+
+    # deletion: mark first, then remove; a marked id stays taken until removed
+    async def mark_org_deleting(self, org_id: str) -> Org | None:
+        """Set the org's state to `deleting` (None, nothing written: no such org)."""
+
+    async def mark_workspace_deleting(self, tenant_id: str) -> Workspace | None:
+        """Set the workspace's state to `deleting` (None, nothing written: no such
+        workspace)."""
+
+    async def delete_workspace(self, tenant_id: str) -> bool:
+        """Remove the workspace record, its settings history and whatever KBs, agents and
+        held-back counters it still has; False when there was no such workspace. Keys and
+        turn records are removed by their own methods."""
+
+    async def delete_org(self, org_id: str) -> bool:
+        """Remove the org record; False when there was none. NotEmptyError while the org
+        still has a workspace."""
 
     async def update_workspace_settings(
         self, tenant_id: str, changes: Mapping[str, Any], *, key_id: str, at: str
@@ -84,6 +108,12 @@ class SettingsStore(Protocol):
     async def get_agent(self, tenant_id: str, agent_id: str) -> Agent | None: ...
 
     async def list_agents(self, tenant_id: str) -> list[Agent]: ...
+
+    async def delete_knowledge_base(self, tenant_id: str, kb_id: str) -> bool:
+        """Remove the KB record and its held-back counter; False when there was none."""
+
+    async def delete_agent(self, tenant_id: str, agent_id: str) -> bool:
+        """Remove the agent record; False when there was none."""
 
     # held-back counters (documents screened out at ingest)
     async def add_held_back(self, tenant_id: str, kb_id: str, count: int = 1) -> int:
@@ -123,6 +153,9 @@ class SettingsStore(Protocol):
 
     async def get_turn(self, tenant_id: str, turn_id: str) -> TurnRecord | None:
         """The tenant's turn if it exists and has not expired (another tenant's: None)."""
+
+    async def delete_turns(self, tenant_id: str) -> int:
+        """Remove every turn record of the tenant; returns how many."""
 
     # operations
     async def ping(self) -> None:

@@ -11,10 +11,12 @@ from typing import Any, TypeVar, cast
 
 import msgspec
 
-from settings.records import ApiKey, SettingChange, TurnRecord, Workspace
-from settings.store import AlreadyExistsError, NotFoundError
+from settings.records import ApiKey, Lifecycle, Org, SettingChange, TurnRecord, Workspace
+from settings.store import AlreadyExistsError, NotEmptyError, NotFoundError
 
 R = TypeVar("R", bound=msgspec.Struct)
+#: a record with a lifecycle state
+Stateful = TypeVar("Stateful", Org, Workspace)
 #: a record as a store hands it back: JSON bytes (Redis) or text (SQLite)
 Raw = bytes | str
 
@@ -65,6 +67,18 @@ def no_workspace(tenant_id: str) -> NotFoundError:
 
 def key_taken(key_id: str) -> AlreadyExistsError:
     return AlreadyExistsError(f"api key {key_id!r} or its hash exists")
+
+
+def org_not_empty(org_id: str) -> NotEmptyError:
+    return NotEmptyError(f"org {org_id!r} still has workspaces")
+
+
+# ---- deletion ------------------------------------------------------------------------
+
+
+def marked_deleting(record: Stateful) -> Stateful:
+    """The org or workspace with its state set to `deleting`."""
+    return msgspec.structs.replace(record, state=Lifecycle.DELETING)
 
 
 # ---- settings changes ----------------------------------------------------------------

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+import msgspec
 
 from gateway.access.auth import Principal
 from gateway.errors import (
@@ -27,7 +30,7 @@ from gateway.errors import (
     PayloadTooLargeError,
 )
 from gateway.runtime.services import Services
-from ingest.index import Storage, collection_for
+from ingest.index import SHARED_COLLECTION, Storage, collection_for, org_collection
 from ingest.payload import is_valid_id
 from ingest.screening import screen
 from ingest.sync import Document, SyncOutcome, Target
@@ -127,6 +130,63 @@ async def put_knowledge_base(
     return kb, created
 
 
+@dataclass(frozen=True, slots=True)
+class KnowledgeBaseRemoval:
+    """What deleting one KB removed."""
+
+    passages: int
+    documents: int
+    agents_detached: int
+
+
+async def delete_knowledge_base(
+    services: Services, principal: Principal, kb_id: str
+) -> KnowledgeBaseRemoval:
+    """Delete a KB of the caller's workspace: its passages, its place in the workspace's
+    agents, then its record. NotFoundError for unknown and foreign ids alike."""
+    require_full_clearance(principal)
+    kb = await knowledge_base_of(services, principal, kb_id)
+    target = target_of(kb)
+    documents = await asyncio.to_thread(
+        services.index.document_ids, target.collection, target.write_scope()
+    )
+    passages = await purge_passages(services, kb)
+    detached = await detach_from_agents(services, kb)
+    await services.store.delete_knowledge_base(kb.tenant_id, kb.kb_id)
+    services.settings.invalidate(kb.tenant_id)
+    # Again once the record is gone: a document write that began before it may have landed.
+    passages += await purge_passages(services, kb)
+    services.telemetry.count("knowledge_bases_deleted")
+    return KnowledgeBaseRemoval(
+        passages=passages, documents=len(documents), agents_detached=detached
+    )
+
+
+async def purge_passages(services: Services, kb: KnowledgeBase) -> int:
+    """Delete the KB's passages from every collection it can have written to (its
+    storage may have changed while it was empty), each through the KB's own Scope."""
+    scope = target_of(kb).write_scope()
+    collections = sorted(
+        {collection_for(kb.storage, kb.org_id), SHARED_COLLECTION, org_collection(kb.org_id)}
+    )
+    removed = 0
+    for collection in collections:
+        removed += await asyncio.to_thread(services.index.delete_scope, collection, scope)
+    return removed
+
+
+async def detach_from_agents(services: Services, kb: KnowledgeBase) -> int:
+    """Take the KB out of every agent of its workspace that lists it; returns how many."""
+    detached = 0
+    for agent in await services.store.list_agents(kb.tenant_id):
+        if kb.kb_id not in agent.knowledge_base_ids:
+            continue
+        kept = [kb_id for kb_id in agent.knowledge_base_ids if kb_id != kb.kb_id]
+        await services.store.put_agent(msgspec.structs.replace(agent, knowledge_base_ids=kept))
+        detached += 1
+    return detached
+
+
 def knowledge_base_effective(services: Services, kb: KnowledgeBase) -> dict[str, Resolved[Any]]:
     """What a turn would use for this KB alone (no agent override)."""
     bounds, defaults = services.config.bounds, services.config.defaults
@@ -209,6 +269,17 @@ async def agent_of(services: Services, principal: Principal, agent_id: str) -> A
     agent = await services.store.get_agent(principal.tenant_id, agent_id)
     if agent is None:
         raise NotFoundError("no such agent")
+    return agent
+
+
+async def delete_agent(services: Services, principal: Principal, agent_id: str) -> Agent:
+    """Delete an agent of the caller's workspace (its KBs stay); NotFoundError for unknown
+    and foreign ids alike."""
+    agent = await agent_of(services, principal, agent_id)
+    if not await services.store.delete_agent(principal.tenant_id, agent_id):
+        raise NotFoundError("no such agent")
+    services.settings.invalidate(principal.tenant_id)
+    services.telemetry.count("agents_deleted")
     return agent
 
 

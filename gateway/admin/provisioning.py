@@ -11,7 +11,7 @@ from gateway.errors import ConflictError, InvalidInputError, NotFoundError
 from gateway.runtime.services import Services
 from ingest.index import org_collection
 from ingest.payload import is_valid_id, is_valid_org_id
-from settings.records import ApiKey, Org, Role, Workspace
+from settings.records import ApiKey, Lifecycle, Org, Role, Workspace
 from settings.store import AlreadyExistsError, SettingsStore
 
 #: the actor recorded for keys issued without a caller (the platform's own tools)
@@ -50,8 +50,11 @@ async def create_org(services: Services, org_id: str) -> Org:
 async def create_workspace(
     services: Services, org_id: str, tenant_id: str, created_at: str | None
 ) -> Workspace:
-    if await services.store.get_org(org_id) is None:
+    org = await services.store.get_org(org_id)
+    if org is None:
         raise NotFoundError("no such organization")
+    if org.state is Lifecycle.DELETING:
+        raise ConflictError("this organization is being deleted", field="org_id")
     if not is_valid_id(tenant_id):
         raise InvalidInputError(
             "must be 1-256 characters of letters, digits and ._:@/-", field="tenant_id"
@@ -77,7 +80,7 @@ async def create_key(
 ) -> tuple[str, ApiKey]:
     """Issue a workspace key and record its creation in the key history."""
     workspace = await services.store.get_workspace(tenant_id)
-    if workspace is None or workspace.org_id != org_id:
+    if workspace is None or workspace.org_id != org_id or workspace.state is Lifecycle.DELETING:
         raise NotFoundError("no such workspace in this organization")
     secret, record = issue_key(
         org_id=org_id,

@@ -46,6 +46,30 @@ class WorkspaceOut(msgspec.Struct, kw_only=True):
     created_at: str
 
 
+class WorkspaceRemoved(msgspec.Struct, kw_only=True):
+    """What a workspace (or organization) deletion removed: counts only."""
+
+    passages: int
+    knowledge_bases: int
+    agents: int
+    keys: int
+    turns: int
+    settings_changes: int
+
+
+class WorkspaceDeletedOut(msgspec.Struct, kw_only=True):
+    tenant_id: str
+    org_id: str
+    deleted: WorkspaceRemoved
+
+
+class OrgDeletedOut(msgspec.Struct, kw_only=True):
+    org_id: str
+    workspaces: int
+    #: totals over its workspaces
+    deleted: WorkspaceRemoved
+
+
 class CreateKey(Strict):
     """`clearance` defaults to `restricted` for admin and ingest keys (the only one they
     may have), `internal` otherwise. At most one of `expires_at` (ISO 8601) or `ttl_s`."""
@@ -196,6 +220,22 @@ class DocumentOut(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 class DeletedOut(msgspec.Struct, kw_only=True):
     deleted_passages: int
+
+
+class KnowledgeBaseRemoved(msgspec.Struct, kw_only=True):
+    passages: int
+    documents: int
+    agents_detached: int
+
+
+class KnowledgeBaseDeletedOut(msgspec.Struct, kw_only=True):
+    kb_id: str
+    deleted: KnowledgeBaseRemoved
+
+
+class AgentDeletedOut(msgspec.Struct, kw_only=True):
+    agent_id: str
+    deleted: bool
 
 
 class DocumentSummary(msgspec.Struct, kw_only=True):

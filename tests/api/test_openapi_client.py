@@ -60,7 +60,7 @@ def test_every_operation_is_named_and_every_keyed_one_needs_the_bearer_scheme() 
             continue
         assert operation.get("security") == [{"bearer": []}], f"{method} {path}"
         assert "401" in operation["responses"], f"{method} {path}"
-    assert len(names) == len(set(names)) == 24
+    assert len(names) == len(set(names)) == 28
 
 
 @pytest.fixture
@@ -125,7 +125,7 @@ async def test_a_generated_client_parses_every_route_answer(
 ) -> None:
     """Every route, called through the generated client, answers a status its operation
     declares with a body that parses into that status's model; so do 401, 403, 404, 409
-    and 422 answers (problem details)."""
+    and 422 answers (problem details). Deletions come last: they remove what the rest used."""
     caller = Caller(generated, gateway)
     platform = caller.client(gateway.platform["Authorization"].removeprefix("Bearer "))
     issued, spare = await _platform_routes(caller, platform)
@@ -134,6 +134,7 @@ async def test_a_generated_client_parses_every_route_answer(
     await _turn_and_settings_routes(caller, admin)
     await caller.call("keys", "revoke_key", 200, "RevokedOut", spare.key_id, client=platform)
     await caller.call("keys", "revoke_key", 404, "ProblemDetails", spare.key_id, client=platform)
+    await _deletion_routes(caller, admin, platform)
 
 
 async def _platform_routes(caller: Caller, platform: Any) -> tuple[Any, Any]:
@@ -326,3 +327,19 @@ async def _turn_and_settings_routes(caller: Caller, admin: Any) -> None:
     await caller.call(
         "knowledge_bases", "delete_document", 404, "ProblemDetails", "kb", "doc", client=admin
     )
+
+
+async def _deletion_routes(caller: Caller, admin: Any, platform: Any) -> None:
+    """An agent, a KB, the workspace, then the org, each deleted and then unknown (404)."""
+    for tag, operation, model, *ids in (
+        ("agents", "delete_agent", "AgentDeletedOut", "bot"),
+        ("knowledge_bases", "delete_knowledge_base", "KnowledgeBaseDeletedOut", "kb"),
+    ):
+        await caller.call(tag, operation, 200, model, *ids, client=admin)
+        await caller.call(tag, operation, 404, "ProblemDetails", *ids, client=admin)
+    for operation, model, *ids in (
+        ("delete_workspace", "WorkspaceDeletedOut", "acme", "ws"),
+        ("delete_org", "OrgDeletedOut", "acme"),
+    ):
+        await caller.call("provisioning", operation, 200, model, *ids, client=platform)
+        await caller.call("provisioning", operation, 404, "ProblemDetails", *ids, client=platform)

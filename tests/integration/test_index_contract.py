@@ -516,6 +516,27 @@ def test_delete_points_stays_inside_the_scope(index: Index, collection: str) -> 
     assert index.count(collection, scope("t2")) == 1
 
 
+def test_delete_scope_removes_exactly_the_scope(index: Index, collection: str) -> None:
+    """Deleting a scope removes every point inside it (legacy points too, when not strict)
+    and reports how many; another tenant's same KB, another KB and labels above the
+    clearance survive, and a second call removes nothing."""
+    mine = [passage(doc=f"doc{i}", terms=(1, 50 + i)) for i in range(3)]
+    legacy = passage(doc="old", org=None)
+    theirs = passage(tenant="t2", doc="doc0")
+    other_kb = passage(kb="kb2", doc="doc0")
+    secret = passage(doc="doc9", label=Classification.RESTRICTED)
+    index.upsert(collection, [*mine, legacy, theirs, other_kb, secret])
+
+    assert index.delete_scope(collection, scope(strict=False)) == 4
+    assert index.delete_scope(collection, scope(strict=False)) == 0
+
+    assert index.count(collection, scope(strict=False)) == 0
+    assert index.count(collection, scope(clearance=Classification.RESTRICTED)) == 1
+    assert index.count(collection, scope("t2")) == 1
+    assert index.count(collection, scope(kbs=("kb2",))) == 1
+    assert index.delete_scope(org_collection("never-created"), scope()) == 0
+
+
 def test_backfill_org_sets_org_inside_the_scope_only(index: Index, collection: str) -> None:
     """Backfill writes the scope's org on its legacy points, reports the count, is a no-op the
     second time, and then strict scopes see those points; other tenants are untouched."""

@@ -28,6 +28,7 @@ from settings.records import (
     ApiKey,
     KeyEvent,
     KnowledgeBase,
+    Lifecycle,
     Org,
     SettingChange,
     TurnPassage,
@@ -38,6 +39,7 @@ from settings.redis_store import CREDENTIALS_CHANGED, INVALIDATION_CHANNEL, Redi
 from settings.sqlite_store import SqliteStore
 from settings.store import (
     AlreadyExistsError,
+    NotEmptyError,
     NotFoundError,
     SettingsStore,
     StoreUnavailableError,
@@ -544,6 +546,121 @@ async def test_turns_expire(store: SettingsStore) -> None:
     assert await store.get_turn(TURN_TENANT, "long") == turn("long")
     with pytest.raises(ValueError, match="ttl_s"):
         await store.put_turn(turn("bad"), ttl_s=0)
+
+
+async def test_workspaces_listed_per_org(store: SettingsStore) -> None:
+    """An org's workspaces are listed by tenant id; another org's are not among them."""
+    await provision(store, "t2", "t1")
+    await provision(store, "t3", org_id="other")
+    assert [ws.tenant_id for ws in await store.list_workspaces("acme")] == ["t1", "t2"]
+    assert [ws.tenant_id for ws in await store.list_workspaces("other")] == ["t3"]
+    assert await store.list_workspaces("nope") == []
+
+
+async def test_marking_deleting_keeps_the_id_taken(store: SettingsStore) -> None:
+    """A workspace or org marked `deleting` reads back with that state (settings kept),
+    its id stays taken, and marking an unknown id writes nothing and answers None."""
+    await provision(store, "t1")
+    await store.update_workspace_settings("t1", {"top_k": 4}, key_id="k", at=AT)
+    marked = await store.mark_workspace_deleting("t1")
+    assert marked is not None
+    assert marked.state is Lifecycle.DELETING
+    assert await store.get_workspace("t1") == marked
+    assert marked.settings == {"top_k": 4}
+    with pytest.raises(AlreadyExistsError):
+        await store.create_workspace(workspace("t1"))
+    org_marked = await store.mark_org_deleting("acme")
+    assert org_marked == msgspec.structs.replace(org("acme"), state=Lifecycle.DELETING)
+    assert await store.get_org("acme") == org_marked
+    with pytest.raises(AlreadyExistsError):
+        await store.create_org(org("acme"))
+    assert await store.mark_workspace_deleting("nope") is None
+    assert await store.mark_org_deleting("nope") is None
+    assert await store.get_workspace("nope") is None
+    assert await store.get_org("nope") is None
+
+
+async def test_knowledge_base_and_agent_deletion(store: SettingsStore) -> None:
+    """Deleting a KB removes its record and held-back counter, deleting an agent its
+    record; a second deletion answers False; another tenant's same ids stay."""
+    await provision(store, "t1", "t2")
+    for tenant_id in ("t1", "t2"):
+        await store.put_knowledge_base(kb(tenant_id, "kb"))
+        await store.put_knowledge_base(kb(tenant_id, "kb2"))
+        await store.put_agent(agent(tenant_id, "a1", "kb"))
+        await store.add_held_back(tenant_id, "kb", 3)
+
+    assert await store.delete_knowledge_base("t1", "kb") is True
+    assert await store.delete_knowledge_base("t1", "kb") is False
+    assert await store.delete_agent("t1", "a1") is True
+    assert await store.delete_agent("t1", "a1") is False
+    assert await store.get_knowledge_base("t1", "kb") is None
+    assert [k.kb_id for k in await store.list_knowledge_bases("t1")] == ["kb2"]
+    assert await store.list_agents("t1") == []
+    assert await store.held_back("t1", "kb") == 0
+    # re-created, it starts afresh
+    assert await store.put_knowledge_base(kb("t1", "kb")) is True
+    assert await store.held_back("t1", "kb") == 0
+
+    assert await store.get_knowledge_base("t2", "kb") == kb("t2", "kb")
+    assert await store.list_agents("t2") == [agent("t2", "a1", "kb")]
+    assert await store.held_back("t2", "kb") == 3
+
+
+async def test_workspace_deletion_removes_what_it_owns(store: SettingsStore) -> None:
+    """Deleting a workspace removes its record, settings history, KBs, agents and
+    held-back counters; its turns go with `delete_turns`; the tenant id can be created
+    again, empty; a neighbour in the same org keeps everything."""
+    await provision(store, "t1", "t2")
+    for tenant_id in ("t1", "t2"):
+        await store.update_workspace_settings(tenant_id, {"top_k": 4}, key_id="k", at=AT)
+        await store.put_knowledge_base(kb(tenant_id, "kb"))
+        await store.put_agent(agent(tenant_id, "a1", "kb"))
+        await store.add_held_back(tenant_id, "kb", 2)
+        await store.put_turn(turn(f"turn-{tenant_id}", tenant_id), ttl_s=60)
+    await store.put_turn(turn("turn-t1-b", "t1"), ttl_s=60)
+
+    await store.mark_workspace_deleting("t1")
+    assert await store.delete_turns("t1") == 2
+    assert await store.delete_turns("t1") == 0
+    assert await store.delete_workspace("t1") is True
+    assert await store.delete_workspace("t1") is False
+
+    assert await store.get_workspace("t1") is None
+    assert await store.settings_history("t1") == []
+    assert await store.list_knowledge_bases("t1") == []
+    assert await store.list_agents("t1") == []
+    assert await store.held_back("t1", "kb") == 0
+    assert await store.get_turn("t1", "turn-t1") is None
+    assert [ws.tenant_id for ws in await store.list_workspaces("acme")] == ["t2"]
+
+    await store.create_workspace(workspace("t1"))
+    assert await store.get_workspace("t1") == workspace("t1")
+    assert await store.list_knowledge_bases("t1") == []
+
+    assert len(await store.settings_history("t2")) == 1
+    assert await store.get_knowledge_base("t2", "kb") == kb("t2", "kb")
+    assert await store.list_agents("t2") == [agent("t2", "a1", "kb")]
+    assert await store.held_back("t2", "kb") == 2
+    assert await store.get_turn("t2", "turn-t2") == turn("turn-t2", "t2")
+
+
+async def test_org_deletion_needs_it_empty(store: SettingsStore) -> None:
+    """An org with a workspace is not deleted (NotEmptyError, nothing removed); once its
+    workspaces are gone it is, a second time answers False, and its id can be reused."""
+    await provision(store, "t1")
+    await store.mark_org_deleting("acme")
+    with pytest.raises(NotEmptyError):
+        await store.delete_org("acme")
+    assert await store.get_org("acme") is not None
+    assert await store.get_workspace("t1") is not None
+
+    assert await store.delete_workspace("t1") is True
+    assert await store.delete_org("acme") is True
+    assert await store.delete_org("acme") is False
+    assert await store.get_org("acme") is None
+    await store.create_org(org("acme"))
+    assert await store.get_org("acme") == org("acme")
 
 
 async def test_odd_ids_do_not_collide(store: SettingsStore) -> None:

@@ -13,6 +13,7 @@ from gateway.admin import knowledge
 from gateway.http.dependencies import Injected
 from gateway.http.openapi import BEARER, BODY, KEYED, created, problems
 from gateway.http.schemas import (
+    AgentDeletedOut,
     AgentOut,
     DeletedOut,
     DocumentList,
@@ -21,7 +22,9 @@ from gateway.http.schemas import (
     DocumentSummary,
     EffectiveValue,
     HeldBackReason,
+    KnowledgeBaseDeletedOut,
     KnowledgeBaseOut,
+    KnowledgeBaseRemoved,
     PutAgent,
     PutDocument,
     PutKnowledgeBase,
@@ -126,6 +129,27 @@ class KnowledgeBaseController(Controller):
     ) -> KnowledgeBaseOut:
         kb = await knowledge.knowledge_base_of(services, request.user, kb_id)
         return _kb_out(services, kb)
+
+    @delete(
+        "/knowledge-bases/{kb_id:str}",
+        guards=[requires(Role.ADMIN)],
+        status_code=200,
+        operation_id="deleteKnowledgeBase",
+        summary="Delete a KB: its passages, its place in agents, its record",
+        responses=problems(*KEYED, 404),
+    )
+    async def delete_knowledge_base(
+        self, request: AnyRequest, services: Injected[Services], kb_id: FromPath[str]
+    ) -> KnowledgeBaseDeletedOut:
+        removal = await knowledge.delete_knowledge_base(services, request.user, kb_id)
+        return KnowledgeBaseDeletedOut(
+            kb_id=kb_id,
+            deleted=KnowledgeBaseRemoved(
+                passages=removal.passages,
+                documents=removal.documents,
+                agents_detached=removal.agents_detached,
+            ),
+        )
 
     @get(
         "/knowledge-bases/{kb_id:str}/stats",
@@ -243,6 +267,19 @@ class AgentController(Controller):
     ) -> AgentOut:
         agent = await knowledge.agent_of(services, request.user, agent_id)
         return await _agent_out(services, request.user, agent)
+
+    @delete(
+        "/{agent_id:str}",
+        status_code=200,
+        operation_id="deleteAgent",
+        summary="Delete an agent (its KBs stay)",
+        responses=problems(*KEYED, 404),
+    )
+    async def delete_agent(
+        self, request: AnyRequest, services: Injected[Services], agent_id: FromPath[str]
+    ) -> AgentDeletedOut:
+        agent = await knowledge.delete_agent(services, request.user, agent_id)
+        return AgentDeletedOut(agent_id=agent.agent_id, deleted=True)
 
 
 async def _agent_out(services: Services, principal: Principal, agent: Agent) -> AgentOut:

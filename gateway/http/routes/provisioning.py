@@ -2,22 +2,40 @@
 
 from __future__ import annotations
 
-from litestar import Controller, post
+from litestar import Controller, Request, delete, post
+from litestar.datastructures import State
 from litestar.params import FromPath, JSONBody
 
-from gateway.admin import provisioning
+from gateway.access.auth import Principal
+from gateway.admin import lifecycle, provisioning
 from gateway.http.dependencies import Injected
 from gateway.http.openapi import BEARER, BODY, KEYED, problems
 from gateway.http.schemas import (
     CreateOrg,
     CreateWorkspace,
+    OrgDeletedOut,
     OrgOut,
+    WorkspaceDeletedOut,
     WorkspaceOut,
+    WorkspaceRemoved,
 )
 from gateway.http.security import requires
 from gateway.runtime.services import Services
 from ingest.index import org_collection
 from settings.records import Role
+
+AnyRequest = Request[Principal, str, State]
+
+
+def _removed(removal: lifecycle.Removal) -> WorkspaceRemoved:
+    return WorkspaceRemoved(
+        passages=removal.passages,
+        knowledge_bases=removal.knowledge_bases,
+        agents=removal.agents,
+        keys=removal.keys,
+        turns=removal.turns,
+        settings_changes=removal.settings_changes,
+    )
 
 
 class ProvisioningController(Controller):
@@ -53,3 +71,33 @@ class ProvisioningController(Controller):
         return WorkspaceOut(
             tenant_id=workspace.tenant_id, org_id=workspace.org_id, created_at=workspace.created_at
         )
+
+    @delete(
+        "/orgs/{org_id:str}/workspaces/{tenant_id:str}",
+        status_code=200,
+        operation_id="deleteWorkspace",
+        summary="Delete a workspace and everything it owns (finishes an interrupted deletion)",
+        responses=problems(*KEYED, 404),
+    )
+    async def delete_workspace(
+        self,
+        request: AnyRequest,
+        services: Injected[Services],
+        org_id: FromPath[str],
+        tenant_id: FromPath[str],
+    ) -> WorkspaceDeletedOut:
+        removal = await lifecycle.delete_workspace(services, org_id, tenant_id, request.user)
+        return WorkspaceDeletedOut(tenant_id=tenant_id, org_id=org_id, deleted=_removed(removal))
+
+    @delete(
+        "/orgs/{org_id:str}",
+        status_code=200,
+        operation_id="deleteOrg",
+        summary="Delete an organization and each of its workspaces",
+        responses=problems(*KEYED, 404, 409),
+    )
+    async def delete_org(
+        self, request: AnyRequest, services: Injected[Services], org_id: FromPath[str]
+    ) -> OrgDeletedOut:
+        workspaces, removal = await lifecycle.delete_org(services, org_id, request.user)
+        return OrgDeletedOut(org_id=org_id, workspaces=workspaces, deleted=_removed(removal))
