@@ -17,6 +17,12 @@
    - repeat: the same questions again on that gateway — question embeddings and
      redactions now come from the caches, while settings, search, fusion, fencing,
      the turn record and HTTP still run: what a caller repeating questions sees.
+4. With `--alternate`, instead: one gateway per concurrency serving two agents on the
+   same KB, one with redaction on and one with it off (the workspace gate off), every
+   caller asking each question of both in turn (which first alternates), so the two
+   arms share every second of the machine's load. Reported per arm: median and p99
+   latency, and turns per second estimated as callers / mean latency (Little's law:
+   what that arm alone would serve); `redaction_on_to_off` holds their ratios.
 Reports median and p99 latency, turns per second, their ratios to the floor (and turns
 per second to the parallel floor at the same concurrency), the mean
 server-side stage times per turn (from /metrics) and the load average around each
@@ -24,6 +30,8 @@ pass; writes `bench/results/turn_latency.json` and a PNG plot.
 
     uv run python -m bench.turn_latency --data-dir /tmp/kbgate-turnbench [--concurrency 1 8 32]
     uv run python -m bench.turn_latency --data-dir /tmp/kbgate-small --limit 300 --queries 60
+    uv run python -m bench.turn_latency --data-dir /tmp/kbgate-turnbench-pii --concurrency 1 8 \
+        --alternate
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact
 RESULTS = Path(__file__).parent / "results"
 PLATFORM_KEY = "bench-platform-key-turn-latency"
 ORG, TENANT, KB, AGENT = "bench", "scifact", "scifact", "bench-agent"
+AGENT_REDACTING = "bench-agent-redacting"
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -210,32 +219,41 @@ def _http(
     server_pid: int,
     *,
     beside: Callable[[str], None] | None = None,
+    arms: dict[str, list[float]] | None = None,
 ) -> dict[str, Any]:
     """Every question once through `POST /v1/retrieve`, `concurrency` callers at a time:
     one thread and one connection per caller. `beside` (one caller only): the floor's work
-    for each question, run just before its request and timed as `interleaved_floor`."""
-    waiting = deque(questions)
+    for each question, run just before its request and timed as `interleaved_floor`.
+    `arms` (agent id -> latencies, filled in): each question asked of every agent of it,
+    the order turning with each question."""
+    waiting = deque(enumerate(questions))
     latencies: list[float] = []
     statuses: list[int] = []
     floor_latencies: list[float] = []
     callers = [_Caller(url, key) for _ in range(concurrency)]
+    agents = list(arms) if arms else [AGENT]
 
     def call(caller: _Caller) -> None:
         while True:
             try:
-                question = waiting.popleft()
+                number, question = waiting.popleft()
             except IndexError:
                 return
             if beside is not None:
                 started = time.perf_counter()
                 beside(question)
                 floor_latencies.append((time.perf_counter() - started) * 1000)
-            started = time.perf_counter()
-            status, _ = caller.request(
-                "POST", "/v1/retrieve", {"agent_id": AGENT, "question": question}
-            )
-            latencies.append((time.perf_counter() - started) * 1000)
-            statuses.append(status)
+            turn = number % len(agents)
+            for agent in agents[turn:] + agents[:turn]:
+                started = time.perf_counter()
+                status, _ = caller.request(
+                    "POST", "/v1/retrieve", {"agent_id": agent, "question": question}
+                )
+                elapsed_ms = (time.perf_counter() - started) * 1000
+                latencies.append(elapsed_ms)
+                statuses.append(status)
+                if arms is not None:
+                    arms[agent].append(elapsed_ms)
 
     before = _stage_totals(url)
     load_before = os.getloadavg()[0]
@@ -252,7 +270,7 @@ def _http(
     after = _stage_totals(url)
     for caller in callers:
         caller.close()
-    turns = max(1, len(questions))
+    turns = max(1, len(latencies))
     interleaved = {}
     if floor_latencies:
         floor_median = statistics.median(floor_latencies)
@@ -263,7 +281,7 @@ def _http(
     return {
         **_summary(latencies),
         **interleaved,
-        "turns_per_s": round(len(questions) / elapsed, 1),
+        "turns_per_s": round(len(latencies) / elapsed, 1),
         "errors": sum(status != 200 for status in statuses),
         "server_cpu_ms_per_turn": round(server_cpu * 1000 / turns, 2),
         "server_stage_mean_ms": {
@@ -370,6 +388,11 @@ async def main() -> None:
     parser.add_argument("--redaction", nargs="+", choices=["on", "off"], default=["on", "off"])
     parser.add_argument("--output", type=Path, default=RESULTS / "turn_latency.json")
     parser.add_argument(
+        "--alternate",
+        action="store_true",
+        help="redaction on and off side by side: one gateway, two agents, requests alternated",
+    )
+    parser.add_argument(
         "--env",
         nargs="*",
         default=[],
@@ -401,7 +424,10 @@ async def main() -> None:
     finally:
         await services.close()
 
-    http = await _all_passes(args, env, key, questions)
+    if args.alternate:
+        http = await _alternated_passes(args, env, key, questions)
+    else:
+        http = await _all_passes(args, env, key, questions)
 
     services = await build_services(config, Telemetry(build_logger("WARNING")))
     try:
@@ -455,7 +481,11 @@ async def main() -> None:
             }
             for mode, runs in http.items()
         },
+        "redaction_on_to_off": _on_to_off(http),
         "notes": (
+            "redaction_on_to_off: per concurrency and pass, the turn's median latency and "
+            "turns per second with redaction on over the same with it off (the two run "
+            "one after the other at each concurrency). "
             "floor: in-process embed + the ranking call + reading top_k payloads per "
             "question, sequential, measured before and after the HTTP passes. "
             "distinct: each question once on a freshly started gateway (caches empty). "
@@ -484,6 +514,74 @@ async def main() -> None:
     print(json.dumps(result, indent=2))
 
 
+def _on_to_off(http: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Redaction on over off: median latency and turns per second, per concurrency and pass."""
+    if not {"on", "off"} <= set(http):
+        return {}
+    return {
+        c: {
+            kind: {
+                "median_ms": round(
+                    http["on"][c][kind]["median_ms"] / http["off"][c][kind]["median_ms"], 3
+                ),
+                "turns_per_s": round(
+                    http["on"][c][kind]["turns_per_s"] / http["off"][c][kind]["turns_per_s"], 3
+                ),
+            }
+            for kind in ("distinct", "repeat")
+        }
+        for c in http["on"]
+        if c in http["off"]
+    }
+
+
+async def _alternated_passes(
+    args: argparse.Namespace, env: dict[str, str], key: str, questions: list[str]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per concurrency, one fresh gateway serving both arms, requests alternated."""
+    http: dict[str, dict[str, dict[str, Any]]] = {"on": {}, "off": {}}
+    for concurrency in args.concurrency:
+        print(f"  HTTP redaction on and off alternated, concurrency {concurrency}", file=sys.stderr)
+        gateway = GatewayProcess(
+            args.data_dir,
+            {**env, "KBGATE_RATE_LIMIT_PER_S": "100000", "KBGATE_RATE_LIMIT_BURST": "100000"},
+        )
+        gateway.start()
+        try:
+            async with httpx.AsyncClient(base_url=gateway.url) as client:
+                auth = {"Authorization": f"Bearer {key}"}
+                for agent, redaction in ((AGENT, False), (AGENT_REDACTING, True)):
+                    response = await client.put(
+                        f"/v1/agents/{agent}",
+                        json={"knowledge_base_ids": [KB], "pii_redaction": redaction},
+                        headers=auth,
+                    )
+                    response.raise_for_status()
+                gates = await client.patch(
+                    "/v1/workspace/settings", json={"rag_pii_redaction": False}, headers=auth
+                )
+                gates.raise_for_status()
+            warm = [f"warm-up question {i} about cells and proteins" for i in range(8)]
+            _http(gateway.url, key, warm, 1, gateway.pid, arms={AGENT: [], AGENT_REDACTING: []})
+            for kind, repeat in (("distinct", questions), ("repeat", questions)):
+                arms: dict[str, list[float]] = {AGENT_REDACTING: [], AGENT: []}
+                run = _http(gateway.url, key, repeat, concurrency, gateway.pid, arms=arms)
+                for mode, agent in (("on", AGENT_REDACTING), ("off", AGENT)):
+                    mean_s = statistics.mean(arms[agent]) / 1000
+                    http[mode].setdefault(str(concurrency), {})[kind] = {
+                        **_summary(arms[agent]),
+                        "turns_per_s": round(concurrency / mean_s, 1),
+                        "errors": run["errors"],
+                        # both arms' turns together: CPU and stages are not split by agent
+                        "server_cpu_ms_per_turn": run["server_cpu_ms_per_turn"],
+                        "server_stage_mean_ms": run["server_stage_mean_ms"],
+                        "load_average_1m": run["load_average_1m"],
+                    }
+        finally:
+            gateway.stop()
+    return http
+
+
 async def _all_passes(
     args: argparse.Namespace, env: dict[str, str], key: str, questions: list[str]
 ) -> dict[str, dict[str, dict[str, Any]]]:
@@ -493,12 +591,12 @@ async def _all_passes(
         # The floor beside one caller runs on a copy: the gateway holds the store's lock.
         copy = Path(scratch) / "data"
         shutil.copytree(args.data_dir, copy, ignore=shutil.ignore_patterns("models"))
-        for mode in args.redaction:
-            http[mode] = {}
-            for concurrency in args.concurrency:
+        # Redaction on and off side by side at each concurrency, so both see the same load.
+        for concurrency in args.concurrency:
+            for mode in args.redaction:
                 print(f"  HTTP redaction {mode}, concurrency {concurrency}", file=sys.stderr)
                 async with _floor_beside(copy, env, concurrency) as beside:
-                    http[mode][str(concurrency)] = await _passes(
+                    http.setdefault(mode, {})[str(concurrency)] = await _passes(
                         args.data_dir,
                         env,
                         key,

@@ -4,9 +4,9 @@ Every supported file under the directory (see `ingest.extract`) is a document wh
 id is its path relative to the directory, with `/` separators. A run
 
 1. lists the document ids the KB holds now (to tell `added` from `changed`);
-2. puts every file (text, title, classification, source = its relative path): the
-   gateway answers `indexed`, `unchanged` (same content: nothing is re-embedded)
-   or `held_back`;
+2. puts every file (text, title, classification, source = its relative path), many per
+   request (`BATCH_DOCUMENTS` files or `BATCH_BYTES` of text): the gateway answers each
+   `indexed`, `unchanged` (same content: nothing is re-embedded) or `held_back`;
 3. deletes the documents whose files are gone, after the puts, so a renamed file is
    never missing from retrieval in between.
 
@@ -30,15 +30,21 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol
 
 from ingest.extract import ExtractionError, extract, is_supported
 from ingest.payload import Classification, is_valid_id
 
-Progress = Callable[[int, int], None]
+#: Told after every file: files done, files in the run, passages indexed so far.
+Progress = Callable[[int, int, int], None]
+#: Files sent in one request, or fewer once their texts reach `BATCH_BYTES` (a file
+#: larger than that goes alone). The gateway writes a request's documents in groups, one
+#: group embedding while the previous one is stored, so a request holds several groups.
+BATCH_DOCUMENTS = 128
+BATCH_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +64,15 @@ class PutAnswer:
     passages: int
 
 
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    """What the sink answered for one upload: its answer, or why it refused it."""
+
+    upload: Upload
+    answer: PutAnswer | None
+    refused: str | None = None
+
+
 class DocumentRejectedError(Exception):
     """The sink refused one document (bad input); the run goes on."""
 
@@ -73,8 +88,9 @@ class DocumentSink(Protocol):
         """Ids of the documents the KB holds now."""
         ...
 
-    async def put_document(self, upload: Upload) -> PutAnswer:
-        """Index, leave unchanged or hold back one document."""
+    def put_documents(self, uploads: Sequence[Upload]) -> AsyncIterator[PutResult]:
+        """Index, leave unchanged or hold back each document: one result per upload, as
+        each is acknowledged. SinkUnavailableError stops the run."""
         ...
 
     async def delete_document(self, document_id: str) -> int:
@@ -223,11 +239,9 @@ async def sync_directory(
             f"{len(existing)} documents of the knowledge base (pass --allow-empty to do so)"
         )
         return summary
+    run = _Run(sink, existing, summary, len(files), progress)
     try:
-        for done, item in enumerate(files, start=1):
-            await _put_one(item, sink, classification, existing, summary)
-            if progress is not None:
-                progress(done, len(files))
+        await run.put_all(files, classification)
         present = {item.document_id for item in files} | set(invalid)
         for document_id in sorted(existing - present):
             try:
@@ -241,58 +255,83 @@ async def sync_directory(
     return summary
 
 
-async def _put_one(
-    item: SourceFile,
-    sink: DocumentSink,
-    classification: Classification,
-    existing: set[str],
-    summary: Summary,
-) -> None:
-    try:
-        extracted = await asyncio.to_thread(extract, item.path)
-    except ExtractionError as error:
-        summary.fail(item.document_id, str(error))
-        return
-    if not extracted.text.strip():
-        summary.fail(item.document_id, "no text to index (empty, or only images or markup)")
-        return
-    upload = Upload(
-        document_id=item.document_id,
-        text=extracted.text,
-        title=extracted.title,
-        source=item.document_id,
-        classification=classification,
-    )
-    try:
-        answer = await sink.put_document(upload)
-    except DocumentRejectedError as error:
-        summary.fail(item.document_id, str(error))
-        return
-    if answer.status == "held_back":
-        summary.held_back += 1
-    elif item.document_id not in existing:
-        # `unchanged` here means an earlier attempt of this run wrote it (its answer was
-        # lost to a timeout or a 503 and the put was retried): still an addition.
-        summary.added += 1
-    elif answer.status == "unchanged":
-        summary.unchanged += 1
-    else:
-        summary.changed += 1
+@dataclass(slots=True)
+class _Run:
+    """The puts of one run: files read and sent in batches, each answer counted."""
 
+    sink: DocumentSink
+    existing: set[str]
+    summary: Summary
+    total: int
+    progress: Progress | None
+    done: int = 0
+    passages: int = 0
 
-def percent_progress(stream: TextIO, *, step_percent: int = 5, min_total: int = 20) -> Progress:
-    """A progress callback: one line on `stream` at every `step_percent` of a long run."""
-    last = {"shown": 0}
+    async def put_all(self, files: Iterable[SourceFile], classification: Classification) -> None:
+        batch: list[Upload] = []
+        size = 0
+        for item in files:
+            upload = await self._read(item, classification)
+            if upload is None:
+                self._step()
+                continue
+            if batch and size + len(upload.text) > BATCH_BYTES:
+                await self._send(batch)
+                batch, size = [], 0
+            batch.append(upload)
+            size += len(upload.text)
+            if len(batch) >= BATCH_DOCUMENTS:
+                await self._send(batch)
+                batch, size = [], 0
+        if batch:
+            await self._send(batch)
 
-    def report(done: int, total: int) -> None:
-        if total < min_total:
-            return
-        percent = done * 100 // total
-        if percent >= last["shown"] + step_percent or done == total:
-            last["shown"] = percent
-            print(f"kbgate ingest: {done}/{total} files ({percent}%)", file=stream, flush=True)
+    async def _read(self, item: SourceFile, classification: Classification) -> Upload | None:
+        """The file as an upload, or None once its failure is counted."""
+        try:
+            extracted = await asyncio.to_thread(extract, item.path)
+        except ExtractionError as error:
+            self.summary.fail(item.document_id, str(error))
+            return None
+        if not extracted.text.strip():
+            self.summary.fail(
+                item.document_id, "no text to index (empty, or only images or markup)"
+            )
+            return None
+        return Upload(
+            document_id=item.document_id,
+            text=extracted.text,
+            title=extracted.title,
+            source=item.document_id,
+            classification=classification,
+        )
 
-    return report
+    async def _send(self, batch: Sequence[Upload]) -> None:
+        async for result in self.sink.put_documents(batch):
+            self._count(result)
+            self._step()
+
+    def _count(self, result: PutResult) -> None:
+        document_id, answer, summary = result.upload.document_id, result.answer, self.summary
+        if answer is None:
+            summary.fail(document_id, result.refused or "refused")
+        elif answer.status == "held_back":
+            summary.held_back += 1
+        elif document_id not in self.existing:
+            # `unchanged` here means an earlier attempt of this run wrote it (its answer was
+            # lost to a timeout or a 503 and the put was retried): still an addition.
+            summary.added += 1
+        elif answer.status == "unchanged":
+            summary.unchanged += 1
+        else:
+            summary.changed += 1
+        if answer is not None and answer.status == "indexed":
+            self.passages += answer.passages
+
+    def _step(self) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total, self.passages)
 
 
 # ---- a running gateway, over HTTP -----------------------------------------------------
@@ -337,20 +376,37 @@ class HttpSink:
         documents = body.get("documents", [])
         return {str(entry["document_id"]) for entry in documents}
 
-    async def put_document(self, upload: Upload) -> PutAnswer:
-        payload = {
-            "text": upload.text,
-            "title": upload.title,
-            "source": upload.source,
-            "classification": upload.classification.value,
-        }
-        path = f"{self._kb_path}/documents/{_quote(upload.document_id)}"
-        status, body = await asyncio.to_thread(self._call, "PUT", path, payload)
-        if status == 200:
-            return PutAnswer(status=str(body["status"]), passages=int(body.get("passages", 0)))
-        if status == 404:
-            raise SinkUnavailableError(f"the knowledge base {self._kb_id!r} is gone")
-        raise DocumentRejectedError(_detail(status, body))
+    async def put_documents(self, uploads: Sequence[Upload]) -> AsyncIterator[PutResult]:
+        """One bulk write (`POST .../documents`, one NDJSON line per upload); each result
+        is yielded as the gateway sends it. Uploads it sent no result for (the answer was
+        cut off) are refused with the reason: sending them again is safe."""
+        body = b"".join(_bulk_line(upload) for upload in uploads)
+        loop = asyncio.get_running_loop()
+        received: asyncio.Queue[dict[str, Any] | Exception | None] = asyncio.Queue()
+
+        def deliver(item: dict[str, Any] | Exception | None) -> None:
+            loop.call_soon_threadsafe(received.put_nowait, item)
+
+        reading = asyncio.create_task(
+            asyncio.to_thread(self._read_results, f"{self._kb_path}/documents", body, deliver)
+        )
+        answered: set[int] = set()
+        try:
+            while (item := await received.get()) is not None:
+                if isinstance(item, DocumentRejectedError):
+                    break  # the whole request was refused: every upload with this reason
+                if isinstance(item, Exception):
+                    raise item
+                number = int(item.get("line", 0))
+                if 1 <= number <= len(uploads) and number not in answered:
+                    answered.add(number)
+                    yield _put_result(uploads[number - 1], item)
+        finally:
+            await reading
+        reason = str(item) if isinstance(item, Exception) else "the gateway sent no result"
+        for number, upload in enumerate(uploads, start=1):
+            if number not in answered:
+                yield PutResult(upload, None, reason)
 
     async def delete_document(self, document_id: str) -> int:
         path = f"{self._kb_path}/documents/{_quote(document_id)}"
@@ -366,29 +422,70 @@ class HttpSink:
     ) -> tuple[int, dict[str, Any]]:
         """Status and JSON body; retries busy/unreachable; 401/403 raise SinkUnavailableError."""
         data = None if payload is None else json.dumps(payload).encode("utf-8")
+        status, response = self._open(method, path, data, "application/json")
+        with response:
+            return status, _json(response.read())
+
+    def _read_results(
+        self,
+        path: str,
+        body: bytes,
+        deliver: Callable[[dict[str, Any] | Exception | None], None],
+    ) -> None:
+        """POST an NDJSON body; hand each answered line to `deliver` as it arrives, then
+        None. A refusal of the whole request is handed over as DocumentRejectedError
+        (SinkUnavailableError when the KB is gone or the gateway unusable)."""
+        try:
+            status, response = self._open("POST", path, body, "application/x-ndjson")
+            with response:
+                self._check_bulk_status(status, response)
+                for raw in response:
+                    if raw.strip():
+                        deliver(_json(raw))
+        except (DocumentRejectedError, SinkUnavailableError) as error:
+            deliver(error)
+        except (OSError, ValueError) as error:  # the answer was cut off
+            deliver(DocumentRejectedError(f"the answer was cut off: {error}"))
+        deliver(None)
+
+    def _check_bulk_status(self, status: int, response: Any) -> None:
+        """A bulk write refused whole: SinkUnavailableError when the KB is gone, else
+        DocumentRejectedError for every upload of it."""
+        if status == 404:
+            raise SinkUnavailableError(f"the knowledge base {self._kb_id!r} is gone")
+        if status != 200:
+            raise DocumentRejectedError(_detail(status, _json(response.read())))
+
+    def _open(
+        self, method: str, path: str, data: bytes | None, content_type: str
+    ) -> tuple[int, Any]:
+        """Status and the open response (the caller closes it); retries busy/unreachable;
+        401/403, and a gateway that stays unavailable, raise SinkUnavailableError."""
         headers = {"Authorization": f"Bearer {self._key}", "Accept": "application/json"}
         if data is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         url = self._base + path
         attempt = 0
         while True:
             request = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310 — the URL's scheme is checked when the sink is built
             try:
-                with urllib.request.urlopen(request, timeout=self._timeout_s) as response:  # noqa: S310 — same
-                    return int(response.status), _json(response.read())
+                response = urllib.request.urlopen(request, timeout=self._timeout_s)  # noqa: S310 — same
+                return int(response.status), response
             except urllib.error.HTTPError as error:
-                status, body = error.code, _json(error.read())
+                status = error.code
                 retry_after = error.headers.get("Retry-After") if error.headers else None
                 if status in {401, 403}:
+                    body = _json(error.read())
                     raise SinkUnavailableError(
                         f"the gateway refused the key: {_detail(status, body)}"
                     ) from None
                 if status not in {429, 502, 503, 504} or attempt >= self._retries:
                     if status in {429, 502, 503, 504}:
+                        body = _json(error.read())
                         raise SinkUnavailableError(
                             f"the gateway stayed unavailable: {_detail(status, body)}"
                         ) from None
-                    return status, body
+                    return status, error
                 delay = _retry_delay(retry_after, self._backoff_s * 2**attempt)
             except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
                 if data is not None and not isinstance(error, TimeoutError) and self._alive():
@@ -415,6 +512,27 @@ class HttpSink:
                 return int(response.status) == 200
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return False
+
+
+def _bulk_line(upload: Upload) -> bytes:
+    line = {
+        "document_id": upload.document_id,
+        "text": upload.text,
+        "title": upload.title,
+        "source": upload.source,
+        "classification": upload.classification.value,
+    }
+    return json.dumps(line).encode("utf-8") + b"\n"
+
+
+def _put_result(upload: Upload, line: Mapping[str, Any]) -> PutResult:
+    """One result line of a bulk write, as the connector counts it."""
+    status = str(line.get("status", ""))
+    if status in {"indexed", "unchanged", "held_back"}:
+        return PutResult(upload, PutAnswer(status=status, passages=int(line.get("passages", 0))))
+    problem = line.get("problem")
+    reason = _detail(int(problem.get("status", 0)), problem) if isinstance(problem, dict) else None
+    return PutResult(upload, None, reason or f"the gateway answered {status!r}")
 
 
 def check_gateway_url(url: str) -> str:

@@ -25,6 +25,12 @@ Texts are embedded one per model run by default (larger batches are sorted by le
 so a batch pads to similar lengths) and truncated at 256 tokens, so one run's
 activations stay small.
 
+Speed: passages run on `workers` threads at once (one per core by default), each run on
+one onnxruntime thread: runs side by side use the cores with no intra-op spin-waiting,
+which costs most when other work shares the cores. The workers run at background CPU
+priority (`ingest.background`), so a turn's question, embedded in the turn's own thread,
+takes a core from them at once (docs/decisions/ingest-speed.md).
+
 Both embed methods are synchronous and CPU-bound; the gateway calls them through
 `asyncio.to_thread`. Importing this module loads neither fastembed nor onnxruntime.
 """
@@ -38,13 +44,15 @@ import shutil
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ingest.background import lower_priority
 from ingest.index import SparseVector
 
 if TYPE_CHECKING:
@@ -72,6 +80,10 @@ BM25_MODEL_NAME = "Qdrant/bm25"
 #: few milliseconds less latency, and concurrent turns need that CPU. The second session,
 #: on the integer model, costs about 40 MiB of resident memory (docs/decisions/memory-allocator.md).
 QUERY_THREADS = 1
+#: onnxruntime intra-op threads of one passage run. One, with one run per core side by
+#: side (`build_embedder`'s `workers`): the same cores without intra-op spin-waiting, which
+#: wastes most when other work wants them (docs/decisions/ingest-speed.md).
+PASSAGE_THREADS = 1
 #: Passages per model run. One: a run's activations then fit the CPU's cache (16 passages
 #: of ~180 word-pieces make 17 MB per feed-forward layer) and nothing is padded. Measured
 #: on 100 SciFact abstracts: ingest 21-24 passages/s against 16-17 with 16, the model alone
@@ -162,23 +174,22 @@ class Embedder(Protocol):
 class FastEmbedder:
     """The real Embedder: a fastembed dense model and fastembed's BM25.
 
-    One instance is shared by the gateway's worker threads. Every dense batch runs
-    on one dedicated thread, one batch at a time, for memory and not for safety
-    (onnxruntime's `run` and the tokenizer are thread-safe):
+    One instance is shared by the gateway's worker threads. Passages' dense batches run
+    on `workers` dedicated runner threads (onnxruntime's `run` and the tokenizer are
+    thread-safe), for memory and priority:
 
-    - onnxruntime's intra-op pool already uses the cores, so concurrent runs add no
-      throughput, only multiply the activation memory by the number of callers;
     - the tensors of a run are allocated by the thread that calls `run`, and glibc
       keeps freed memory in a per-thread arena: runs spread over the gateway's
       worker threads retain one arena's worth each (measured: +120 MB with six
-      callers), one runner thread retains one.
+      callers), the runners retain one each;
+    - the runners run at background priority (`ingest.background`): turns come first.
 
-    The runner's queue is FIFO and a caller submits its next batch only when the
-    previous one is done. Questions on a session of their own (`query_model`) skip the
-    runner and run in the calling thread (a turn's worker thread): a question's
-    activations are small, and a turn then never waits behind a concurrent ingest's batch
-    (nor pays a second thread hop). BM25 runs in the calling thread; it only reads its
-    stopwords and stemmer.
+    The runners' queue is FIFO, and a caller keeps at most `workers` batches in it, so
+    callers (workspaces) take turns batch by batch. Questions skip the runners and run in
+    the calling thread (a turn's worker thread), on a session of their own
+    (`query_model`) when there is one: a question's activations are small, and a turn
+    then never waits behind an ingest's batches (nor pays a second thread hop). BM25 runs
+    in the calling thread; it only reads its stopwords and stemmer.
     """
 
     def __init__(
@@ -188,22 +199,27 @@ class FastEmbedder:
         dense_dim: int,
         query_model: TextEmbedding | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        workers: int = 1,
         bm25_k: float = 1.2,
         bm25_b: float = 0.75,
         bm25_avg_len: float = BM25_AVG_LEN,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
         self._dense = dense_model
         self._query_dense = query_model or dense_model
-        self._queries_inline = query_model is not None
         self._closed = False
+        self._workers = workers
         self._dense_dim = dense_dim
         self._batch_size = batch_size
         self._sparse = _load_bm25(k=bm25_k, b=bm25_b, avg_len=bm25_avg_len)
         self._document_sparse = _load_bm25(k=bm25_k, b=bm25_b, avg_len=BM25_DOCUMENT_AVG_LEN)
-        # Started on the first batch; see the class docstring.
-        self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgate-embed")
+        # Started on the first batches; see the class docstring.
+        self._runner = ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix="kbgate-embed", initializer=lower_priority
+        )
 
     @property
     def dense_dim(self) -> int:
@@ -212,6 +228,11 @@ class FastEmbedder:
     @property
     def batch_size(self) -> int:
         return self._batch_size
+
+    @property
+    def workers(self) -> int:
+        """Passage batches that run at once."""
+        return self._workers
 
     def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
         dense = self._dense_vectors(texts, self._dense.passage_embed)
@@ -222,9 +243,7 @@ class FastEmbedder:
         # One question per model run: the integer model quantizes a run's activations
         # with one scale, so a batch-mate (maybe another tenant's question) would shift
         # a question's vector. Alone is also cheaper: no padding (docs/benchmarks.md).
-        dense = self._dense_vectors(
-            texts, self._query_dense.query_embed, inline=self._queries_inline, batch_size=1
-        )
+        dense = self._dense_vectors(texts, self._query_dense.query_embed, inline=True, batch_size=1)
         sparse = [_to_sparse(item) for item in self._sparse.query_embed(list(texts))]
         return _combine(dense, sparse)
 
@@ -245,23 +264,31 @@ class FastEmbedder:
         batch_size: int | None = None,
     ) -> list[tuple[float, ...]]:
         """Embed in small batches of similar length (`batch_size`, else the embedder's), on
-        the runner or (`inline`) in this thread; return the vectors in input order."""
+        the runners (at most `workers` batches queued at once) or (`inline`) in this
+        thread; return the vectors in input order."""
         if inline and self._closed:
             raise RuntimeError("the embedder is closed")
         size = batch_size or self._batch_size
         # Character length is a cheap stand-in for token length: neighbours pad alike.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         vectors: list[tuple[float, ...]] = [()] * len(texts)
+        queued: deque[tuple[list[int], Future[list[Any]]]] = deque()
+
+        def collect(positions: list[int], rows: list[Any]) -> None:
+            for position, row in zip(positions, rows, strict=True):
+                vectors[position] = tuple(row.tolist())
+
         for start in range(0, len(order), size):
             positions = order[start : start + size]
             batch = [texts[i] for i in positions]
-            rows = (
-                _run_batch(embed, batch)
-                if inline
-                else self._runner.submit(_run_batch, embed, batch).result()
-            )
-            for position, row in zip(positions, rows, strict=True):
-                vectors[position] = tuple(row.tolist())
+            if inline:
+                collect(positions, _run_batch(embed, batch))
+                continue
+            if len(queued) >= self._workers:
+                collect(*_done(queued.popleft()))
+            queued.append((positions, self._runner.submit(_run_batch, embed, batch)))
+        while queued:
+            collect(*_done(queued.popleft()))
         return vectors
 
 
@@ -270,12 +297,19 @@ def _run_batch(embed: Callable[..., Iterable[Any]], batch: list[str]) -> list[An
     return list(embed(batch, batch_size=len(batch)))
 
 
+def _done(queued: tuple[list[int], Future[list[Any]]]) -> tuple[list[int], list[Any]]:
+    """A queued batch's positions and rows, once its runner is done with it."""
+    positions, rows = queued
+    return positions, rows.result()
+
+
 def build_embedder(
     model_dir: Path,
     model_name: str | None,
     threads: int | None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     *,
+    workers: int | None = None,
     query_threads: int | None = QUERY_THREADS,
     bm25_k: float = 1.2,
     bm25_b: float = 0.75,
@@ -283,6 +317,8 @@ def build_embedder(
 ) -> FastEmbedder:
     """Load the embedding models: the assembled MiniLM by default, else a named fastembed model.
 
+    Passages run on `workers` threads at once, each run on `threads` onnxruntime threads
+    (None: `PASSAGE_THREADS`; workers None: as many as fill the cores).
     The default model's questions always get a session of their own, on its integer
     re-quantization. A named model's questions get a separate session of the same model
     when the thread counts differ (`query_threads`; None: the passages' session serves both).
@@ -293,6 +329,8 @@ def build_embedder(
 
     onnxruntime.disable_telemetry_events()  # nothing leaves the process, nothing is persisted
     model_dir.mkdir(parents=True, exist_ok=True)
+    threads = threads or PASSAGE_THREADS
+    workers = workers or max(1, len(os.sched_getaffinity(0)) // threads)
     if model_name is None:
         folder = assemble_minilm(model_dir)
         _register_minilm()
@@ -331,6 +369,7 @@ def build_embedder(
         dense_dim=dim,
         query_model=query,
         batch_size=batch_size,
+        workers=workers,
         bm25_k=bm25_k,
         bm25_b=bm25_b,
         bm25_avg_len=bm25_avg_len,

@@ -10,11 +10,11 @@ The port is synchronous; the gateway calls it off the event loop.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ingest.payload import PassagePayload, PassageRef, Scope, is_valid_org_id
+from ingest.payload import PassagePayload, PassageRef, PiiAnalysis, Scope, is_valid_org_id
 
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "bm25"
@@ -48,6 +48,14 @@ def is_collection_name(name: str) -> bool:
     names become directory names, so nothing else is ever used)."""
     org_id = name.removeprefix(ORG_COLLECTION_PREFIX)
     return name == SHARED_COLLECTION or (org_id != name and is_valid_org_id(org_id))
+
+
+def droppable_collection(name: str) -> str:
+    """`name` when it is an organization's collection; ValueError for `kb_shared` (every
+    organization's workspaces write to it) and for anything kbgate does not make."""
+    if checked_collection(name) == SHARED_COLLECTION:
+        raise ValueError("kb_shared is never dropped: delete inside a Scope instead")
+    return name
 
 
 def checked_collection(name: str) -> str:
@@ -187,6 +195,13 @@ class Index(Protocol):
     def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
         """`query` reading only each hit's `PassageRef`: the ranking step of a turn."""
 
+    def keyword_idf(
+        self, collection: str, scope: Scope, legs: Sequence[Leg]
+    ) -> tuple[tuple[float, ...], ...]:
+        """For each leg, the IDF of each of its question's terms as that keyword leg
+        computes it over the Scope (`ingest.keyword_scale.bm25_idf`, a term no point
+        holds counting n = 0); () for a dense leg. What a keyword floor is scaled by."""
+
     def fetch(
         self, collection: str, scope: Scope, point_ids: Sequence[str]
     ) -> dict[str, PassagePayload]:
@@ -213,8 +228,30 @@ class Index(Protocol):
         """Delete every point inside the scope; returns how many (0 when the collection
         does not exist)."""
 
+    def passages_page(
+        self, collection: str, scope: Scope, offset: str | None, limit: int
+    ) -> tuple[list[Passage], str | None]:
+        """One page of the points inside the scope, with their vectors, as `upsert` takes
+        them; and the offset of the next page (None after the last). Start with None."""
+
+    def drop_collection(self, collection: str) -> int | None:
+        """Remove an organization's collection and every point in it (once the org's
+        workspaces are deleted); returns how many points it still held, None when there
+        was no such collection. ValueError for `kb_shared`, which is never dropped."""
+
     def backfill_org(self, collection: str, scope: Scope) -> int:
         """Set `orgId = scope.org_id` on points inside the (non-strict) scope that lack it."""
+
+    def stale_pii_page(
+        self, collection: str, scope: Scope, analyzer: str, offset: str | None, limit: int
+    ) -> tuple[list[StoredPassage], str | None]:
+        """One page of the points inside the scope whose PII analysis is missing or was made
+        by another analyzer than `analyzer`, and the next page's offset (None after the
+        last). Start with None; points analysed meanwhile drop out of later pages."""
+
+    def set_pii(self, collection: str, scope: Scope, analyses: Mapping[str, PiiAnalysis]) -> int:
+        """Store each point's PII analysis (`pii`) on it, for the points inside the scope;
+        other payload keys stay. Returns how many points were inside the scope."""
 
     def optimize(self) -> list[str]:
         """Build the search indexes (HNSW, compact sparse indexes) of every collection's

@@ -11,13 +11,32 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from ingest.index import Hit, RankedPoint, SparseVector, StoredPassage
+from ingest.index import (
+    DENSE_VECTOR,
+    DOCUMENT_SPARSE_VECTOR,
+    SPARSE_VECTOR,
+    Hit,
+    Leg,
+    LegKind,
+    Passage,
+    RankedPoint,
+    SparseVector,
+    StoredPassage,
+)
+from ingest.keyword_scale import bm25_idf
 from ingest.payload import from_payload, ref_from_payload
 
 Item = TypeVar("Item")
 
 #: Points read per page while scrolling.
 SCROLL_PAGE = 256
+
+#: The filtered search both engines run (docs/decisions/filtered-search.md): each tenant
+#: large enough for a graph has its own, of `GRAPH_M` links per point and none over the
+#: whole collection; the dense leg's graph search keeps `DENSE_EF` candidates and follows
+#: the Scope's filter (ACORN) when it is narrow.
+GRAPH_M = 16
+DENSE_EF = 512
 
 
 class StoredPoint(Protocol):
@@ -35,6 +54,14 @@ class ScoredPoint(StoredPoint, Protocol):
 
     @property
     def score(self) -> float: ...
+
+
+class VectorPoint(StoredPoint, Protocol):
+    """A point read back with its named vectors (dense lists, sparse objects carrying
+    `indices` and `values`)."""
+
+    @property
+    def vector(self) -> Any: ...
 
 
 def checked_point_id(value: str) -> str:
@@ -67,6 +94,29 @@ def ranked_point(point: ScoredPoint) -> RankedPoint:
     return RankedPoint(str(point.id), point.score, ref_from_payload(point.payload or {}))
 
 
+def passage_of(point: VectorPoint) -> Passage:
+    """A point read with its vectors, as `Index.upsert` takes it back. A sparse vector the
+    engine left out (it had no terms) reads as empty."""
+    vectors: Mapping[str, Any] = point.vector if isinstance(point.vector, Mapping) else {}
+    document = vectors.get(DOCUMENT_SPARSE_VECTOR)
+    return Passage(
+        point_id=str(point.id),
+        dense=tuple(float(value) for value in vectors.get(DENSE_VECTOR) or ()),
+        sparse=_sparse_of(vectors.get(SPARSE_VECTOR)),
+        payload=from_payload(point.payload or {}),
+        document_sparse=None if document is None else _sparse_of(document),
+    )
+
+
+def _sparse_of(vector: Any) -> SparseVector:
+    if vector is None:
+        return SparseVector(indices=(), values=())
+    return SparseVector(
+        indices=tuple(int(i) for i in vector.indices),
+        values=tuple(float(v) for v in vector.values),
+    )
+
+
 def stored_passages(records: Iterable[StoredPoint]) -> list[StoredPassage]:
     """Scrolled points with their payloads, ordered by passage index (then point id)."""
     passages = [StoredPassage(str(r.id), from_payload(r.payload or {})) for r in records]
@@ -84,3 +134,61 @@ def scroll_all(read_page: Callable[[Any], tuple[Sequence[Item], Any]]) -> list[I
         items.extend(page)
         if offset is None:
             return items
+
+
+# ---- keyword IDF, probed ------------------------------------------------------------
+
+
+def keyword_vector_name(kind: LegKind) -> str:
+    """The sparse vector a keyword leg of this kind searches."""
+    return SPARSE_VECTOR if kind is LegKind.KEYWORD else DOCUMENT_SPARSE_VECTOR
+
+
+def idf_probes(legs: Sequence[Leg]) -> list[tuple[str, int]]:
+    """The distinct (vector, term) pairs of the keyword legs: one search each, for the
+    term alone, finds its IDF (`probed_idf`)."""
+    probes: dict[tuple[str, int], None] = {}
+    for leg in legs:
+        if leg.kind is not LegKind.DENSE and leg.sparse is not None:
+            name = keyword_vector_name(leg.kind)
+            probes.update(dict.fromkeys((name, term) for term in leg.sparse.indices))
+    return list(probes)
+
+
+def probed_idf(
+    legs: Sequence[Leg],
+    probes: Sequence[tuple[str, int]],
+    found: Sequence[Sequence[ScoredPoint]],
+    holders: Mapping[str, int],
+) -> tuple[tuple[float, ...], ...]:
+    """Each keyword leg's term IDFs (dense legs: ()), from the probes' answers.
+
+    A probe asks for the term alone (weight 1) over the Scope, with the engine's IDF and
+    its best point's vector: that point scores idf x its weight for the term, so idf is
+    score / weight. A term no point of the Scope holds has n = 0: `bm25_idf(N, 0)`, with
+    N (`holders`) the Scope's points holding the vector. Terms not probed (a vector the
+    collection lacks, whose leg finds nothing) count 0."""
+    idf: dict[tuple[str, int], float] = {}
+    for (name, term), points in zip(probes, found, strict=True):
+        probed = _probe_idf(name, term, points)
+        idf[(name, term)] = bm25_idf(holders[name], 0) if probed is None else probed
+    return tuple(
+        ()
+        if leg.kind is LegKind.DENSE or leg.sparse is None
+        else tuple(
+            idf.get((keyword_vector_name(leg.kind), term), 0.0) for term in leg.sparse.indices
+        )
+        for leg in legs
+    )
+
+
+def _probe_idf(name: str, term: int, points: Sequence[ScoredPoint]) -> float | None:
+    for point in points:
+        vectors = getattr(point, "vector", None)
+        sparse = vectors.get(name) if isinstance(vectors, Mapping) else None
+        if sparse is None:
+            continue
+        for index, weight in zip(sparse.indices, sparse.values, strict=True):
+            if index == term and weight > 0:
+                return float(point.score) / float(weight)
+    return None

@@ -34,6 +34,7 @@ class PayloadKey(enum.StrEnum):
     SOURCE = "source"
     CHECKSUM = "checksum"
     INDEXED_AT = "indexedAt"
+    PII = "pii"
 
 
 #: Keys that carry a keyword payload index, with `tenantId` as the tenant key.
@@ -159,11 +160,44 @@ _RENAME = {
     "source": PayloadKey.SOURCE.value,
     "checksum": PayloadKey.CHECKSUM.value,
     "indexed_at": PayloadKey.INDEXED_AT.value,
+    "pii": PayloadKey.PII.value,
 }
+
+#: Where a point's PII analysis names the analyzer that made it (a nested payload key).
+PII_ANALYZER_PATH = f"{PayloadKey.PII.value}.analyzer"
+
+
+class PiiSpan(msgspec.Struct, frozen=True, array_like=True):
+    """One detected entity: `[start, end)` in code points of the stored string it was found
+    in, its entity type (presidio's name) and the recognizer's confidence. Stored as an
+    array `[start, end, type, score]`."""
+
+    start: int
+    end: int
+    entity_type: str
+    score: float
+
+
+class PiiAnalysis(msgspec.Struct, frozen=True, kw_only=True):
+    """Every entity the PII recognizers found in a passage's `text` and in its `title`,
+    of every type they know (the workspace's policy picks from them when the passage
+    leaves), and which analyzer found them: a different analyzer means analyse again."""
+
+    analyzer: str
+    text: tuple[PiiSpan, ...] = ()
+    title: tuple[PiiSpan, ...] = ()
+
+    def fits(self, text: str, title: str) -> bool:
+        """Whether every span lies inside the string it was found in (a span that does not
+        was found in another string, and must not be trusted)."""
+        return all(0 <= s.start < s.end <= len(text) for s in self.text) and all(
+            0 <= s.start < s.end <= len(title) for s in self.title
+        )
 
 
 class PassagePayload(msgspec.Struct, frozen=True, kw_only=True, rename=_RENAME, omit_defaults=True):
-    """One passage point's payload. `org_id` is None only on legacy points."""
+    """One passage point's payload. `org_id` is None only on legacy points; `pii` is None on
+    points written before PII analysis at ingest (they are analysed when first returned)."""
 
     tenant_id: str
     knowledge_base_id: str
@@ -177,6 +211,7 @@ class PassagePayload(msgspec.Struct, frozen=True, kw_only=True, rename=_RENAME, 
     checksum: str
     indexed_at: str
     org_id: str | None = None
+    pii: PiiAnalysis | None = None
 
     @property
     def ref(self) -> PassageRef:
@@ -206,9 +241,19 @@ REF_KEYS: tuple[str, ...] = tuple(_RENAME[name] for name in PassageRef.__struct_
 
 
 def to_payload(passage: PassagePayload) -> dict[str, Any]:
-    """The dict written to the engine; a legacy passage has no `orgId` key at all."""
+    """The dict written to the engine; a legacy passage has no `orgId` key at all, and one
+    written before PII analysis no `pii` key."""
     payload: dict[str, Any] = msgspec.to_builtins(passage)
+    if passage.pii is not None:
+        payload[PayloadKey.PII.value] = pii_payload(passage.pii)
     return payload
+
+
+def pii_payload(analysis: PiiAnalysis) -> dict[str, Any]:
+    """A PII analysis as stored: `{analyzer, text, title}`, each span `[start, end, type,
+    score]` (JSON arrays all the way down)."""
+    stored: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(analysis))
+    return stored
 
 
 def from_payload(payload: Mapping[str, Any]) -> PassagePayload:

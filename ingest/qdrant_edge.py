@@ -11,19 +11,21 @@ Keyword legs compute IDF over the scope's points only (`SearchParams.idf`), so o
 tenants' documents never move a tenant's BM25 scores.
 
 Edge runs no background optimizer: written points land in plain segments, searched
-exactly. `optimize()` builds the HNSW graph and compact sparse indexes of the large
-ones, which cuts a SciFact turn's ranking call from 21 to 8 ms (README, "Search indexes
-on the embedded engine"). The binding holds the GIL while it runs (2.5 s for 13,000
-passages), so the gateway calls it only at start, before it serves, and `kbgate ingest
---data-dir`, the eval and the benchmarks after they ingest.
+exactly. `optimize()` builds the search indexes of the large ones (an HNSW graph per
+tenant large enough for one, compact sparse indexes), which cuts a SciFact turn's ranking
+call from 21 to 8 ms (README, "Search indexes on the embedded engine"). The binding holds
+the GIL while it runs (2.5 s for 13,000 passages), so the gateway calls it only at start,
+before it serves, and `kbgate ingest --data-dir`, the eval and the benchmarks after they
+ingest.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,12 +44,14 @@ from qdrant_edge import (
     FieldCondition,
     Filter,
     HasIdCondition,
+    HasVectorCondition,
     HnswIndexConfig,
     IdfParams,
     IsEmptyCondition,
     KeywordIndexParams,
     MatchAny,
     MatchValue,
+    Memory,
     Modifier,
     Point,
     Query,
@@ -72,13 +76,19 @@ from ingest.index import (
     RankResult,
     StoredPassage,
     checked_collection,
+    droppable_collection,
     is_collection_name,
 )
 from ingest.index import SparseVector as PassageSparse
 from ingest.index_common import (
+    DENSE_EF,
+    GRAPH_M,
     SCROLL_PAGE,
     checked_point_id,
     dense_values,
+    idf_probes,
+    passage_of,
+    probed_idf,
     scroll_all,
     sparse_values,
     stored_passages,
@@ -87,18 +97,21 @@ from ingest.index_common import hit as _hit
 from ingest.index_common import ranked_point as _ranked
 from ingest.payload import (
     INDEXED_KEYS,
+    PII_ANALYZER_PATH,
     REF_KEYS,
     TENANT_KEY,
     PassagePayload,
     PayloadKey,
+    PiiAnalysis,
     Scope,
     from_payload,
     is_valid_org_id,
+    pii_payload,
     to_payload,
 )
 
 if TYPE_CHECKING:
-    from qdrant_edge import ConditionType, PointId, Record
+    from qdrant_edge import ConditionType, PayloadIndexInfo, PointId, Record
 
 
 EDGE_DIR = "qdrant-edge"
@@ -106,8 +119,11 @@ EDGE_DIR = "qdrant-edge"
 _EDGE_CONFIG_FILE = "edge_config.json"
 
 
-def _scope_filter(scope: Scope, *extra: ConditionType) -> Filter:
-    """The only place a Scope becomes an Edge filter; `extra` narrows it further. Keyword
+def _scope_filter(
+    scope: Scope, *extra: ConditionType, excluding: Sequence[ConditionType] = ()
+) -> Filter:
+    """The only place a Scope becomes an Edge filter; `extra` narrows it further and
+    `excluding` leaves out the points matching any of its conditions. Keyword
     legs compute IDF over the same filter, so what lies outside the Scope neither moves a
     score nor changes what a search does."""
     must: list[ConditionType] = [
@@ -117,7 +133,7 @@ def _scope_filter(scope: Scope, *extra: ConditionType) -> Filter:
     ]
     if scope.strict:
         must.append(FieldCondition(key=PayloadKey.ORG_ID, match=MatchValue(scope.org_id)))
-    return Filter(must=[*must, *extra])
+    return Filter(must=[*must, *extra], must_not=list(excluding) or None)
 
 
 @dataclass(slots=True)
@@ -192,6 +208,40 @@ class EdgeIndex:
         found = self._query_batch(collection, scope, legs, with_payload=list(REF_KEYS))
         return RankResult(legs=tuple(tuple(map(_ranked, points)) for points in found))
 
+    def keyword_idf(
+        self, collection: str, scope: Scope, legs: Sequence[Leg]
+    ) -> tuple[tuple[float, ...], ...]:
+        held = self._existing(collection)
+        probes = [
+            (name, term)
+            for name, term in idf_probes(legs)
+            if held is not None and (held.document_keywords or name != DOCUMENT_SPARSE_VECTOR)
+        ]
+        if held is None or not probes:
+            return probed_idf(legs, [], [], {})
+        where = _scope_filter(scope)
+        requests = [
+            QueryRequest(
+                limit=1,
+                query=Query.Nearest(SparseVector(indices=[term], values=[1.0]), using=name),
+                filter=where,
+                with_vector=[name],
+                with_payload=False,
+                params=_idf_over(where),
+            )
+            for name, term in probes
+        ]
+        names = {name for name, _ in probes}
+        with _engine_errors(collection):
+            found = held.shard.query_batch(QueryBatchRequest(requests))
+            holders = {
+                name: held.shard.count(
+                    CountRequest(exact=True, filter=_scope_filter(scope, HasVectorCondition(name)))
+                )
+                for name in names
+            }
+        return probed_idf(legs, probes, found, holders)
+
     def fetch(
         self, collection: str, scope: Scope, point_ids: Sequence[str]
     ) -> dict[str, PassagePayload]:
@@ -257,6 +307,39 @@ class EdgeIndex:
     def delete_scope(self, collection: str, scope: Scope) -> int:
         return self._delete(collection, _scope_filter(scope))
 
+    def passages_page(
+        self, collection: str, scope: Scope, offset: str | None, limit: int
+    ) -> tuple[list[Passage], str | None]:
+        start = None if offset is None else checked_point_id(offset)
+        where = _scope_filter(scope)
+        held = self._existing(collection)
+        if held is None:
+            return [], None
+        with _engine_errors(collection):
+            records, after = held.shard.scroll(
+                ScrollRequest(
+                    offset=start, limit=limit, filter=where, with_payload=True, with_vector=True
+                )
+            )
+        return [passage_of(record) for record in records], None if after is None else str(after)
+
+    def drop_collection(self, collection: str) -> int | None:
+        path = self._root / droppable_collection(collection)
+        # Under the open lock: no call can load or create the shard while it goes.
+        with self._lock:
+            if self._closed:
+                raise IndexUnavailableError("the Qdrant Edge index is closed")
+            held = self._shards.pop(collection, None)
+            if held is None and not path.exists():
+                return None
+            with _engine_errors(collection):
+                held = held or self._load_or_create(path)
+                with held.writes:
+                    points = held.shard.info().points_count  # the whole collection goes
+                    held.shard.close()
+                shutil.rmtree(path)
+        return points
+
     def backfill_org(self, collection: str, scope: Scope) -> int:
         if scope.strict:
             raise ValueError("backfill_org needs a non-strict scope: strict ones never see legacy")
@@ -273,6 +356,39 @@ class EdgeIndex:
                     UpdateOperation.set_payload_by_filter(where, {PayloadKey.ORG_ID: scope.org_id})
                 )
         return updated
+
+    def stale_pii_page(
+        self, collection: str, scope: Scope, analyzer: str, offset: str | None, limit: int
+    ) -> tuple[list[StoredPassage], str | None]:
+        start = None if offset is None else checked_point_id(offset)
+        current = FieldCondition(key=PII_ANALYZER_PATH, match=MatchValue(analyzer))
+        where = _scope_filter(scope, excluding=[current])
+        held = self._existing(collection)
+        if held is None:
+            return [], None
+        with _engine_errors(collection):
+            records, after = held.shard.scroll(
+                ScrollRequest(offset=start, limit=limit, filter=where, with_payload=True)
+            )
+        return stored_passages(records), None if after is None else str(after)
+
+    def set_pii(self, collection: str, scope: Scope, analyses: Mapping[str, PiiAnalysis]) -> int:
+        ids: dict[PointId, PiiAnalysis] = {
+            checked_point_id(pid): analysis for pid, analysis in analyses.items()
+        }
+        held = self._existing(collection)
+        if held is None or not ids:
+            return 0
+        with held.writes, _engine_errors(collection):
+            inside = held.shard.count(
+                CountRequest(exact=True, filter=_scope_filter(scope, HasIdCondition(set(ids))))
+            )
+            for pid, analysis in ids.items():
+                where = _scope_filter(scope, HasIdCondition({pid}))
+                payload = {PayloadKey.PII.value: pii_payload(analysis)}
+                held.shard.update(UpdateOperation.set_payload_by_filter(where, payload))
+            held.shard.flush()
+        return inside
 
     def optimize(self) -> list[str]:
         if self._indexing_threshold_kb == 0:
@@ -354,7 +470,11 @@ class EdgeIndex:
         sparse = [SPARSE_VECTOR, *([DOCUMENT_SPARSE_VECTOR] if document_keywords else [])]
         config = EdgeConfig(
             vectors={
-                DENSE_VECTOR: EdgeVectorParams(size=self._dense_dim, distance=Distance.Cosine)
+                # Read from the page cache as searches need them, not loaded whole at start:
+                # a shard's open segment alone maps 32 MB (docs/decisions/edge-memory.md).
+                DENSE_VECTOR: EdgeVectorParams(
+                    size=self._dense_dim, distance=Distance.Cosine, memory=Memory.Cold
+                )
             },
             sparse_vectors={name: EdgeSparseVectorParams(modifier=Modifier.Idf) for name in sparse},
             max_search_threads=self._search_threads,
@@ -368,11 +488,10 @@ class EdgeIndex:
             shard = EdgeShard.create(str(path), config)
         try:
             indexed = shard.info().payload_schema
-            missing = [key for key in INDEXED_KEYS if key not in indexed]
-            for key in missing:
-                params = KeywordIndexParams(is_tenant=key == TENANT_KEY)
-                shard.update(UpdateOperation.create_field_index(key, params))
-            if missing:
+            stale = [key for key in INDEXED_KEYS if not _index_as_wanted(indexed.get(key), key)]
+            for key in stale:
+                shard.update(UpdateOperation.create_field_index(key, _keyword_index(key)))
+            if stale:
                 shard.flush()
         except BaseException:
             shard.close()  # release the directory lock
@@ -381,12 +500,12 @@ class EdgeIndex:
 
     def _indexing_config(self) -> dict[str, Any]:
         threshold = self._indexing_threshold_kb
-        if not threshold:
+        if threshold == 0:
             return {}
-        return {
-            "optimizers": EdgeOptimizersConfig(indexing_threshold=threshold),
-            "hnsw_config": HnswIndexConfig(m=16, ef_construct=100, full_scan_threshold=threshold),
-        }
+        config: dict[str, Any] = {"hnsw_config": _graphs(threshold or _EDGE_THRESHOLD_KB)}
+        if threshold:
+            config["optimizers"] = EdgeOptimizersConfig(indexing_threshold=threshold)
+        return config
 
     def _point(self, passage: Passage, document_keywords: bool) -> Point:
         vectors: dict[str, Any] = {
@@ -461,11 +580,45 @@ def _engine_errors(collection: str) -> Iterator[None]:
         raise IndexUnavailableError(f"Qdrant Edge failed on {collection!r}: {exc}") from exc
 
 
+#: Edge's own threshold (KB of vectors) from which a segment is indexed and a filtered
+#: search takes the graph rather than the exact path.
+_EDGE_THRESHOLD_KB = 10_000
 #: The dense leg's graph search follows the Scope's filter (ACORN) when the filter keeps
-#: under 40% of the points: without it a scope of a few percent of a large collection
-#: misses about half its exact top 10 (docs/decisions/filtered-search.md). Scopes small
-#: enough for Qdrant's exact path, and wide ones, search as before.
-_FILTERED_DENSE = SearchParams(acorn=AcornSearchParams(enable=True))
+#: under 40% of the points, and keeps `DENSE_EF` candidates: without them a scope of a
+#: few percent of a large collection misses about half its exact top 10, and a wide one
+#: some (docs/decisions/filtered-search.md). Scopes small enough for Qdrant's exact path
+#: search as before.
+_FILTERED_DENSE = SearchParams(hnsw_ef=DENSE_EF, acorn=AcornSearchParams(enable=True))
+
+
+def _graphs(full_scan_threshold_kb: int) -> HnswIndexConfig:
+    """One graph per tenant, none over the whole collection: every search carries its
+    tenant (the Scope), so a tenant with more vectors than the threshold searches its own
+    graph (`payload_m` links on `tenantId`, the only key with graph links) and a smaller
+    one is searched exactly. Built in about half the time of a collection-wide graph
+    with links for every key's values (docs/decisions/edge-graphs.md)."""
+    return HnswIndexConfig(
+        m=0, ef_construct=100, full_scan_threshold=full_scan_threshold_kb, payload_m=GRAPH_M
+    )
+
+
+def _keyword_index(key: str) -> KeywordIndexParams:
+    """The tenant key groups each tenant's points together and carries the graph links;
+    the Scope's other keys only filter."""
+    tenant = key == TENANT_KEY
+    return KeywordIndexParams(is_tenant=tenant, enable_hnsw=tenant)
+
+
+def _index_as_wanted(info: PayloadIndexInfo | None, key: str) -> bool:
+    """Whether a shard's index of `key` is `_keyword_index(key)` (Edge builds graph links
+    for an index's values unless told not to); a different one is made again."""
+    params = None if info is None else info.params
+    wanted = _keyword_index(key)
+    return (
+        isinstance(params, KeywordIndexParams)
+        and params.is_tenant is wanted.is_tenant
+        and (params.enable_hnsw is not False) is wanted.enable_hnsw
+    )
 
 
 def _idf_over(corpus: Filter) -> SearchParams:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,12 +39,18 @@ from ingest.index import (
     SparseVector,
     StoredPassage,
     checked_collection,
+    droppable_collection,
 )
 from ingest.index_common import (
+    DENSE_EF,
+    GRAPH_M,
     SCROLL_PAGE,
     checked_point_id,
     dense_values,
     hit,
+    idf_probes,
+    passage_of,
+    probed_idf,
     ranked_point,
     scroll_all,
     sparse_values,
@@ -52,26 +58,36 @@ from ingest.index_common import (
 )
 from ingest.payload import (
     INDEXED_KEYS,
+    PII_ANALYZER_PATH,
     REF_KEYS,
     TENANT_KEY,
     PassagePayload,
     PayloadKey,
+    PiiAnalysis,
     Scope,
     from_payload,
     is_valid_org_id,
+    pii_payload,
     to_payload,
 )
 
 #: Per-scope IDF (`SearchParams.idf.corpus`) arrived in Qdrant 1.19.
 MIN_SERVER_VERSION = (1, 19, 0)
-_FILTERED_DENSE = models.SearchParams(acorn=models.AcornSearchParams(enable=True))
+_FILTERED_DENSE = models.SearchParams(hnsw_ef=DENSE_EF, acorn=models.AcornSearchParams(enable=True))
+#: One graph per tenant, none over the whole collection, as on Qdrant Edge
+#: (`ingest.qdrant_edge._graphs`): every search carries its tenant.
+_GRAPHS = models.HnswConfigDiff(m=0, payload_m=GRAPH_M)
 _UPSERT_BATCH = 256
 _SERVER_ERROR = 500
+_NOT_FOUND = 404
 _GRPC_UNAVAILABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 
-def _scope_filter(scope: Scope, *extra: models.Condition) -> models.Filter:
-    """The only place a Scope becomes a qdrant-client filter; `extra` narrows it further."""
+def _scope_filter(
+    scope: Scope, *extra: models.Condition, excluding: Sequence[models.Condition] = ()
+) -> models.Filter:
+    """The only place a Scope becomes a qdrant-client filter; `extra` narrows it further and
+    `excluding` leaves out the points matching any of its conditions."""
     must: list[models.Condition] = [
         _match(PayloadKey.TENANT_ID, scope.tenant_id),
         models.FieldCondition(
@@ -83,7 +99,7 @@ def _scope_filter(scope: Scope, *extra: models.Condition) -> models.Filter:
     ]
     if scope.strict:
         must.append(_match(PayloadKey.ORG_ID, scope.org_id))
-    return models.Filter(must=[*must, *extra])
+    return models.Filter(must=[*must, *extra], must_not=list(excluding) or None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +134,7 @@ class ServerIndex:
         # Local mode is a single-threaded emulation (no locks inside); the gateway calls
         # the index from worker threads, so there every engine call takes the lock.
         self._serialize = False
-        self._known: set[str] = set()  # collections seen to exist (kbgate never drops one)
+        self._known: set[str] = set()  # collections seen to exist (`_calling` forgets)
         self._ensured: set[str] = set()  # ... and whose payload indexes were checked
         #: per collection: created with the whole-document BM25 vector (older ones lack it)
         self._document_keywords: dict[str, bool] = {}
@@ -161,7 +177,7 @@ class ServerIndex:
 
     def verify_version(self) -> None:
         """Read the server's version; IncompatibleServerError if it is too old."""
-        with _engine_errors("(version)"):
+        with self._calling("(version)"):
             reported = self._client.info().version
         if parse_version(reported) < MIN_SERVER_VERSION:
             needed = ".".join(map(str, MIN_SERVER_VERSION))
@@ -184,19 +200,24 @@ class ServerIndex:
         self._check(collection)
         if collection in self._ensured:
             return
-        with self._lock, _engine_errors(collection):
+        with self._lock, self._calling(collection):
             if not self._client.collection_exists(collection):
                 self._create(collection)
             if self._payload_indexes:
-                indexed = self._client.get_collection(collection).payload_schema
-                for key in INDEXED_KEYS:
-                    if key not in indexed:
-                        schema = models.KeywordIndexParams(
-                            type=models.KeywordIndexType.KEYWORD, is_tenant=key == TENANT_KEY
-                        )
-                        self._client.create_payload_index(collection, key, schema, wait=True)
+                self._index_for_scopes(collection)
             self._known.add(collection)
             self._ensured.add(collection)
+
+    def _index_for_scopes(self, collection: str) -> None:
+        """The Scope keys' payload indexes and the per-tenant graphs; a collection made
+        before them is brought in line (the server rebuilds its graphs in the background)."""
+        info = self._client.get_collection(collection)
+        graphs = info.config.hnsw_config
+        if (graphs.m, graphs.payload_m) != (_GRAPHS.m, _GRAPHS.payload_m):
+            self._client.update_collection(collection, hnsw_config=_GRAPHS)
+        for key in INDEXED_KEYS:
+            if not _index_as_wanted(info.payload_schema.get(key), key):
+                self._client.create_payload_index(collection, key, _keyword_index(key), wait=True)
 
     def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
         if not passages:
@@ -205,7 +226,7 @@ class ServerIndex:
         document_keywords = not self._exists(collection) or self.document_keywords(collection)
         points = [self._point(passage, document_keywords) for passage in passages]
         self.ensure_collection(collection)
-        with self._serialized(), _engine_errors(collection):
+        with self._serialized(), self._calling(collection):
             for start in range(0, len(points), _UPSERT_BATCH):
                 batch = points[start : start + _UPSERT_BATCH]
                 self._client.upsert(collection, batch, wait=True)
@@ -216,7 +237,7 @@ class ServerIndex:
             return known
         if not self._exists(collection):
             return False
-        with self._serialized(), _engine_errors(collection):
+        with self._serialized(), self._calling(collection):
             sparse = self._client.get_collection(collection).config.params.sparse_vectors
         known = self._document_keywords[collection] = DOCUMENT_SPARSE_VECTOR in (sparse or {})
         return known
@@ -229,6 +250,49 @@ class ServerIndex:
         responses = self._query_batch(collection, scope, legs, with_payload=list(REF_KEYS))
         return RankResult(legs=tuple(tuple(map(ranked_point, points)) for points in responses))
 
+    def keyword_idf(
+        self, collection: str, scope: Scope, legs: Sequence[Leg]
+    ) -> tuple[tuple[float, ...], ...]:
+        if not self._exists(collection):
+            return probed_idf(legs, [], [], {})
+        document_keywords = self.document_keywords(collection)
+        probes = [
+            (name, term)
+            for name, term in idf_probes(legs)
+            if document_keywords or name != DOCUMENT_SPARSE_VECTOR
+        ]
+        if not probes:
+            return probed_idf(legs, [], [], {})
+        where = _scope_filter(scope)
+        # IDF over the scope only, as the keyword legs compute it.
+        params = models.SearchParams(idf=models.IdfCorpusParams(corpus=where))
+        requests = [
+            models.QueryRequest(
+                query=models.NearestQuery(
+                    nearest=models.SparseVector(indices=[term], values=[1.0])
+                ),
+                using=name,
+                filter=where,
+                params=params,
+                limit=1,
+                with_vector=[name],
+                with_payload=False,
+            )
+            for name, term in probes
+        ]
+        names = sorted({name for name, _ in probes})
+        with self._serialized(), self._calling(collection):
+            responses = self._client.query_batch_points(collection, requests)
+            holders = {
+                name: self._client.count(
+                    collection,
+                    _scope_filter(scope, models.HasVectorCondition(has_vector=name)),
+                    exact=True,
+                ).count
+                for name in names
+            }
+        return probed_idf(legs, probes, [r.points for r in responses], holders)
+
     def fetch(
         self, collection: str, scope: Scope, point_ids: Sequence[str]
     ) -> dict[str, PassagePayload]:
@@ -238,7 +302,7 @@ class ServerIndex:
         if not ids or not self._exists(collection):
             return {}
         where = _scope_filter(scope, models.HasIdCondition(has_id=ids))
-        with self._serialized(), _engine_errors(collection):
+        with self._serialized(), self._calling(collection):
             records, _ = self._client.scroll(collection, where, limit=len(ids), with_payload=True)
         return {str(record.id): from_payload(record.payload or {}) for record in records}
 
@@ -258,7 +322,7 @@ class ServerIndex:
         document_keywords = self.document_keywords(collection)
         runs = [document_keywords or leg.kind is not LegKind.DOCUMENT_KEYWORD for leg in legs]
         wanted = [request for request, run in zip(requests, runs, strict=True) if run]
-        with self._serialized(), _engine_errors(collection):
+        with self._serialized(), self._calling(collection):
             responses = iter(self._client.query_batch_points(collection, wanted) if wanted else [])
         return [next(responses).points if run else [] for run in runs]
 
@@ -267,7 +331,7 @@ class ServerIndex:
         where = _scope_filter(scope, *extra)
         if not self._exists(collection):
             return 0
-        with self._serialized(), _engine_errors(collection):
+        with self._serialized(), self._calling(collection):
             return self._client.count(collection, where, exact=True).count
 
     def scroll_document(
@@ -284,14 +348,14 @@ class ServerIndex:
                 collection, where, limit=SCROLL_PAGE, offset=offset, with_payload=True
             )
 
-        with self._serialized(), _engine_errors(collection):
+        with self._serialized(), self._calling(collection):
             return stored_passages(scroll_all(page))
 
     def document_ids(self, collection: str, scope: Scope) -> set[str]:
         where = _scope_filter(scope)
         if not self._exists(collection):
             return set()
-        with self._serialized(), _engine_errors(collection):
+        with self._serialized(), self._calling(collection):
             # A facet returns its top `limit` values: the point count bounds the distinct ones.
             points = self._client.count(collection, where, exact=True).count
             if points == 0:
@@ -314,6 +378,29 @@ class ServerIndex:
     def delete_scope(self, collection: str, scope: Scope) -> int:
         return self._delete(collection, _scope_filter(scope))
 
+    def passages_page(
+        self, collection: str, scope: Scope, offset: str | None, limit: int
+    ) -> tuple[list[Passage], str | None]:
+        start = None if offset is None else checked_point_id(offset)
+        where = _scope_filter(scope)
+        if not self._exists(collection):
+            return [], None
+        with self._serialized(), self._calling(collection):
+            records, after = self._client.scroll(
+                collection, where, limit=limit, offset=start, with_payload=True, with_vectors=True
+            )
+        return [passage_of(record) for record in records], None if after is None else str(after)
+
+    def drop_collection(self, collection: str) -> int | None:
+        droppable_collection(collection)
+        if not self._exists(collection):
+            return None
+        with self._lock, self._calling(collection):
+            points = self._client.get_collection(collection).points_count or 0  # it all goes
+            self._client.delete_collection(collection)
+        self._forget(collection)
+        return points
+
     def backfill_org(self, collection: str, scope: Scope) -> int:
         if scope.strict:
             raise ValueError("backfill_org needs a non-strict scope: strict ones never see legacy")
@@ -323,12 +410,47 @@ class ServerIndex:
         where = _scope_filter(scope, legacy)
         if not self._exists(collection):
             return 0
-        with self._serialized(), _engine_errors(collection):
+        with self._serialized(), self._calling(collection):
             updated = self._client.count(collection, where, exact=True).count
             if updated:
                 payload = {PayloadKey.ORG_ID.value: scope.org_id}
                 self._client.set_payload(collection, payload, models.FilterSelector(filter=where))
         return updated
+
+    def stale_pii_page(
+        self, collection: str, scope: Scope, analyzer: str, offset: str | None, limit: int
+    ) -> tuple[list[StoredPassage], str | None]:
+        start = None if offset is None else checked_point_id(offset)
+        current = models.FieldCondition(
+            key=PII_ANALYZER_PATH, match=models.MatchValue(value=analyzer)
+        )
+        where = _scope_filter(scope, excluding=[current])
+        if not self._exists(collection):
+            return [], None
+        with self._serialized(), self._calling(collection):
+            records, after = self._client.scroll(
+                collection, where, limit=limit, offset=start, with_payload=True
+            )
+        return stored_passages(records), None if after is None else str(after)
+
+    def set_pii(self, collection: str, scope: Scope, analyses: Mapping[str, PiiAnalysis]) -> int:
+        ids = {checked_point_id(pid): analysis for pid, analysis in analyses.items()}
+        if not ids or not self._exists(collection):
+            return 0
+        operations: list[models.UpdateOperation] = [
+            models.SetPayloadOperation(
+                set_payload=models.SetPayload(
+                    payload={PayloadKey.PII.value: pii_payload(analysis)},
+                    filter=_scope_filter(scope, models.HasIdCondition(has_id=[pid])),
+                )
+            )
+            for pid, analysis in ids.items()
+        ]
+        inside = _scope_filter(scope, models.HasIdCondition(has_id=list(ids)))
+        with self._serialized(), self._calling(collection):
+            count = self._client.count(collection, inside, exact=True).count
+            self._client.batch_update_points(collection, operations, wait=True)
+        return count
 
     def optimize(self) -> list[str]:
         """Nothing to do: the server's own optimizer indexes segments in the background."""
@@ -338,7 +460,7 @@ class ServerIndex:
         if self._closed:
             raise IndexUnavailableError("the Qdrant index is closed")
         self._require_verified()
-        with self._serialized(), _engine_errors("(ping)"):
+        with self._serialized(), self._calling("(ping)"):
             self._client.get_collections()
 
     def close(self) -> None:
@@ -348,11 +470,29 @@ class ServerIndex:
     def _delete(self, collection: str, where: models.Filter) -> int:
         if not self._exists(collection):
             return 0
-        with self._serialized(), _engine_errors(collection):
+        with self._serialized(), self._calling(collection):
             deleted = self._client.count(collection, where, exact=True).count
             if deleted:
                 self._client.delete(collection, models.FilterSelector(filter=where), wait=True)
         return deleted
+
+    @contextmanager
+    def _calling(self, collection: str) -> Iterator[None]:
+        """`_engine_errors`, and a collection the server no longer has (another replica
+        dropped it) is forgotten, so the next call finds out afresh."""
+        try:
+            with _engine_errors(collection):
+                yield
+        except UnexpectedResponse as exc:
+            if exc.status_code != _NOT_FOUND:
+                raise
+            self._forget(collection)
+            raise IndexUnavailableError(f"Qdrant has no collection {collection!r}") from exc
+
+    def _forget(self, collection: str) -> None:
+        self._known.discard(collection)
+        self._ensured.discard(collection)
+        self._document_keywords.pop(collection, None)
 
     def _check(self, collection: str) -> None:
         if self._closed:
@@ -373,7 +513,7 @@ class ServerIndex:
         self._check(collection)
         if collection in self._known:
             return True
-        with self._serialized(), _engine_errors(collection):
+        with self._serialized(), self._calling(collection):
             exists = self._client.collection_exists(collection)
         if exists:
             self._known.add(collection)
@@ -392,6 +532,7 @@ class ServerIndex:
                     name: models.SparseVectorParams(modifier=models.Modifier.IDF)
                     for name in (SPARSE_VECTOR, DOCUMENT_SPARSE_VECTOR)
                 },
+                hnsw_config=_GRAPHS,
                 shard_number=self._layout.shards,
                 replication_factor=self._layout.replication_factor,
                 write_consistency_factor=self._layout.write_consistency,
@@ -476,6 +617,27 @@ def parse_version(version: str) -> tuple[int, ...]:
             break
         numbers.append(int(digits))
     return tuple(numbers + [0] * (3 - len(numbers)))
+
+
+def _keyword_index(key: str) -> models.KeywordIndexParams:
+    """The tenant key groups each tenant's points and carries the graph links; the Scope's
+    other keys only filter."""
+    tenant = key == TENANT_KEY
+    return models.KeywordIndexParams(
+        type=models.KeywordIndexType.KEYWORD, is_tenant=tenant, enable_hnsw=tenant
+    )
+
+
+def _index_as_wanted(info: models.PayloadIndexInfo | None, key: str) -> bool:
+    """Whether the collection's index of `key` is `_keyword_index(key)` (the server builds
+    graph links for an index's values unless told not to)."""
+    params = None if info is None else info.params
+    wanted = _keyword_index(key)
+    return (
+        isinstance(params, models.KeywordIndexParams)
+        and bool(params.is_tenant) is wanted.is_tenant
+        and (params.enable_hnsw is not False) is wanted.enable_hnsw
+    )
 
 
 def _match(key: PayloadKey, value: str) -> models.FieldCondition:

@@ -7,6 +7,14 @@ overwrites the old one in place. Replacement writes the new version first, then
 deletes the old points; readers keep only the newest version of each document
 (`gateway.retrieval.versions`), so no reader sees both versions or neither.
 
+Each passage's text and its document's title are analysed for PII as they are written
+(`PassageAnalyzer`, on a thread of its own while the embedder runs): the spans are stored
+with the passage (`pii`), so that no recognizer runs when the passage is returned.
+
+Several documents of one KB can be written as one (`put_many`): their passages go to the
+model in one pass (spread over the embedder's workers with no gap between documents) and
+to the index in one upsert, so one durable flush serves them all.
+
 Everything here is synchronous and CPU- or engine-bound: the gateway runs it in
 worker threads.
 """
@@ -17,14 +25,23 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, Protocol
 
+from ingest.background import lower_priority
 from ingest.chunking import ChunkingParams, chunk_text
-from ingest.embedding import Embedder
-from ingest.index import Index, Passage, StoredPassage, collection_for
-from ingest.payload import Classification, PassagePayload, Scope, text_checksum
+from ingest.embedding import Embedder, Embedding
+from ingest.index import Index, Passage, SparseVector, StoredPassage, collection_for
+from ingest.payload import (
+    Classification,
+    PassagePayload,
+    PiiAnalysis,
+    PiiSpan,
+    Scope,
+    text_checksum,
+)
 
 _POINT_NAMESPACE = uuid.UUID("6f1c1f0e-4b7a-5c3e-9d2a-6b1e8a4c2d10")
 SyncStatus = Literal["indexed", "unchanged"]
@@ -32,6 +49,21 @@ SyncStatus = Literal["indexed", "unchanged"]
 
 class EmbeddingFailedError(RuntimeError):
     """The model failed while a document was being indexed (before anything was written)."""
+
+
+class AnalysisFailedError(RuntimeError):
+    """The PII analyzer failed while a document was being indexed (nothing was written)."""
+
+
+class PassageAnalyzer(Protocol):
+    """Finds PII in texts as they are written (`gateway.safety.redaction.Redactor`)."""
+
+    #: names the recognizers and their versions; stored with every analysis
+    analyzer_version: str
+
+    def analyze_texts(self, texts: Sequence[str]) -> list[tuple[PiiSpan, ...]]:
+        """Every entity of every type it knows, in each text (offsets into that text)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +111,25 @@ def embedding_input(title: str, passage: str) -> str:
     return f"{title}\n{passage}" if title else passage
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """One document's write, as decided before any model runs."""
+
+    document: Document
+    version: str
+    texts: list[str]
+    existing: Sequence[StoredPassage]
+
+    @property
+    def unchanged(self) -> bool:
+        return _is_current(self.existing, self.version, len(self.texts))
+
+    def stale(self, fresh: Sequence[Passage]) -> list[str]:
+        """Stored points of this document that the fresh passages do not replace."""
+        kept = {passage.point_id for passage in fresh}
+        return [stored.point_id for stored in self.existing if stored.point_id not in kept]
+
+
 class DocumentWriter:
     """Writes documents of one index through one embedder."""
 
@@ -90,9 +141,13 @@ class DocumentWriter:
         chunking: ChunkingParams | None = None,
         model_id: str = "default",
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        analyzer: PassageAnalyzer | None = None,
     ) -> None:
+        """Without an `analyzer`, passages are written with no PII analysis (as before it
+        existed): the gateway then analyses them when they are first returned."""
         self._index = index
         self._embedder = embedder
+        self._analyzer = analyzer
         self._chunking = chunking or ChunkingParams()
         self._model_id = model_id
         self._clock = clock
@@ -116,43 +171,137 @@ class DocumentWriter:
         `legacy=True` writes points without `orgId`, as releases before org ids did
         (tests and migrations only; the HTTP API never sets it).
         """
+        (outcome,) = self.put_many(target, [document], legacy=legacy)
+        return outcome
+
+    def put_many(
+        self, target: Target, documents: Sequence[Document], *, legacy: bool = False
+    ) -> list[SyncOutcome]:
+        """`put` for several documents of one KB (distinct ids), as one write: every new or
+        changed document's passages embedded in one pass and upserted in one index call,
+        then the points of their old versions deleted in one call. Outcomes in input order.
+        A model or analyzer failure writes none of them.
+        """
+        if len({document.document_id for document in documents}) != len(documents):
+            raise ValueError("a document id is given twice")
         scope = target.write_scope()
-        version = self.version_of(document)
-        existing = self._index.scroll_document(target.collection, scope, document.document_id)
-        texts = chunk_text(document.text, self._chunking)
-        if _is_current(existing, version, len(texts)):
-            return SyncOutcome("unchanged", len(existing))
-        self._index.ensure_collection(target.collection)
-        passages = self._passages(target, document, version, texts, legacy=legacy)
-        self._index.upsert(target.collection, passages)
-        fresh = {passage.point_id for passage in passages}
-        stale = [stored.point_id for stored in existing if stored.point_id not in fresh]
-        removed = self._index.delete_points(target.collection, scope, stale) if stale else 0
-        return SyncOutcome("indexed", len(passages), removed)
+        plans = [self._plan(target, scope, document) for document in documents]
+        for plan in plans:
+            if plan.unchanged:
+                self._refresh_analyses(target, plan.document, plan.existing)
+        changed = [plan for plan in plans if not plan.unchanged]
+        written: dict[str, SyncOutcome] = {}
+        if changed:
+            self._index.ensure_collection(target.collection)
+            points = self._passages(target, changed, legacy=legacy)
+            self._index.upsert(target.collection, [p for group in points for p in group])
+            stale = [plan.stale(group) for plan, group in zip(changed, points, strict=True)]
+            if any(stale):
+                old = [point for gone in stale for point in gone]
+                self._index.delete_points(target.collection, scope, old)
+            for plan, group, gone in zip(changed, points, stale, strict=True):
+                written[plan.document.document_id] = SyncOutcome("indexed", len(group), len(gone))
+        return [
+            written.get(plan.document.document_id) or SyncOutcome("unchanged", len(plan.existing))
+            for plan in plans
+        ]
 
     def delete(self, target: Target, document_id: str) -> int:
         """Remove every passage of the document from both legs; returns how many."""
         return self._index.delete_document(target.collection, target.write_scope(), document_id)
 
+    def _plan(self, target: Target, scope: Scope, document: Document) -> _Plan:
+        existing = self._index.scroll_document(target.collection, scope, document.document_id)
+        return _Plan(
+            document=document,
+            version=self.version_of(document),
+            texts=chunk_text(document.text, self._chunking),
+            existing=existing,
+        )
+
+    def _refresh_analyses(
+        self, target: Target, document: Document, existing: Sequence[StoredPassage]
+    ) -> None:
+        """Analyse an unchanged document's passages again when their analysis is missing or
+        another analyzer's (nothing is embedded again)."""
+        analyzer = self._analyzer
+        if analyzer is None or all(
+            stored.payload.pii is not None
+            and stored.payload.pii.analyzer == analyzer.analyzer_version
+            for stored in existing
+        ):
+            return
+        texts = [stored.payload.text for stored in existing]
+        analyses = _analyses(analyzer, document.title, texts)
+        self._index.set_pii(
+            target.collection,
+            target.write_scope(),
+            {stored.point_id: found for stored, found in zip(existing, analyses, strict=True)},
+        )
+
     def _passages(
-        self,
-        target: Target,
-        document: Document,
-        version: str,
-        texts: Sequence[str],
-        *,
-        legacy: bool,
-    ) -> list[Passage]:
+        self, target: Target, plans: Sequence[_Plan], *, legacy: bool
+    ) -> list[list[Passage]]:
+        """Each plan's points: every passage embedded and analysed, nothing written yet."""
+        # The per-passage PII analysis runs on its own thread while the embedder runs: the
+        # model spends much of a call outside the GIL, and the analysis keeps a core busy
+        # meanwhile. Background priority, as the model's runners: turns come first.
+        with ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="pii-analysis", initializer=lower_priority
+        ) as pool:
+            analysing: Future[list[list[PiiAnalysis]]] | None = None
+            if self._analyzer is not None:
+                analysing = pool.submit(_analyse_plans, self._analyzer, plans)
+            embeddings, wholes = self._embed(plans)
+            try:
+                analyses = analysing.result() if analysing is not None else None
+            except Exception as error:  # any analyzer failure: nothing has been written yet
+                raise AnalysisFailedError("the PII analyzer failed; nothing was written") from error
+        indexed_at = self._clock().isoformat()
+        return [
+            self._points(
+                target,
+                plan,
+                embeddings[number],
+                wholes[number],
+                analyses[number] if analyses is not None else None,
+                indexed_at=indexed_at,
+                legacy=legacy,
+            )
+            for number, plan in enumerate(plans)
+        ]
+
+    def _embed(self, plans: Sequence[_Plan]) -> tuple[list[list[Embedding]], list[SparseVector]]:
+        """Every plan's passages in one embedder call, and the whole documents' keyword
+        vectors in another; the passages' embeddings grouped back by plan."""
+        inputs = [
+            embedding_input(plan.document.title, text) for plan in plans for text in plan.texts
+        ]
+        whole_inputs = [embedding_input(plan.document.title, plan.document.text) for plan in plans]
         try:
-            embeddings = self._embedder.embed_documents(
-                [embedding_input(document.title, text) for text in texts]
-            )
-            (whole,) = self._embedder.embed_document_keywords(
-                [embedding_input(document.title, document.text)]
-            )
+            flat = self._embedder.embed_documents(inputs)
+            wholes = self._embedder.embed_document_keywords(whole_inputs)
         except Exception as error:  # any model failure: nothing has been written yet
             raise EmbeddingFailedError("the embedder failed; nothing was written") from error
-        indexed_at = self._clock().isoformat()
+        grouped: list[list[Embedding]] = []
+        start = 0
+        for plan in plans:
+            grouped.append(flat[start : start + len(plan.texts)])
+            start += len(plan.texts)
+        return grouped, wholes
+
+    def _points(
+        self,
+        target: Target,
+        plan: _Plan,
+        embeddings: Sequence[Embedding],
+        whole: SparseVector,
+        analyses: Sequence[PiiAnalysis] | None,
+        *,
+        indexed_at: str,
+        legacy: bool,
+    ) -> list[Passage]:
+        document, version, texts = plan.document, plan.version, plan.texts
         return [
             Passage(
                 point_id=point_id(target, document.document_id, version, position),
@@ -171,11 +320,26 @@ class DocumentWriter:
                     source=document.source,
                     checksum=text_checksum(text),
                     indexed_at=indexed_at,
+                    pii=analyses[position] if analyses is not None else None,
                 ),
                 document_sparse=whole if position == 0 else None,
             )
             for position, (text, embedding) in enumerate(zip(texts, embeddings, strict=True))
         ]
+
+
+def _analyse_plans(analyzer: PassageAnalyzer, plans: Sequence[_Plan]) -> list[list[PiiAnalysis]]:
+    """The per-passage analysis step of a write: each plan's passages' PII, in order."""
+    return [_analyses(analyzer, plan.document.title, plan.texts) for plan in plans]
+
+
+def _analyses(analyzer: PassageAnalyzer, title: str, texts: Sequence[str]) -> list[PiiAnalysis]:
+    """Each passage's analysis: its text's spans, and the title's (found once)."""
+    *found, title_spans = analyzer.analyze_texts([*texts, title])
+    return [
+        PiiAnalysis(analyzer=analyzer.analyzer_version, text=spans, title=title_spans)
+        for spans in found
+    ]
 
 
 def point_id(target: Target, document_id: str, version: str, position: int) -> str:

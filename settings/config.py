@@ -48,13 +48,14 @@ class Defaults(msgspec.Struct, frozen=True):
     """Platform defaults: used when neither the KB nor the agent sets a value."""
 
     top_k: int = 8
-    # Calibrated with `kbgate eval` on SciFact (5,183 abstracts): every answerable
-    # question's best passage reaches 0.35 cosine or BM25 15, while 82% of off-topic ones
-    # (bench/data/offtopic_questions.jsonl) reach neither, so they abstain. BM25 scores grow
-    # with the KB's IDF: a KB of a few hundred passages or fewer sees lower keyword scores,
-    # and wants a lower `keyword_floor` of its own (README, "Retrieval turn").
-    score_threshold: float = 0.35
-    keyword_floor: float = 15.0
+    # A KB answers when its best passage reaches `score_threshold` (a cosine) or its best
+    # keyword hit `keyword_floor` of the question's attainable BM25 score (a share that
+    # means the same in a KB of any size, for a question of any length:
+    # `ingest.keyword_scale`). Measured with `kbgate eval` on three golden sets together
+    # (docs/decisions/fusion-and-floors.md): at most 4% of answerable questions abstain on
+    # any of them, and 78% to 98% of off-topic ones do.
+    score_threshold: float = 0.44
+    keyword_floor: float = 0.5
     kb_cap: int = 3
     grounding_floor: float = 0.7
 
@@ -87,7 +88,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     #: A bearer token for GET /metrics alone; None: only the platform key reads /metrics.
     metrics_key: str | None = None
     embedding_model: str | None = None
+    #: onnxruntime threads of one passage run; None: one (`ingest.embedding.PASSAGE_THREADS`).
     embedding_threads: int | None = None
+    #: Passage runs side by side; None: as many as fill the cores with `embedding_threads`.
+    embedding_workers: int | None = None
     #: Questions get their own single-thread session: see `ingest.embedding.QUERY_THREADS`.
     #: The bundled model's questions always do (its integer re-quantization); for a named
     #: model, 0 shares the passages' session (no second copy of the model in memory).
@@ -107,9 +111,17 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     defaults: Defaults = msgspec.field(default_factory=Defaults)
     settings_staleness_s: float = 30.0
     turn_ttl_s: int = 3600
+    #: The longest a workspace's `turn_retention_s` may keep turn records (it is clamped).
+    turn_ttl_max_s: int = 86_400
+    #: Settings changes older than this many days are purged; 0 keeps them all.
+    settings_history_days: int = 0
+    #: How often the retention sweep purges expired turn records and old settings changes.
+    retention_sweep_s: float = 300.0
     max_question_chars: int = 2000
     max_document_bytes: int = 5 * 1024 * 1024
     max_body_bytes: int = 8 * 1024 * 1024
+    #: The largest workspace archive `POST .../import` takes (it is spooled to a temp file).
+    max_import_bytes: int = 1024 * 1024 * 1024
     rate_limit_per_s: float = 50.0
     rate_limit_burst: int = 100
     #: one budget shared by all keys of a workspace, beside each key's own
@@ -200,6 +212,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "METRICS_KEY": ("metrics_key", _parse_str),
     "EMBEDDING_MODEL": ("embedding_model", _parse_str),
     "EMBEDDING_THREADS": ("embedding_threads", _parse_int),
+    "EMBEDDING_WORKERS": ("embedding_workers", _parse_int),
     "EMBEDDING_QUERY_THREADS": ("embedding_query_threads", _parse_int),
     "EMBEDDING_BATCH_SIZE": ("embedding_batch_size", _parse_int),
     "EMBED_TIMEOUT_S": ("embed_timeout_s", _parse_float),
@@ -211,9 +224,13 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "MODEL_CACHE_DIR": ("model_cache_dir", _parse_path),
     "SETTINGS_STALENESS_S": ("settings_staleness_s", _parse_float),
     "TURN_TTL_S": ("turn_ttl_s", _parse_int),
+    "TURN_TTL_MAX_S": ("turn_ttl_max_s", _parse_int),
+    "SETTINGS_HISTORY_DAYS": ("settings_history_days", _parse_int),
+    "RETENTION_SWEEP_S": ("retention_sweep_s", _parse_float),
     "MAX_QUESTION_CHARS": ("max_question_chars", _parse_int),
     "MAX_DOCUMENT_BYTES": ("max_document_bytes", _parse_int),
     "MAX_BODY_BYTES": ("max_body_bytes", _parse_int),
+    "MAX_IMPORT_BYTES": ("max_import_bytes", _parse_int),
     "RATE_LIMIT_PER_S": ("rate_limit_per_s", _parse_float),
     "RATE_LIMIT_BURST": ("rate_limit_burst", _parse_int),
     "RATE_LIMIT_WORKSPACE_PER_S": ("rate_limit_workspace_per_s", _parse_float),
@@ -271,6 +288,11 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
         "EMBEDDING_THREADS",
         "must be at least 1",
     ),
+    (
+        lambda c: c.embedding_workers is None or 1 <= c.embedding_workers <= 64,
+        "EMBEDDING_WORKERS",
+        "must be 1..64",
+    ),
     (lambda c: c.embedding_query_threads >= 0, "EMBEDDING_QUERY_THREADS", "must be 0 or more"),
     (lambda c: 1 <= c.embedding_batch_size <= 256, "EMBEDDING_BATCH_SIZE", "must be 1..256"),
     (lambda c: c.embed_timeout_s > 0, "EMBED_TIMEOUT_S", "must be positive"),
@@ -284,9 +306,17 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
     (lambda c: 1 <= c.passages_per_document <= 10, "PASSAGES_PER_DOCUMENT", "must be 1..10"),
     (lambda c: c.settings_staleness_s > 0, "SETTINGS_STALENESS_S", "must be positive"),
     (lambda c: c.turn_ttl_s > 0, "TURN_TTL_S", "must be positive"),
+    (
+        lambda c: c.turn_ttl_max_s >= c.turn_ttl_s,
+        "TURN_TTL_MAX_S",
+        "must be at least KBGATE_TURN_TTL_S",
+    ),
+    (lambda c: c.settings_history_days >= 0, "SETTINGS_HISTORY_DAYS", "must be 0 or more"),
+    (lambda c: c.retention_sweep_s > 0, "RETENTION_SWEEP_S", "must be positive"),
     (lambda c: c.max_question_chars > 0, "MAX_QUESTION_CHARS", "must be positive"),
     (lambda c: c.max_document_bytes > 0, "MAX_DOCUMENT_BYTES", "must be positive"),
     (lambda c: c.max_body_bytes >= 1024, "MAX_BODY_BYTES", "must be at least 1024"),
+    (lambda c: c.max_import_bytes >= 1024, "MAX_IMPORT_BYTES", "must be at least 1024"),
     (lambda c: c.rate_limit_per_s > 0, "RATE_LIMIT_PER_S", "must be positive"),
     (lambda c: c.rate_limit_burst >= 1, "RATE_LIMIT_BURST", "must be at least 1"),
     (
@@ -368,7 +398,7 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
         "DEFAULT_SCORE_THRESHOLD",
         "must lie within the score threshold bounds",
     ),
-    (lambda c: c.defaults.keyword_floor >= 0, "DEFAULT_KEYWORD_FLOOR", "must be >= 0"),
+    (lambda c: 0 <= c.defaults.keyword_floor <= 1, "DEFAULT_KEYWORD_FLOOR", "must be 0..1"),
     (
         lambda c: c.bounds.kb_cap_min <= c.defaults.kb_cap <= c.bounds.kb_cap_max,
         "DEFAULT_KB_CAP",

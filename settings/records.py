@@ -102,13 +102,45 @@ class KeyEvent(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SettingChange(msgspec.Struct, frozen=True, kw_only=True):
-    """One audited change: who (key id, never the key), when, what, from and to."""
+    """One audited change: who (key id, never the key), when, what, from and to.
+
+    A KB's setting applied from an evaluation names the KB and the evaluation."""
 
     at: str
     key_id: str
     setting: str
     old: Any
     new: Any
+    knowledge_base_id: str | None = None
+    evaluation_id: str | None = None
+
+
+class AdminChange(msgspec.Struct, frozen=True, kw_only=True):
+    """One audited change to a workspace's knowledge bases or agents: who (key id, never
+    the key), when, which object and which of its stored fields. It holds ids and field
+    names only, never a value, a name or any content; an agent's change also lists the
+    ids of its knowledge bases afterwards, in order (attachments and their order)."""
+
+    at: str
+    key_id: str
+    tenant_id: str
+    kind: str  # "knowledge_base" or "agent"
+    object_id: str
+    action: str  # "created", "changed" or "deleted"
+    fields: list[str] = msgspec.field(default_factory=list)
+    knowledge_base_ids: list[str] | None = None
+
+
+class DeletionRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The audit record of one completed deletion: what was deleted (ids), by whom (key id,
+    never the key), when, and how much of each kind went. It holds no content."""
+
+    at: str
+    kind: str  # "workspace" or "organization"
+    org_id: str
+    tenant_id: str = ""  # "" for an organization
+    actor_key_id: str
+    counts: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class TurnPassage(msgspec.Struct, frozen=True, kw_only=True):

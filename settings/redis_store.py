@@ -6,6 +6,7 @@ can never split into two segments or collide with another key):
     kbgate:org:{org_id}                    Org (JSON)
     kbgate:ws:{tenant_id}                  Workspace (JSON), settings included
     kbgate:history:{tenant_id}             list of SettingChange (JSON), oldest first
+    kbgate:adminhistory:{tenant_id}        list of AdminChange (JSON), oldest first
     kbgate:kb:{tenant_id}:{kb_id}          KnowledgeBase (JSON)
     kbgate:kbs:{tenant_id}                 set of the tenant's KB ids (raw)
     kbgate:agent:{tenant_id}:{agent_id}    Agent (JSON)
@@ -15,7 +16,9 @@ can never split into two segments or collide with another key):
     kbgate:keyid:{key_id}                  the key's hash (keeps key ids unique)
     kbgate:keyuse                          hash: key id -> when it was last used
     kbgate:keyhistory                      list of KeyEvent (JSON), oldest first
+    kbgate:deletions                       list of DeletionRecord (JSON), oldest first
     kbgate:turn:{turn_id}                  TurnRecord (JSON), with EX ttl
+    (golden sets and evaluations: `settings.redis_calibration`)
 
 Writes that change a workspace, KB or agent record publish the tenant id on the
 channel `kbgate:invalidate` (best effort: a failed publish does not fail the write);
@@ -39,15 +42,19 @@ from redis.backoff import NoBackoff
 
 from settings.outage import DEFAULT_HOLD_S, FailFast
 from settings.records import (
+    AdminChange,
     Agent,
     ApiKey,
+    DeletionRecord,
     KeyEvent,
     KnowledgeBase,
+    Lifecycle,
     Org,
     SettingChange,
     TurnRecord,
     Workspace,
 )
+from settings.redis_calibration import RedisCalibration
 from settings.store import StoreUnavailableError
 from settings.store_rules import (
     RecordDecoder,
@@ -119,6 +126,7 @@ return 0
 """
 _KEY_USE = "kbgate:keyuse"
 _KEY_HISTORY = "kbgate:keyhistory"
+_DELETIONS = "kbgate:deletions"
 #: how many keys one SCAN step asks for (admin listings and deletions only)
 _SCAN_COUNT = 1000
 
@@ -166,7 +174,7 @@ def _unavailable() -> Iterator[None]:
         raise StoreUnavailableError(f"redis: {error}") from error
 
 
-class RedisStore:
+class RedisStore(RedisCalibration):
     """SettingsStore on Redis; see the module docstring. It closes its client unless the
     client is shared (`sharing`)."""
 
@@ -319,6 +327,7 @@ class RedisStore:
                 _key("kbs", tenant_id),
                 _key("agents", tenant_id),
                 _key("history", tenant_id),
+                _key("adminhistory", tenant_id),
             ]
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.delete(*names)
@@ -333,6 +342,43 @@ class RedisStore:
             raise org_not_empty(org_id)
         with self._calling():
             return bool(await self._client.delete(_key("org", org_id)))
+
+    async def pending_deletions(self) -> tuple[list[Org], list[Workspace]]:
+        """Orgs and workspaces marked `deleting`, each ordered by id (SCAN: at start)."""
+        orgs = self._decode.each(Org, await self._scan_records(_key("org", "")))
+        workspaces = self._decode.each(Workspace, await self._scan_records(_key("ws", "")))
+        return (
+            sorted((o for o in orgs if o.state is Lifecycle.DELETING), key=lambda o: o.org_id),
+            sorted(
+                (w for w in workspaces if w.state is Lifecycle.DELETING),
+                key=lambda w: w.tenant_id,
+            ),
+        )
+
+    async def record_deletion(self, record: DeletionRecord) -> None:
+        """Append the audit record of a completed deletion."""
+        with self._calling():
+            await self._client.rpush(_DELETIONS, encode(record))
+
+    async def deletion_history(self) -> list[DeletionRecord]:
+        """Every completed deletion's audit record, oldest first."""
+        with self._calling():
+            raws = await self._client.lrange(_DELETIONS, 0, -1)
+        return self._decode.each(DeletionRecord, raws)
+
+    async def purge_settings_history(self, before: str) -> int:
+        """Trim every workspace's settings changes made before `before` (ISO 8601, UTC);
+        returns how many went. Changes are appended in time order, so each list loses a
+        head; LTRIM keeps whatever was appended meanwhile."""
+        removed = 0
+        with self._calling():
+            async for name in self._client.scan_iter(f"{_key('history', '')}*", count=_SCAN_COUNT):
+                changes = self._decode.each(SettingChange, await self._client.lrange(name, 0, -1))
+                old = next((i for i, c in enumerate(changes) if c.at >= before), len(changes))
+                if old:
+                    await self._client.ltrim(name, old, -1)
+                    removed += old
+        return removed
 
     async def update_workspace_settings(
         self, tenant_id: str, changes: Mapping[str, Any], *, key_id: str, at: str
@@ -369,6 +415,17 @@ class RedisStore:
         with self._calling():
             raws = await self._client.lrange(_key("history", tenant_id), 0, -1)
         return self._decode.each(SettingChange, raws)
+
+    async def record_admin_change(self, change: AdminChange) -> None:
+        """Append one change of a KB or agent to its workspace's history."""
+        with self._calling():
+            await self._client.rpush(_key("adminhistory", change.tenant_id), encode(change))
+
+    async def admin_history(self, tenant_id: str) -> list[AdminChange]:
+        """KB and agent changes of one workspace, oldest first."""
+        with self._calling():
+            raws = await self._client.lrange(_key("adminhistory", tenant_id), 0, -1)
+        return self._decode.each(AdminChange, raws)
 
     # knowledge bases and agents
 
@@ -540,6 +597,10 @@ class RedisStore:
         with self._calling():
             raw = await self._client.get(_key("turn", turn_id))
         return own_turn(self._decode.one_or_none(TurnRecord, raw), tenant_id)
+
+    async def purge_expired_turns(self) -> int:
+        """Nothing to do: Redis expires each turn record at the end of its time."""
+        return 0
 
     async def delete_turns(self, tenant_id: str) -> int:
         """Remove every turn record of the tenant (SCAN over the live turns: turn keys

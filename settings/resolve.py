@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Generic, Literal, TypeVar, get_args
 
 from settings.config import Bounds, Defaults
+from settings.pii_allow_list import is_allow_list
 
 T = TypeVar("T")
 Source = Literal["knowledge_base", "agent", "platform", "workspace", "created_at"]
@@ -27,21 +28,27 @@ SCORE_THRESHOLD = "score_threshold"
 KEYWORD_FLOOR = "keyword_floor"
 FUSION = "fusion"
 GROUNDING_FLOOR = "grounding_floor"
+DROP_COPIES = "drop_copies"
 KB_CAP = "max_knowledge_bases_per_agent"
 STRICT_ISOLATION = "strict_rag_isolation"
 WORKSPACE_REDACTION = "rag_pii_redaction"
 AGENT_REDACTION = "pii_redaction"
 PII_ENTITIES = "pii_entities"
+PII_ALLOW_LIST = "pii_allow_list"
+TURN_RETENTION = "turn_retention_s"
 
 #: Entity types a workspace may ask to redact (presidio's names, plus kbgate's own
-#: URL_WITH_CREDENTIALS). PERSON takes effect only where a spaCy NER model is installed.
+#: URL_WITH_CREDENTIALS). PERSON, LOCATION and ORGANIZATION take effect only where a
+#: spaCy NER pipeline is installed.
 PiiEntityName = Literal[
     "CREDIT_CARD",
     "CRYPTO",
     "EMAIL_ADDRESS",
     "IBAN_CODE",
     "IP_ADDRESS",
+    "LOCATION",
     "MAC_ADDRESS",
+    "ORGANIZATION",
     "PERSON",
     "PHONE_NUMBER",
     "UK_NHS",
@@ -159,9 +166,11 @@ def resolve_score_threshold(
 
 
 def resolve_keyword_floor(kb: Mapping[str, Any] | None, defaults: Defaults) -> Resolved[float]:
-    """The KB's BM25 floor, else the platform's."""
+    """The KB's keyword floor, else the platform's: a share (0..1) of the question's
+    attainable BM25 score (`ingest.keyword_scale`). A stored value above 1 (a raw BM25
+    floor of an earlier release) is ignored for the platform's."""
     raw, source, malformed = _first_well_formed(
-        (("knowledge_base", kb),), KEYWORD_FLOOR, is_non_negative_number
+        (("knowledge_base", kb),), KEYWORD_FLOOR, is_unit_interval
     )
     if source is None:
         return Resolved(defaults.keyword_floor, "platform", malformed=malformed)
@@ -178,26 +187,50 @@ def resolve_grounding_floor(kb: Mapping[str, Any] | None, defaults: Defaults) ->
     return Resolved(float(raw), source, malformed=malformed)
 
 
+def resolve_drop_copies(kb: Mapping[str, Any] | None) -> Resolved[bool]:
+    """Whether a turn drops this KB's passages that copy a better-ranked one (on unless the
+    KB turns it off: `gateway.retrieval.diversity`)."""
+    raw, source, malformed = _first_well_formed(
+        (("knowledge_base", kb),), DROP_COPIES, lambda v: isinstance(v, bool)
+    )
+    if source is None:
+        return Resolved(True, "platform", malformed=malformed)
+    return Resolved(bool(raw), source, malformed=malformed)
+
+
+#: The channel weights of a KB that sets none (or leaves one out): measured on three
+#: golden sets together (docs/decisions/fusion-and-floors.md).
+DEFAULT_DENSE_WEIGHT = 1.0
+DEFAULT_KEYWORD_WEIGHT = 0.4
+
+
 @dataclass(frozen=True, slots=True)
 class FusionWeights:
-    dense: float = 1.0
-    keyword: float = 1.0
+    dense: float = DEFAULT_DENSE_WEIGHT
+    keyword: float = DEFAULT_KEYWORD_WEIGHT
 
 
 def is_fusion(value: Any) -> bool:
     """`{dense, keyword}`: finite non-negative weights, not both zero, nothing else."""
     if not isinstance(value, Mapping) or set(value) - {"dense", "keyword"}:
         return False
-    weights = [value.get("dense", 1.0), value.get("keyword", 1.0)]
+    weights = [
+        value.get("dense", DEFAULT_DENSE_WEIGHT),
+        value.get("keyword", DEFAULT_KEYWORD_WEIGHT),
+    ]
     return all(is_non_negative_number(w) for w in weights) and any(float(w) > 0 for w in weights)
 
 
 def resolve_fusion(kb: Mapping[str, Any] | None) -> Resolved[FusionWeights]:
-    """The KB's channel weights for fusion, default 1:1."""
+    """The KB's channel weights for fusion (`DEFAULT_DENSE_WEIGHT`, `DEFAULT_KEYWORD_WEIGHT`
+    for those it leaves out)."""
     raw, source, malformed = _first_well_formed((("knowledge_base", kb),), FUSION, is_fusion)
     if source is None:
         return Resolved(FusionWeights(), "platform", malformed=malformed)
-    weights = FusionWeights(float(raw.get("dense", 1.0)), float(raw.get("keyword", 1.0)))
+    weights = FusionWeights(
+        float(raw.get("dense", DEFAULT_DENSE_WEIGHT)),
+        float(raw.get("keyword", DEFAULT_KEYWORD_WEIGHT)),
+    )
     return Resolved(weights, source, malformed=malformed)
 
 
@@ -278,3 +311,28 @@ def resolve_pii_entities(workspace: Mapping[str, Any] | None) -> Resolved[tuple[
     if source is None:
         return Resolved(DEFAULT_PII_ENTITIES, "platform", malformed=malformed)
     return Resolved(tuple(sorted(set(raw))), source, malformed=malformed)
+
+
+def resolve_pii_allow_list(workspace: Mapping[str, Any] | None) -> Resolved[tuple[str, ...]]:
+    """The values and patterns redaction keeps (`settings.pii_allow_list`): the workspace's
+    list, else none. A malformed list is ignored whole, so more is redacted, never less."""
+    raw, source, malformed = _first_well_formed(
+        (("workspace", workspace),), PII_ALLOW_LIST, is_allow_list
+    )
+    if source is None:
+        return Resolved((), "platform", malformed=malformed)
+    return Resolved(tuple(raw), source, malformed=malformed)
+
+
+def resolve_turn_retention(
+    workspace: Mapping[str, Any] | None, default_s: int, max_s: int
+) -> Resolved[int]:
+    """How long a turn record (which holds the texts a turn returned) is kept: the
+    workspace's `turn_retention_s` clamped to 1..max_s, else the platform's default."""
+    raw, source, malformed = _first_well_formed(
+        (("workspace", workspace),), TURN_RETENTION, is_positive_count
+    )
+    if source is None:
+        return Resolved(default_s, "platform", malformed=malformed)
+    bounded, clamped = _clamp(raw, 1, max_s)
+    return Resolved(int(bounded), source, clamped, malformed)

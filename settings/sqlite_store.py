@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from settings.records import (
+    AdminChange,
     Agent,
     ApiKey,
     KeyEvent,
@@ -31,6 +32,8 @@ from settings.records import (
     TurnRecord,
     Workspace,
 )
+from settings.sqlite_calibration import CALIBRATION_SCHEMA, SqliteCalibration
+from settings.sqlite_upkeep import SqliteUpkeep
 from settings.store import StoreUnavailableError
 from settings.store_rules import (
     RecordDecoder,
@@ -67,6 +70,12 @@ CREATE TABLE IF NOT EXISTS settings_history (
     record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS settings_history_by_tenant ON settings_history (tenant_id, seq);
+CREATE TABLE IF NOT EXISTS admin_history (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant_id TEXT NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS admin_history_by_tenant ON admin_history (tenant_id, seq);
 CREATE TABLE IF NOT EXISTS knowledge_bases (
     tenant_id TEXT NOT NULL REFERENCES workspaces (tenant_id),
     kb_id TEXT NOT NULL,
@@ -95,6 +104,10 @@ CREATE TABLE IF NOT EXISTS api_key_use (
     last_used_at TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS key_history (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    record TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS deletions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     record TEXT NOT NULL
 );
@@ -128,8 +141,9 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
-class SqliteStore:
-    """SettingsStore on one SQLite file; see the module docstring."""
+class SqliteStore(SqliteUpkeep, SqliteCalibration):
+    """SettingsStore on one SQLite file; see the module docstring (its upkeep:
+    `settings.sqlite_upkeep`)."""
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         """Wrap a connection prepared by `open` (use `await SqliteStore.open(path)`)."""
@@ -275,7 +289,13 @@ class SqliteStore:
 
         def work(conn: sqlite3.Connection) -> bool:
             with _transaction(conn):
-                for table in ("settings_history", "knowledge_bases", "agents", "held_back"):
+                for table in (
+                    "settings_history",
+                    "admin_history",
+                    "knowledge_bases",
+                    "agents",
+                    "held_back",
+                ):
                     conn.execute(f"DELETE FROM {table} WHERE tenant_id = ?", (tenant_id,))  # noqa: S608 — fixed names
                 deleted = conn.execute("DELETE FROM workspaces WHERE tenant_id = ?", (tenant_id,))
                 return deleted.rowcount > 0
@@ -326,6 +346,29 @@ class SqliteStore:
                 (tenant_id,),
             ).fetchall()
             return self._decode.each(SettingChange, map(_record, rows))
+
+        return await self._run(work)
+
+    async def record_admin_change(self, change: AdminChange) -> None:
+        """Append one change of a KB or agent to its workspace's history."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO admin_history (tenant_id, record) VALUES (?, ?)",
+                (change.tenant_id, _encode(change)),
+            )
+
+        await self._run(work)
+
+    async def admin_history(self, tenant_id: str) -> list[AdminChange]:
+        """KB and agent changes of one workspace, oldest first."""
+
+        def work(conn: sqlite3.Connection) -> list[AdminChange]:
+            rows = conn.execute(
+                "SELECT record FROM admin_history WHERE tenant_id = ? ORDER BY seq",
+                (tenant_id,),
+            ).fetchall()
+            return self._decode.each(AdminChange, map(_record, rows))
 
         return await self._run(work)
 
@@ -563,14 +606,6 @@ class SqliteStore:
 
         return await self._run(work)
 
-    async def purge_expired_turns(self) -> int:
-        """Delete expired turn records now; returns how many went."""
-
-        def work(conn: sqlite3.Connection) -> int:
-            return conn.execute("DELETE FROM turns WHERE expires_at <= ?", (time.time(),)).rowcount
-
-        return await self._run(work)
-
     # operations
 
     async def ping(self) -> None:
@@ -597,7 +632,7 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> None:
         conn.execute("PRAGMA foreign_keys=ON")
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         if version <= SCHEMA_VERSION:
-            conn.executescript(_SCHEMA)
+            conn.executescript(_SCHEMA + CALIBRATION_SCHEMA)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     except sqlite3.Error as error:
         raise StoreUnavailableError(f"cannot prepare {path}: {error}") from error

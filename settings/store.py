@@ -10,12 +10,15 @@ the tenant id, so two workspaces may both own a KB called `kb`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from settings.golden import Evaluation, GoldenSet
 from settings.records import (
+    AdminChange,
     Agent,
     ApiKey,
+    DeletionRecord,
     KeyEvent,
     KnowledgeBase,
     Org,
@@ -72,13 +75,23 @@ class SettingsStore(Protocol):
         workspace)."""
 
     async def delete_workspace(self, tenant_id: str) -> bool:
-        """Remove the workspace record, its settings history and whatever KBs, agents and
-        held-back counters it still has; False when there was no such workspace. Keys and
-        turn records are removed by their own methods."""
+        """Remove the workspace record, its settings and admin histories and whatever KBs,
+        agents and held-back counters it still has; False when there was no such workspace.
+        Keys and turn records are removed by their own methods."""
 
     async def delete_org(self, org_id: str) -> bool:
         """Remove the org record; False when there was none. NotEmptyError while the org
         still has a workspace."""
+
+    async def pending_deletions(self) -> tuple[list[Org], list[Workspace]]:
+        """Orgs and workspaces marked `deleting` (deletions not completed), each ordered
+        by id."""
+
+    async def record_deletion(self, record: DeletionRecord) -> None:
+        """Append the audit record of a completed deletion."""
+
+    async def deletion_history(self) -> list[DeletionRecord]:
+        """Every completed deletion's audit record, oldest first."""
 
     async def update_workspace_settings(
         self, tenant_id: str, changes: Mapping[str, Any], *, key_id: str, at: str
@@ -114,6 +127,45 @@ class SettingsStore(Protocol):
 
     async def delete_agent(self, tenant_id: str, agent_id: str) -> bool:
         """Remove the agent record; False when there was none."""
+
+    async def record_admin_change(self, change: AdminChange) -> None:
+        """Append one change of a KB or agent to its workspace's history."""
+
+    async def admin_history(self, tenant_id: str) -> list[AdminChange]:
+        """KB and agent changes of one workspace, oldest first."""
+
+    # golden sets and evaluations (`settings.golden`); removed by `delete_calibration`,
+    # which deleting a KB or a workspace calls first
+    async def put_golden_set(self, golden: GoldenSet) -> None:
+        """Create or replace the KB's golden set. NotFoundError if the workspace is unknown."""
+
+    async def get_golden_set(self, tenant_id: str, kb_id: str) -> GoldenSet | None: ...
+
+    async def start_evaluation(self, evaluation: Evaluation, *, lease_s: float) -> str | None:
+        """Store a new running evaluation and take the workspace's evaluation lease for
+        `lease_s` seconds; None when stored. While another evaluation of the workspace holds
+        the lease, nothing is stored and that evaluation's id is returned. The KB keeps its
+        newest `EVALUATIONS_KEPT` evaluations. NotFoundError if the workspace is unknown."""
+
+    async def update_evaluation(self, evaluation: Evaluation, *, lease_s: float) -> bool:
+        """Replace a stored evaluation: a running one renews the lease it holds, a finished
+        one gives it back. False (nothing written) when it no longer exists."""
+
+    async def get_evaluation(self, tenant_id: str, evaluation_id: str) -> Evaluation | None:
+        """The tenant's evaluation (another tenant's: None)."""
+
+    async def list_evaluations(self, tenant_id: str, kb_id: str) -> list[Evaluation]:
+        """The KB's evaluations, newest first."""
+
+    async def delete_calibration(self, tenant_id: str, kb_id: str | None = None) -> int:
+        """Remove the KB's golden set and evaluations (with None, those of every KB of the
+        tenant) and give back the lease of a running one; returns how many records went."""
+
+    async def append_settings_history(
+        self, tenant_id: str, changes: Sequence[SettingChange]
+    ) -> None:
+        """Append changes stored elsewhere (KB settings applied from an evaluation) to the
+        workspace's settings history."""
 
     # held-back counters (documents screened out at ingest)
     async def add_held_back(self, tenant_id: str, kb_id: str, count: int = 1) -> int:
@@ -156,6 +208,15 @@ class SettingsStore(Protocol):
 
     async def delete_turns(self, tenant_id: str) -> int:
         """Remove every turn record of the tenant; returns how many."""
+
+    async def purge_expired_turns(self) -> int:
+        """Remove turn records past their time now; returns how many (0 where the store
+        expires them itself)."""
+
+    # retention
+    async def purge_settings_history(self, before: str) -> int:
+        """Remove every workspace's settings changes made before `before` (ISO 8601,
+        UTC); returns how many."""
 
     # operations
     async def ping(self) -> None:

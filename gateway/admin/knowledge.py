@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 from gateway.access.auth import Principal
+from gateway.admin import write_guard
 from gateway.errors import (
     ConflictError,
     ForbiddenError,
@@ -34,9 +35,10 @@ from ingest.index import SHARED_COLLECTION, Storage, collection_for, org_collect
 from ingest.payload import is_valid_id
 from ingest.screening import screen
 from ingest.sync import Document, SyncOutcome, Target
-from settings.records import Agent, KnowledgeBase
+from settings.records import AdminChange, Agent, KnowledgeBase
 from settings.resolve import (
     Resolved,
+    resolve_drop_copies,
     resolve_fusion,
     resolve_grounding_floor,
     resolve_kb_cap,
@@ -86,6 +88,54 @@ def target_of(kb: KnowledgeBase) -> Target:
     return Target(org_id=kb.org_id, tenant_id=kb.tenant_id, kb_id=kb.kb_id, storage=kb.storage)
 
 
+# ---- the history of KB and agent changes ---------------------------------------------
+
+
+def _changed_fields(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[str]:
+    """Names of the stored fields that differ (all set ones when there was no record)."""
+    if before is None:
+        return sorted(name for name, value in after.items() if value not in (None, "", {}))
+    names = set(before) | set(after)
+    return sorted(name for name in names if before.get(name) != after.get(name))
+
+
+def _kb_fields(kb: KnowledgeBase) -> dict[str, Any]:
+    return {"name": kb.name, "storage": kb.storage, **kb.settings}
+
+
+def _agent_fields(agent: Agent) -> dict[str, Any]:
+    return {"knowledge_base_ids": agent.knowledge_base_ids, **agent.settings}
+
+
+async def _audit(
+    services: Services,
+    principal: Principal,
+    kind: str,
+    object_id: str,
+    action: str,
+    *,
+    fields: list[str],
+    knowledge_base_ids: list[str] | None = None,
+) -> None:
+    await services.store.record_admin_change(
+        AdminChange(
+            at=_now(),
+            key_id=principal.key_id,
+            tenant_id=principal.tenant_id,
+            kind=kind,
+            object_id=object_id,
+            action=action,
+            fields=fields,
+            knowledge_base_ids=knowledge_base_ids,
+        )
+    )
+
+
+async def admin_history(services: Services, principal: Principal) -> list[AdminChange]:
+    """The caller's workspace's KB and agent changes, oldest first."""
+    return await services.store.admin_history(principal.tenant_id)
+
+
 # ---- knowledge bases ----------------------------------------------------------------
 
 
@@ -127,6 +177,10 @@ async def put_knowledge_base(
     )
     created = await services.store.put_knowledge_base(kb)
     services.settings.invalidate(principal.tenant_id)
+    fields = _changed_fields(_kb_fields(existing) if existing else None, _kb_fields(kb))
+    if created or fields:
+        action = "created" if created else "changed"
+        await _audit(services, principal, "knowledge_base", kb_id, action, fields=fields)
     return kb, created
 
 
@@ -151,9 +205,12 @@ async def delete_knowledge_base(
         services.index.document_ids, target.collection, target.write_scope()
     )
     passages = await purge_passages(services, kb)
-    detached = await detach_from_agents(services, kb)
+    detached = await detach_from_agents(services, kb, principal)
     await services.store.delete_knowledge_base(kb.tenant_id, kb.kb_id)
+    # Its golden set and evaluations; a running evaluation stops at its next progress write.
+    await services.store.delete_calibration(kb.tenant_id, kb.kb_id)
     services.settings.invalidate(kb.tenant_id)
+    await _audit(services, principal, "knowledge_base", kb.kb_id, "deleted", fields=[])
     # Again once the record is gone: a document write that began before it may have landed.
     passages += await purge_passages(services, kb)
     services.telemetry.count("knowledge_bases_deleted")
@@ -175,14 +232,24 @@ async def purge_passages(services: Services, kb: KnowledgeBase) -> int:
     return removed
 
 
-async def detach_from_agents(services: Services, kb: KnowledgeBase) -> int:
-    """Take the KB out of every agent of its workspace that lists it; returns how many."""
+async def detach_from_agents(services: Services, kb: KnowledgeBase, principal: Principal) -> int:
+    """Take the KB out of every agent of its workspace that lists it (each change in the
+    history, by `principal`); returns how many."""
     detached = 0
     for agent in await services.store.list_agents(kb.tenant_id):
         if kb.kb_id not in agent.knowledge_base_ids:
             continue
         kept = [kb_id for kb_id in agent.knowledge_base_ids if kb_id != kb.kb_id]
         await services.store.put_agent(msgspec.structs.replace(agent, knowledge_base_ids=kept))
+        await _audit(
+            services,
+            principal,
+            "agent",
+            agent.agent_id,
+            "changed",
+            fields=["knowledge_base_ids"],
+            knowledge_base_ids=kept,
+        )
         detached += 1
     return detached
 
@@ -196,6 +263,7 @@ def knowledge_base_effective(services: Services, kb: KnowledgeBase) -> dict[str,
         "score_threshold": resolve_score_threshold(kb.settings, None, bounds, defaults),
         "keyword_floor": resolve_keyword_floor(kb.settings, defaults),
         "grounding_floor": resolve_grounding_floor(kb.settings, defaults),
+        "drop_copies": resolve_drop_copies(kb.settings),
         "fusion": Resolved(
             {"dense": fusion.value.dense, "keyword": fusion.value.keyword}, fusion.source
         ),
@@ -256,6 +324,18 @@ async def put_agent(
     )
     created = await services.store.put_agent(agent)
     services.settings.invalidate(principal.tenant_id)
+    fields = _changed_fields(_agent_fields(existing) if existing else None, _agent_fields(agent))
+    if created or fields:
+        action = "created" if created else "changed"
+        await _audit(
+            services,
+            principal,
+            "agent",
+            agent_id,
+            action,
+            fields=fields,
+            knowledge_base_ids=agent.knowledge_base_ids,
+        )
     return agent, created
 
 
@@ -279,6 +359,7 @@ async def delete_agent(services: Services, principal: Principal, agent_id: str) 
     if not await services.store.delete_agent(principal.tenant_id, agent_id):
         raise NotFoundError("no such agent")
     services.settings.invalidate(principal.tenant_id)
+    await _audit(services, principal, "agent", agent_id, "deleted", fields=[])
     services.telemetry.count("agents_deleted")
     return agent
 
@@ -300,6 +381,16 @@ async def capped_knowledge_bases(
 # ---- documents ----------------------------------------------------------------------
 
 
+def check_text(services: Services, text: str) -> None:
+    """A document's text must hold something and stay within the size limit."""
+    if len(text.encode("utf-8")) > services.config.max_document_bytes:
+        raise PayloadTooLargeError(
+            f"text is over {services.config.max_document_bytes} bytes", field="text"
+        )
+    if not text.strip():
+        raise InvalidInputError("must not be empty", field="text")
+
+
 async def put_document(
     services: Services,
     principal: Principal,
@@ -311,16 +402,13 @@ async def put_document(
     title: str,
     source: str,
 ) -> tuple[str, int, str | None]:
-    """Screen, then index or leave unchanged. Returns (status, passages, held-back reason)."""
+    """Screen, then index or leave unchanged. Returns (status, passages, held-back reason).
+    NotFoundError also while the workspace or the KB is being deleted (`write_guard`)."""
     require_full_clearance(principal)
     kb = await knowledge_base_of(services, principal, kb_id)
     check_id(document_id, "document_id")
-    if len(text.encode("utf-8")) > services.config.max_document_bytes:
-        raise PayloadTooLargeError(
-            f"text is over {services.config.max_document_bytes} bytes", field="text"
-        )
-    if not text.strip():
-        raise InvalidInputError("must not be empty", field="text")
+    await write_guard.require_live_workspace(services, principal.tenant_id)
+    check_text(services, text)
     verdict = screen(classification)
     if verdict.classification is None:
         await services.store.add_held_back(principal.tenant_id, kb_id)
@@ -342,6 +430,7 @@ async def put_document(
                 lambda _: services.writer.put(target_of(kb), document),
                 wait=True,
             )
+        await write_guard.take_back_if_gone(services, kb, target_of(kb), document_id)
     services.telemetry.count(f"documents_{outcome.status}")
     if outcome.status == "indexed":
         services.telemetry.count("passages_written", outcome.passages)

@@ -8,15 +8,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway.access.auth import Principal
-from gateway.errors import NotFoundError
+from gateway.errors import InvalidInputError, NotFoundError
 from gateway.runtime.services import Services
+from gateway.safety.passages import in_force
+from settings.pii_allow_list import AllowListError, parse_allow_list
 from settings.records import SettingChange, Workspace
 from settings.resolve import (
+    PII_ALLOW_LIST,
     Resolved,
     resolve_kb_cap,
+    resolve_pii_allow_list,
     resolve_pii_entities,
     resolve_redaction,
     resolve_strict_isolation,
+    resolve_turn_retention,
 )
 from settings.store import NotFoundError as StoreNotFoundError
 from settings.store import StoreUnavailableError
@@ -49,14 +54,49 @@ def effective_settings(services: Services, workspace: Workspace) -> dict[str, Re
         "max_knowledge_bases_per_agent": resolve_kb_cap(
             settings, services.config.bounds, services.config.defaults
         ),
-        "pii_entities": resolve_pii_entities(settings),
+        "pii_entities": pii_entities_in_force(services, settings),
+        "pii_allow_list": resolve_pii_allow_list(settings),
+        "turn_retention_s": turn_retention(services, workspace),
     }
+
+
+def pii_entities_in_force(
+    services: Services, settings: Mapping[str, Any] | None
+) -> Resolved[tuple[str, ...]]:
+    """The configured entity types that a loaded recognizer finds (`clamped` when some
+    configured type has none: PERSON, LOCATION and ORGANIZATION need the NER pipeline)."""
+    configured = resolve_pii_entities(settings)
+    loaded = in_force(services.redactor, configured.value)
+    return Resolved(
+        loaded,
+        configured.source,
+        configured.clamped or loaded != configured.value,
+        configured.malformed,
+    )
+
+
+def turn_retention(services: Services, workspace: Workspace | None) -> Resolved[int]:
+    """How long this workspace's turn records are kept (the platform's default when its
+    settings could not be read)."""
+    return resolve_turn_retention(
+        workspace.settings if workspace else None,
+        services.config.turn_ttl_s,
+        services.config.turn_ttl_max_s,
+    )
 
 
 async def change_settings(
     services: Services, principal: Principal, changes: Mapping[str, Any]
 ) -> Workspace:
-    """Apply and audit (key id, never the key); in force here at once, elsewhere within 30 s."""
+    """Apply and audit (key id, never the key); in force here at once, elsewhere within 30 s.
+
+    An allow-list with an unusable entry is InvalidInputError, and nothing changes."""
+    entries = changes.get(PII_ALLOW_LIST)
+    if entries is not None:
+        try:
+            parse_allow_list(entries)
+        except AllowListError as error:
+            raise InvalidInputError(str(error), field=PII_ALLOW_LIST) from None
     try:
         updated = await services.store.update_workspace_settings(
             principal.tenant_id,

@@ -1,4 +1,4 @@
-"""The `kbgate` command: serve, ingest, backfill-org, eval, probe, and the admin commands.
+"""The `kbgate` command: serve, ingest, ask, backfill-org, eval, probe, and the admin commands.
 
 Each command's module registers its arguments here and imports what it needs only when it
 runs, so `kbgate serve` never loads the operator tools.
@@ -13,8 +13,11 @@ from collections.abc import Sequence
 from gateway.cli.admin import add_admin_commands
 from gateway.cli.backfill import add_backfill_command
 from gateway.cli.ingest import add_ingest_command
+from gateway.cli.knowledge import add_knowledge_commands
 from gateway.cli.model import add_model_commands
+from gateway.cli.pii import add_pii_command
 from gateway.cli.serve import add_serve_command
+from gateway.cli.transfer import add_transfer_commands
 from gateway.tools.evaluation.command import add_eval_command
 from gateway.tools.probe.command import add_probe_command
 from settings.config import ConfigError
@@ -39,7 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     add_model_commands(commands)
     add_ingest_command(commands)
     add_backfill_command(commands)
+    add_pii_command(commands)
     add_eval_command(commands)
     add_probe_command(commands)
     add_admin_commands(commands)
+    add_transfer_commands(commands)
+    add_knowledge_commands(commands)
     return parser

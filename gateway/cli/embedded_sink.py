@@ -3,13 +3,21 @@ run in the `kbgate ingest` process with no gateway serving the data dir."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 from gateway.access.auth import Principal
 from gateway.admin import knowledge
+from gateway.admin.bulk import IncomingDocument, Line, open_bulk_write
 from gateway.errors import GatewayError, NotFoundError
 from gateway.runtime.services import Services
-from ingest.connector import DocumentRejectedError, PutAnswer, SinkUnavailableError, Upload
+from ingest.connector import (
+    DocumentRejectedError,
+    PutAnswer,
+    PutResult,
+    SinkUnavailableError,
+    Upload,
+)
 from ingest.index import IndexUnavailableError
 from settings.store import StoreUnavailableError
 
@@ -36,23 +44,22 @@ class EmbeddedSink:
         except IndexUnavailableError as error:
             raise SinkUnavailableError(self._unavailable(error)) from None
 
-    async def put_document(self, upload: Upload) -> PutAnswer:
+    async def put_documents(self, uploads: Sequence[Upload]) -> AsyncIterator[PutResult]:
+        """The gateway's own bulk write (`gateway.admin.bulk`), one result per upload."""
         try:
-            status, passages, _ = await knowledge.put_document(
-                self._services,
-                self._principal,
-                self._kb_id,
-                upload.document_id,
-                text=upload.text,
-                classification=upload.classification.value,
-                title=upload.title,
-                source=upload.source,
-            )
-        except GatewayError as error:
-            raise DocumentRejectedError(_field_message(error)) from None
-        except (IndexUnavailableError, StoreUnavailableError) as error:
-            raise SinkUnavailableError(self._unavailable(error)) from None
-        return PutAnswer(status=status, passages=passages)
+            bulk = await open_bulk_write(self._services, self._principal, self._kb_id)
+        except NotFoundError:
+            raise SinkUnavailableError(f"the knowledge base {self._kb_id!r} is gone") from None
+        async for result in bulk.results(_lines(uploads)):
+            upload = uploads[result.line - 1]
+            error = result.error
+            if isinstance(error, IndexUnavailableError | StoreUnavailableError):
+                raise SinkUnavailableError(self._unavailable(error))
+            if error is not None:
+                reason = _field_message(error) if isinstance(error, GatewayError) else str(error)
+                yield PutResult(upload, None, reason)
+            else:
+                yield PutResult(upload, PutAnswer(status=result.status, passages=result.passages))
 
     async def delete_document(self, document_id: str) -> int:
         try:
@@ -68,6 +75,20 @@ class EmbeddedSink:
 
     def _unavailable(self, error: Exception) -> str:
         return engine_message(error, self._data_dir)
+
+
+def _lines(uploads: Sequence[Upload]) -> list[Line]:
+    return [
+        IncomingDocument(
+            line=number,
+            document_id=upload.document_id,
+            text=upload.text,
+            classification=upload.classification.value,
+            title=upload.title,
+            source=upload.source,
+        )
+        for number, upload in enumerate(uploads, start=1)
+    ]
 
 
 def _field_message(error: GatewayError) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -21,18 +22,23 @@ from ingest.screening import screen
 from settings.config import load_config
 
 if TYPE_CHECKING:
+    from gateway.cli.gateway_client import Gateway
     from ingest.connector import DocumentSink
     from settings.config import Config
 
 _INGEST_EPILOG = """\
 modes:
-  --url URL [--key KEY]           a running gateway, over its HTTP API; the key (or
-                                  KBGATE_KEY) needs the ingest role
+  --url URL [--key KEY]           a running gateway, over its HTTP API (or KBGATE_URL);
+                                  the key (or KBGATE_KEY) needs the ingest role, and
+                                  the admin role too with --create-kb or --agent
   [--data-dir DIR] --tenant T     the embedded data dir, no gateway running (Qdrant
                                   Edge locks its shards); KBGATE_QDRANT_URL and
                                   KBGATE_REDIS_URL are honoured when set
 
-The knowledge base must exist. Document ids are the files' paths relative to DIR.
+--kb names a knowledge base that exists; --create-kb creates it when it does not.
+--agent attaches the knowledge base to an agent, created when new, so a question can
+be asked at once (`kbgate ask AGENT "..."`). Document ids are the files' paths
+relative to DIR.
 exit status: 0 all files in step, 1 some files failed (or the run stopped early),
 2 bad arguments or setup (unknown label, KB, workspace or key; data dir in use).
 """
@@ -50,7 +56,14 @@ def add_ingest_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ingest.add_argument("directory", type=Path, metavar="DIR", help="the directory to mirror")
-    ingest.add_argument("--kb", required=True, metavar="KB_ID", help="the knowledge base")
+    which = ingest.add_mutually_exclusive_group(required=True)
+    which.add_argument("--kb", metavar="KB_ID", help="the knowledge base")
+    which.add_argument(
+        "--create-kb", metavar="KB_ID", help="the knowledge base, created when it does not exist"
+    )
+    ingest.add_argument(
+        "--agent", metavar="AGENT_ID", help="attach the KB to this agent (created when new)"
+    )
     ingest.add_argument(
         "--classification",
         required=True,
@@ -84,9 +97,12 @@ def run_ingest(args: argparse.Namespace) -> int:
     logging.getLogger("pypdf").setLevel(logging.ERROR)  # damaged PDFs are reported per file
     if not args.directory.is_dir():
         return fail(f"not a directory: {args.directory}")
+    args.kb = args.kb or args.create_kb
+    if not args.url and not (args.tenant or args.data_dir or args.org):
+        args.url = os.environ.get("KBGATE_URL")
     if args.url:
         sink = _http_sink(args)
-        return 2 if sink is None else asyncio.run(_run_sync(args, sink))
+        return 2 if sink is None else asyncio.run(_sync_over_http(args, sink))
     if not args.tenant:
         return fail("pass --url URL (a running gateway) or --tenant T (the embedded data dir)")
     config = load_config(os.environ, data_dir=args.data_dir)
@@ -111,19 +127,52 @@ def _http_sink(args: argparse.Namespace) -> DocumentSink | None:
         return None
 
 
-async def _run_sync(args: argparse.Namespace, sink: DocumentSink) -> int:
-    from ingest.connector import SinkUnavailableError, percent_progress, sync_directory
+async def _sync_over_http(args: argparse.Namespace, sink: DocumentSink) -> int:
+    from gateway.cli.gateway_client import HttpGateway
 
+    key = args.key or os.environ.get("KBGATE_KEY", "")
+    return await _prepare_then_sync(args, HttpGateway(args.url, key), sink)
+
+
+async def _prepare_then_sync(args: argparse.Namespace, gateway: Gateway, sink: DocumentSink) -> int:
+    """Create the KB (--create-kb) and attach it to the agent (--agent), then sync."""
+    from gateway.cli.gateway_client import Refused, Unreachable
+    from gateway.cli.knowledge import attach_to_agent, create_knowledge_base
+
+    try:
+        if args.create_kb and await create_knowledge_base(gateway, args.kb, {"name": args.kb}):
+            progress(f"kbgate ingest: created knowledge base {args.kb}")
+        if args.agent:
+            progress(f"kbgate ingest: {await attach_to_agent(gateway, args.agent, args.kb)}")
+    except Refused as refused:
+        return fail(refused.render())
+    except Unreachable as error:
+        return fail(str(error))
+    return await _run_sync(args, sink)
+
+
+def progress(message: str) -> None:
+    """A line about the run on stderr, apart from the summary on stdout."""
+    print(message, file=sys.stderr, flush=True)  # noqa: T201 — the CLI's own output
+
+
+async def _run_sync(args: argparse.Namespace, sink: DocumentSink) -> int:
+    from gateway.cli.progress import ingest_progress
+    from ingest.connector import SinkUnavailableError, sync_directory
+
+    reporter = ingest_progress(sys.stderr)
     try:
         summary = await sync_directory(
             args.directory,
             sink,
             args.classification,
-            progress=percent_progress(sys.stderr),
+            progress=reporter,
             allow_empty=args.allow_empty,
         )
     except SinkUnavailableError as error:
         return fail(str(error))
+    finally:
+        reporter.close()
     if args.json:
         say(json.dumps(summary.as_dict(), indent=2))
     else:
@@ -134,6 +183,7 @@ async def _run_sync(args: argparse.Namespace, sink: DocumentSink) -> int:
 async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
     from gateway.access.auth import Principal
     from gateway.cli.embedded_sink import EmbeddedSink
+    from gateway.cli.gateway_client import EmbeddedGateway
     from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
     from gateway.runtime.services import build_services
     from gateway.runtime.telemetry import Telemetry, build_logger
@@ -160,7 +210,8 @@ async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
             clearance=Classification.RESTRICTED,
         )
         sink = EmbeddedSink(services, principal, args.kb, config.data_dir)
-        status = await _run_sync(args, sink)
+        admin = dataclasses.replace(principal, roles=frozenset({Role.ADMIN, Role.INGEST}))
+        status = await _prepare_then_sync(args, EmbeddedGateway(services, admin), sink)
         # No gateway serves this data dir now: index what was written, as a start would.
         await asyncio.to_thread(services.index.optimize)
         return status

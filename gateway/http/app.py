@@ -21,11 +21,18 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.openapi.spec import Components
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.admin.upkeep import run_upkeep
 from gateway.errors import GatewayError
-from gateway.http.console import ConsoleController, console_template_config
+from gateway.http.console import (
+    CalibrationConsoleController,
+    ConsoleController,
+    KnowledgeAdminController,
+    console_template_config,
+)
 from gateway.http.dependencies import dependencies
 from gateway.http.openapi import BEARER_SCHEME, document_problems
 from gateway.http.problems import problem_details_plugin, status_of
+from gateway.http.routes.calibration import CalibrationController
 from gateway.http.routes.grounding import GroundingController
 from gateway.http.routes.health import HealthController
 from gateway.http.routes.keys import KeyController
@@ -33,6 +40,7 @@ from gateway.http.routes.knowledge import AgentController, KnowledgeBaseControll
 from gateway.http.routes.provisioning import ProvisioningController
 from gateway.http.routes.redaction import RedactionController
 from gateway.http.routes.retrieval import RetrievalController
+from gateway.http.routes.transfer import TransferController
 from gateway.http.routes.workspace import WorkspaceController
 from gateway.http.security import PUBLIC_PATHS, BearerKeyMiddleware
 from gateway.http.shutdown import Drain, DrainMiddleware
@@ -40,7 +48,7 @@ from gateway.http.strict_body import enforce_strict_body
 from gateway.runtime.services import Services, build_services
 from gateway.runtime.telemetry import Telemetry, build_logger
 from ingest.index import IndexUnavailableError
-from ingest.sync import EmbeddingFailedError
+from ingest.sync import AnalysisFailedError, EmbeddingFailedError
 from settings.cache import InvalidationSource, follow_invalidations
 from settings.config import Config
 from settings.store import StoreUnavailableError
@@ -71,13 +79,15 @@ def create_app(
             startup_ms=round((time.perf_counter() - started) * 1000, 1),
         )
         follower = _follow_invalidations(built)
+        upkeep = asyncio.create_task(run_upkeep(built))
         try:
             yield
         finally:
-            if follower is not None:
-                follower.cancel()
-                with suppress(asyncio.CancelledError):
-                    await follower
+            for task in (upkeep, follower):
+                if task is not None:
+                    task.cancel()
+                    with suppress(asyncio.CancelledError):
+                        await task
             if owned:
                 await built.close()
 
@@ -93,14 +103,18 @@ def create_app(
         route_handlers=[
             HealthController,
             ProvisioningController,
+            TransferController,
             KeyController,
             KnowledgeBaseController,
+            CalibrationController,
             AgentController,
             RetrievalController,
             RedactionController,
             WorkspaceController,
             GroundingController,
             ConsoleController,
+            KnowledgeAdminController,
+            CalibrationConsoleController,
         ],
         lifespan=[lifespan],
         dependencies=dependencies(),
@@ -148,6 +162,7 @@ _EXPECTED = (
     IndexUnavailableError,
     StoreUnavailableError,
     EmbeddingFailedError,
+    AnalysisFailedError,
 )
 
 

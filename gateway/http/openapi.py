@@ -10,15 +10,26 @@ those headers.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.openapi.spec import OpenAPI, OpenAPIHeader, OpenAPIType, Schema, SecurityScheme
+from litestar.openapi.spec import (
+    OpenAPI,
+    OpenAPIHeader,
+    OpenAPIMediaType,
+    OpenAPIType,
+    Operation,
+    RequestBody,
+    Schema,
+    SecurityScheme,
+)
 
 from gateway.http.schemas import ProblemDetails
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
+NDJSON_MEDIA_TYPE = "application/x-ndjson"
 
 BEARER_SCHEME = SecurityScheme(
     type="http",
@@ -60,6 +71,32 @@ def problems(*statuses: int) -> dict[int, ResponseSpec]:
 def created(body: type[Any]) -> dict[int, ResponseSpec]:
     """A 201 answering with `body`, for a PUT that creates (its 200 replaces)."""
     return {201: ResponseSpec(data_container=body, description="Created", generate_examples=False)}
+
+
+def ndjson_lines(line: Schema, description: str) -> type[Operation]:
+    """An operation whose request body is newline-delimited JSON, one `line` per line (the
+    handler reads the body as a stream, so Litestar cannot describe it)."""
+
+    @dataclass
+    class NdjsonOperation(Operation):
+        def __post_init__(self) -> None:
+            self.request_body = RequestBody(
+                content={NDJSON_MEDIA_TYPE: OpenAPIMediaType(schema=line)},
+                description=description,
+                required=True,
+            )
+
+    return NdjsonOperation
+
+
+def ndjson_response(line: type[Any], description: str) -> ResponseSpec:
+    """A 200 answering newline-delimited JSON, one `line` per line."""
+    return ResponseSpec(
+        data_container=line,
+        description=description,
+        media_type=NDJSON_MEDIA_TYPE,
+        generate_examples=False,
+    )
 
 
 def document_problems(schema: OpenAPI) -> None:

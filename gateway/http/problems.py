@@ -26,8 +26,9 @@ from gateway.errors import (
     RateLimitedError,
     UnauthenticatedError,
 )
+from gateway.http.schemas import ProblemDetails
 from ingest.index import IndexUnavailableError
-from ingest.sync import EmbeddingFailedError
+from ingest.sync import AnalysisFailedError, EmbeddingFailedError
 from settings.store import StoreUnavailableError
 
 _STATUS: dict[type[GatewayError], tuple[int, str]] = {
@@ -104,6 +105,7 @@ def _problem_map() -> dict[type[Exception], Callable[[Any], ProblemDetailsExcept
         IndexUnavailableError: lambda _: _unavailable("index", _RETRY_AFTER_S),
         StoreUnavailableError: lambda _: _unavailable("store", _RETRY_AFTER_S),
         EmbeddingFailedError: lambda _: _unavailable("embedder", _RETRY_AFTER_S),
+        AnalysisFailedError: lambda _: _unavailable("redactor", _RETRY_AFTER_S),
     }
 
 
@@ -111,6 +113,23 @@ def problem_details_plugin() -> ProblemDetailsPlugin:
     return ProblemDetailsPlugin(
         ProblemDetailsConfig(exception_to_problem_detail_map=_problem_map())
     )
+
+
+def problem_of(error: Exception) -> ProblemDetails:
+    """The problem details of an error answered inside a body (a bulk write's failed
+    line), as the same error would be answered alone."""
+    for kind, convert in _problem_map().items():
+        if isinstance(error, kind):
+            found = convert(error)
+            extra = found.extra if isinstance(found.extra, dict) else {}
+            return ProblemDetails(
+                status=found.status_code,
+                title=found.title or HTTPStatus(found.status_code).phrase,
+                detail=found.detail,
+                field=extra.get("field"),
+                dependency=extra.get("dependency"),
+            )
+    return ProblemDetails(status=500, title="Internal Server Error")
 
 
 def status_of(error: Exception) -> int:

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from settings.resolve import PiiEntityName
+from settings.resolve import DEFAULT_DENSE_WEIGHT, DEFAULT_KEYWORD_WEIGHT, PiiEntityName
 
 
 class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -68,6 +68,38 @@ class OrgDeletedOut(msgspec.Struct, kw_only=True):
     workspaces: int
     #: totals over its workspaces
     deleted: WorkspaceRemoved
+    #: whether its collection `kb_org_<org_id>` was dropped by this call
+    collection_dropped: bool = False
+
+
+class DeletionOut(msgspec.Struct, kw_only=True):
+    """One completed deletion: ids, who (key id), when, counts of what went."""
+
+    at: str
+    kind: Literal["workspace", "organization"]
+    org_id: str
+    tenant_id: str
+    actor_key_id: str
+    counts: dict[str, int]
+
+
+class DeletionHistoryOut(msgspec.Struct, kw_only=True):
+    deletions: list[DeletionOut]
+
+
+class WorkspaceImported(msgspec.Struct, kw_only=True):
+    """What an import wrote: counts only."""
+
+    knowledge_bases: int
+    agents: int
+    golden_sets: int
+    passages: int
+
+
+class WorkspaceImportedOut(msgspec.Struct, kw_only=True):
+    tenant_id: str
+    org_id: str
+    imported: WorkspaceImported
 
 
 class CreateKey(Strict):
@@ -153,8 +185,8 @@ Identifier = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
 
 class FusionIn(Strict):
-    dense: Floor = 1.0
-    keyword: Floor = 1.0
+    dense: Floor = DEFAULT_DENSE_WEIGHT
+    keyword: Floor = DEFAULT_KEYWORD_WEIGHT
 
 
 class PutKnowledgeBase(Strict):
@@ -164,9 +196,12 @@ class PutKnowledgeBase(Strict):
     storage: Literal["org", "shared"] = "org"
     top_k: PositiveInt | None = None
     score_threshold: UnitFloat | None = None
-    keyword_floor: Floor | None = None
+    #: a share of the question's attainable BM25 score (`ingest.keyword_scale`)
+    keyword_floor: UnitFloat | None = None
     grounding_floor: UnitFloat | None = None
     fusion: FusionIn | None = None
+    #: drop passages that copy a better-ranked one from a turn (default on)
+    drop_copies: bool | None = None
 
 
 class EffectiveValue(msgspec.Struct, kw_only=True):
@@ -216,6 +251,31 @@ class DocumentOut(msgspec.Struct, kw_only=True, omit_defaults=True):
     passages: int
     #: why a document was held back (status `held_back`)
     reason: HeldBackReason | None = None
+
+
+class BulkDocument(PutDocument, kw_only=True):
+    """One line of a bulk write (`POST /v1/knowledge-bases/{kb_id}/documents`): a
+    document as `PutDocument` has it, with its id."""
+
+    document_id: str
+
+
+BulkStatus = Literal["indexed", "unchanged", "held_back", "failed"]
+
+
+class BulkDocumentResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One line of a bulk write's answer: what became of one line of the request."""
+
+    #: the request line it answers, counted from 1 (blank lines count, and get no result)
+    line: int
+    #: absent when the line did not decode
+    document_id: str | None = None
+    status: BulkStatus
+    passages: int
+    #: why a document was held back (status `held_back`)
+    reason: HeldBackReason | None = None
+    #: why a line failed (status `failed`): nothing of it was written
+    problem: ProblemDetails | None = None
 
 
 class DeletedOut(msgspec.Struct, kw_only=True):
@@ -315,6 +375,13 @@ KbCap = Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
 
 
 PiiEntities = Annotated[list[PiiEntityName], msgspec.Meta(min_length=1, max_length=32)]
+#: values and patterns redaction keeps (`settings.pii_allow_list`: exact values, CIDR
+#: ranges, `re:` patterns); each entry is also checked to parse, else 422
+PiiAllowList = Annotated[
+    list[Annotated[str, msgspec.Meta(min_length=1, max_length=200)]],
+    msgspec.Meta(max_length=100),
+]
+RetentionSeconds = Annotated[int, msgspec.Meta(ge=1, le=10 * 365 * 86_400)]
 
 
 class PatchWorkspaceSettings(Strict):
@@ -324,6 +391,10 @@ class PatchWorkspaceSettings(Strict):
     rag_pii_redaction: bool | msgspec.UnsetType | None = msgspec.UNSET
     max_knowledge_bases_per_agent: KbCap | msgspec.UnsetType | None = msgspec.UNSET
     pii_entities: PiiEntities | msgspec.UnsetType | None = msgspec.UNSET
+    pii_allow_list: PiiAllowList | msgspec.UnsetType | None = msgspec.UNSET
+    #: seconds a turn record (the texts a turn returned) is kept; clamped to
+    #: 1..KBGATE_TURN_TTL_MAX_S when used
+    turn_retention_s: RetentionSeconds | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class EffectiveFlag(msgspec.Struct, kw_only=True):
@@ -344,13 +415,22 @@ class EffectiveEntities(msgspec.Struct, kw_only=True):
     clamped: bool = False
 
 
+class EffectiveAllowList(msgspec.Struct, kw_only=True):
+    value: list[str]
+    source: str
+    clamped: bool = False
+
+
 class WorkspaceEffective(msgspec.Struct, kw_only=True):
     """Each workspace setting in force, which level set it, and whether a bound changed it."""
 
     strict_rag_isolation: EffectiveFlag
     rag_pii_redaction: EffectiveFlag
     max_knowledge_bases_per_agent: EffectiveCount
+    #: the configured types a loaded recognizer finds (`clamped`: some have none)
     pii_entities: EffectiveEntities
+    turn_retention_s: EffectiveCount
+    pii_allow_list: EffectiveAllowList
 
 
 class WorkspaceSettingsOut(msgspec.Struct, kw_only=True):
@@ -361,12 +441,16 @@ class WorkspaceSettingsOut(msgspec.Struct, kw_only=True):
     effective: WorkspaceEffective
 
 
-class SettingChangeOut(msgspec.Struct, kw_only=True):
+class SettingChangeOut(msgspec.Struct, kw_only=True, omit_defaults=True):
     at: str
     key_id: str
     setting: str
     old: Any
     new: Any
+    #: the KB whose setting an applied evaluation changed (absent: a workspace setting)
+    knowledge_base_id: str | None = None
+    #: the evaluation whose recommendation was applied
+    evaluation_id: str | None = None
 
 
 class HistoryOut(msgspec.Struct, kw_only=True):

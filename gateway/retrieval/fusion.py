@@ -8,8 +8,8 @@ but has no say in which of a document's passages represents it. Two ways to turn
 
 - `score` (the default): each leg's raw scores divided by the leg's best, so the
   leg's top hit is 1 (cosine below 0 counts as 0); a document the leg did not return
-  counts as the leg's last hit, the most it could have scored. Beside a dense leg, a
-  keyword leg's hits past its `KEYWORD_DISTINCT_HITS`th all count as that one. A
+  counts as the leg's last hit, the most it could have scored. In a KB where both
+  channels run, a leg's hits past its `DISTINCT_HITS`th all count as that one. A
   document's score is `sum(weight * normalised score)`. A channel that matches many
   documents loosely (long argumentative questions and BM25) gives them all similar
   scores, so it moves the order little; rank fusion would give them its full rank spread.
@@ -32,13 +32,13 @@ from ingest.payload import PassageRef
 from settings.config import FusionMethod
 
 RRF_K = 60
-#: Under score fusion, in a KB whose dense leg runs too, a keyword leg tells apart only its
-#: first this many hits: the rest count as the last of them. Past its first few dozen hits
-#: BM25 on a natural-language question scores text that shares a word or two with it; the
-#: dense leg orders those documents better. They stay candidates, and a keyword-only KB
-#: keeps its whole BM25 order (the measurement: docs/decisions/fusion.md). A default turn
-#: (`top_k` 8) ranks 40 passages per leg, so this changes deeper turns only.
-KEYWORD_DISTINCT_HITS = 40
+#: In a KB whose dense and keyword legs both run, a leg tells apart only its first this
+#: many hits: the rest count as the last of them. Past a few dozen hits a leg scores text
+#: loosely related to the question, and the other channel orders those documents better;
+#: they stay candidates. A single-channel KB keeps each leg's whole order. Chosen with the
+#: weights on three golden sets together (docs/decisions/fusion-and-floors.md); a default
+#: turn (`top_k` 8) ranks 40 passages per leg, so it changes deeper turns only.
+DISTINCT_HITS = 60
 _KEYWORD_KINDS = frozenset({LegKind.KEYWORD, LegKind.DOCUMENT_KEYWORD})
 
 
@@ -124,13 +124,14 @@ def fuse(
     by_kb: dict[str, list[_LegScores]] = defaultdict(list)
     live = [leg for leg in legs if leg.weight > 0 and leg.hits]
     dense_kbs = {leg.kb_id for leg in live if leg.kind is LegKind.DENSE}
+    keyword_kbs = {leg.kb_id for leg in live if leg.kind in _KEYWORD_KINDS}
     for leg in live:
         _note_hits(passages, leg)
         if method is FusionMethod.RRF:
             scores = _rank_scores(leg, k)
         else:
-            distinct = KEYWORD_DISTINCT_HITS if leg.kb_id in dense_kbs else None
-            scores = _normalised_scores(leg, distinct_hits=distinct)
+            both = leg.kb_id in dense_kbs and leg.kb_id in keyword_kbs
+            scores = _normalised_scores(leg, distinct_hits=DISTINCT_HITS if both else None)
         if leg.kind is LegKind.DOCUMENT_KEYWORD:
             scores = replace(scores, ranks_passages=False)
         by_kb[leg.kb_id].append(scores)
@@ -199,13 +200,13 @@ def _rank_scores(leg: RankedLeg[H], k: int) -> _LegScores:
 
 def _normalised_scores(leg: RankedLeg[H], *, distinct_hits: int | None) -> _LegScores:
     """weight * score / the leg's best score; what the leg missed counts as its last hit,
-    and a keyword leg's hits past `distinct_hits` as that hit."""
+    and its hits past `distinct_hits` as that hit."""
     hits = leg.hits
     top = max(hit.score for hit in hits)
     weight = leg.weight if top > 0 else 0.0
     divisor = top if top > 0 else 1.0
     least = 0.0
-    if distinct_hits and leg.kind in _KEYWORD_KINDS and len(hits) > distinct_hits:
+    if distinct_hits and len(hits) > distinct_hits:
         least = max(hits[distinct_hits - 1].score, 0.0)
     passages: dict[str, float] = {}
     documents: dict[tuple[str, str], float] = {}

@@ -1,37 +1,43 @@
 """A turn's legs: one embedding batch for the question and its variations, then per
 knowledge base a dense leg and keyword legs ranked in its own Scope, only the newest
-version of each document kept, and the chosen passages' payloads read back.
+version of each document kept, and the chosen passages' payloads read back, copies of a
+better-ranked passage left out.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from gateway.errors import DependencyUnavailableError
-from gateway.retrieval.fusion import Candidate, RankedLeg
+from gateway.retrieval.diversity import without_copies
+from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base
 from gateway.retrieval.plan import KbPlan
 from gateway.retrieval.versions import newest_versions
 from gateway.runtime.services import Services
 from ingest.embedding import Embedding
 from ingest.index import (
     Hit,
+    Index,
     IndexUnavailableError,
     Leg,
     LegKind,
     RankedPoint,
     RankResult,
 )
+from ingest.keyword_scale import attainable_keyword_score, relative_keyword_score
 from ingest.payload import PassagePayload
 
 T = TypeVar("T")
 P = ParamSpec("P")
 
 #: Of a KB's keyword weight, the part its whole-document BM25 leg gets (the passage leg
-#: gets the rest). Chosen on SciFact's tune half: a document's words spread over its
-#: passages, which a passage leg alone misses (README, "Retrieval quality").
-DOCUMENT_KEYWORD_SHARE = 0.5
+#: gets the rest): a document's words spread over its passages, which a passage leg alone
+#: misses. Chosen with the weights on three golden sets (docs/decisions/fusion-and-floors.md).
+DOCUMENT_KEYWORD_SHARE = 0.75
+#: How far past a KB's `top_k` a turn reads to fill the places of dropped copies.
+COPY_RESERVE = 3
 #: Passages each leg ranks per passage the KB may return (`top_k`), at least
 #: `LEG_DEPTH_MIN` and at most `leg_limit`. Fusion rarely reaches deeper: on SciFact a
 #: `top_k` 8 turn at depth 40 scores hybrid nDCG@10 0.7095 against 0.7097 at 100, and the
@@ -59,26 +65,41 @@ async def search_plans(
 ) -> list[RankedLeg[RankedPoint]]:
     """Rank every KB concurrently; all or nothing (no partial answers across KBs)."""
 
-    def rank(plan: KbPlan) -> tuple[list[Leg], RankResult]:
-        document_keywords = services.index.document_keywords(plan.collection)
-        legs = legs_for(plan, embeddings, leg_limit, document_keywords=document_keywords)
-        return legs, services.index.rank(plan.collection, plan.scope, legs)
-
     async def one(plan: KbPlan) -> list[RankedLeg[RankedPoint]]:
         timeout_s = services.config.qdrant_timeout_s
-        legs, result = await call_index(services.index.holds_the_gil, timeout_s, rank, plan)
-        hits = _current_only([list(found) for found in result.legs])
-        weights = leg_weights(plan, legs)
-        return [
-            RankedLeg(plan.kb.kb_id, leg.kind, weights[leg.kind], found)
-            for leg, found in zip(legs, hits, strict=True)
-        ]
+        return await call_index(
+            services.index.holds_the_gil, timeout_s, rank_plan, services, plan, embeddings,
+            leg_limit=leg_limit,
+        )  # fmt: skip
 
     try:
         per_kb = await _concurrently([one(plan) for plan in plans])
     except (TimeoutError, IndexUnavailableError) as error:
         raise DependencyUnavailableError("index") from error
     return [leg for legs in per_kb for leg in legs]
+
+
+def rank_plan(
+    services: Services, plan: KbPlan, embeddings: Sequence[Embedding], *, leg_limit: int
+) -> list[RankedLeg[RankedPoint]]:
+    """One KB's legs ranked in its Scope (one engine call; one more for the keyword floor's
+    scale when no dense passage was kept: `keywords_count`), newest document versions only,
+    each with its channel weight. Blocking: the turn calls it through `call_index`, an
+    evaluation on the expensive-work pool."""
+    document_keywords = services.index.document_keywords(plan.collection)
+    legs = legs_for(plan, embeddings, leg_limit, document_keywords=document_keywords)
+    result: RankResult = services.index.rank(plan.collection, plan.scope, legs)
+    hits = _current_only([list(found) for found in result.legs])
+    if not keywords_count(services.index, plan, legs, hits):
+        hits = [
+            found if leg.kind is LegKind.DENSE else []
+            for leg, found in zip(legs, hits, strict=True)
+        ]
+    weights = leg_weights(plan, legs)
+    return [
+        RankedLeg(plan.kb.kb_id, leg.kind, weights[leg.kind], found)
+        for leg, found in zip(legs, hits, strict=True)
+    ]
 
 
 async def fetch_chosen(
@@ -116,6 +137,49 @@ async def fetch_chosen(
         for candidate in chosen
         if candidate.point_id in payloads
     ]
+
+
+async def fetch_distinct(
+    services: Services,
+    plans: Sequence[KbPlan],
+    fused: Sequence[Candidate[RankedPoint]],
+    limits: Mapping[str, int],
+) -> tuple[list[Candidate[Hit]], int]:
+    """The passages a turn returns, read back: the best `limits[kb]` of each KB and the
+    best of all, as `cap_per_knowledge_base` keeps them, with copies and near-copies of
+    a better-ranked one dropped where the KB's `drop_copies` is on
+    (`gateway.retrieval.diversity`); and how many were.
+
+    The places copies leave are filled from the next fused candidates, read in one more
+    call (up to `COPY_RESERVE` times the limits in all); a turn whose candidates are
+    mostly copies of each other returns fewer passages."""
+    overall = max(limits.values())
+    considered = cap_per_knowledge_base(fused, dict(limits), overall)
+    read = await fetch_chosen(services, plans, considered)
+    dropping = {plan.kb.kb_id for plan in plans if plan.drop_copies}
+    if not dropping:
+        return read, 0
+
+    def may_drop(candidate: Candidate[Hit]) -> bool:
+        return candidate.document_key[0] in dropping
+
+    distinct, dropped = without_copies(read, _passage_text, may_drop)
+    if not dropped:
+        return distinct, 0
+    wider = {kb: COPY_RESERVE * limit for kb, limit in limits.items()}
+    seen = {candidate.point_id for candidate in considered}
+    more = [c for c in cap_per_knowledge_base(fused, wider, COPY_RESERVE * overall)
+            if c.point_id not in seen]  # fmt: skip
+    read += await fetch_chosen(services, plans, more)
+    order = {candidate.point_id: rank for rank, candidate in enumerate(fused)}
+    read.sort(key=lambda candidate: order[candidate.point_id])
+    distinct, dropped = without_copies(read, _passage_text, may_drop)
+    kept = cap_per_knowledge_base(distinct, dict(limits), overall)
+    return kept, dropped
+
+
+def _passage_text(candidate: Candidate[Hit]) -> str:
+    return candidate.hit.payload.text
 
 
 async def call_index(
@@ -172,11 +236,40 @@ def legs_for(
             )
         if plan.keyword_weight > 0 and embedding.sparse.indices:
             kinds = [LegKind.KEYWORD, *([LegKind.DOCUMENT_KEYWORD] if document_keywords else [])]
-            legs.extend(
-                Leg(kind=kind, sparse=embedding.sparse, limit=depth, floor=plan.keyword_floor)
-                for kind in kinds
-            )
+            legs.extend(Leg(kind=kind, sparse=embedding.sparse, limit=depth) for kind in kinds)
     return legs
+
+
+def keywords_count(
+    index: Index, plan: KbPlan, legs: Sequence[Leg], hits: Sequence[Sequence[RankedPoint]]
+) -> bool:
+    """Whether the KB's keyword hits are candidates: always when its dense leg kept a
+    passage (one at or above `score_threshold`: the KB answers); otherwise only when the
+    best keyword hit reaches `keyword_floor` of the question's attainable score on its leg
+    (`ingest.keyword_scale`): the question's words are in the KB. The IDFs that scale
+    takes are one more engine call, made only then."""
+    if plan.keyword_floor <= 0:
+        return True
+    found = list(zip(legs, hits, strict=True))
+    if any(leg.kind is LegKind.DENSE and leg_hits for leg, leg_hits in found):
+        return True
+    keyword = [(leg, leg_hits) for leg, leg_hits in found if leg.kind is not LegKind.DENSE]
+    if not any(leg_hits for _, leg_hits in keyword):
+        return True  # nothing to keep or drop
+    idf = index.keyword_idf(plan.collection, plan.scope, [leg for leg, _ in keyword])
+    return any(
+        keyword_share(max(hit.score for hit in leg_hits), leg, term_idf) >= plan.keyword_floor
+        for (leg, leg_hits), term_idf in zip(keyword, idf, strict=True)
+        if leg_hits
+    )
+
+
+def keyword_share(score: float, leg: Leg, idf: Sequence[float]) -> float:
+    """A keyword leg's BM25 score as a share of the most a passage could score on it: the
+    scale of `keyword_floor` (`ingest.keyword_scale.relative_keyword_score`), from the
+    IDFs `Index.keyword_idf` gives for the leg's question."""
+    weights = leg.sparse.values if leg.sparse is not None else ()
+    return relative_keyword_score(score, attainable_keyword_score(idf, weights))
 
 
 def leg_depth(top_k: int, leg_limit: int) -> int:

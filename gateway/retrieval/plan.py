@@ -4,6 +4,7 @@ and with which limits, read from the settings cache (`settings.resolve` holds th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from ingest.payload import Scope
 from settings.records import Agent, KnowledgeBase, Workspace
 from settings.resolve import (
     Resolved,
+    resolve_drop_copies,
     resolve_fusion,
     resolve_kb_cap,
     resolve_keyword_floor,
@@ -39,6 +41,8 @@ class KbPlan:
     keyword_floor: float
     dense_weight: float
     keyword_weight: float
+    #: drop passages that copy a better-ranked one (`gateway.retrieval.diversity`)
+    drop_copies: bool = True
 
 
 @dataclass(slots=True)
@@ -71,27 +75,7 @@ async def plan_turn(services: Services, principal: Principal, agent_id: str) -> 
         kb = await services.settings.knowledge_base(principal.tenant_id, kb_id)
         if kb is None:
             continue  # detached since: nothing to search, and nothing to reveal
-        fusion = resolve_fusion(kb.settings).value
-        plans.append(
-            KbPlan(
-                kb=kb,
-                scope=Scope.of(
-                    org_id=principal.org_id,
-                    tenant_id=principal.tenant_id,
-                    kb_ids=[kb.kb_id],
-                    clearance=principal.clearance,
-                    strict=strict.value,
-                ),
-                collection=collection_for(kb.storage, kb.org_id),
-                top_k=resolve_top_k(kb.settings, agent.settings, bounds, defaults),
-                score_threshold=resolve_score_threshold(
-                    kb.settings, agent.settings, bounds, defaults
-                ),
-                keyword_floor=resolve_keyword_floor(kb.settings, defaults).value,
-                dense_weight=fusion.dense,
-                keyword_weight=fusion.keyword,
-            )
-        )
+        plans.append(plan_knowledge_base(services, principal, kb, agent.settings, strict.value))
     return TurnContext(
         principal=principal,
         agent=agent,
@@ -101,6 +85,37 @@ async def plan_turn(services: Services, principal: Principal, agent_id: str) -> 
         strict=strict,
         redaction=redaction,
         cap=cap,
+    )
+
+
+def plan_knowledge_base(
+    services: Services,
+    principal: Principal,
+    kb: KnowledgeBase,
+    agent_settings: Mapping[str, Any] | None,
+    strict: bool,
+) -> KbPlan:
+    """One KB's part of a turn for the principal: its own Scope, and its settings (then the
+    agent's, then the platform's) through `settings.resolve`. An evaluation plans a KB
+    under candidate settings with it too (`gateway.calibration`)."""
+    bounds, defaults = services.config.bounds, services.config.defaults
+    fusion = resolve_fusion(kb.settings).value
+    return KbPlan(
+        kb=kb,
+        scope=Scope.of(
+            org_id=principal.org_id,
+            tenant_id=principal.tenant_id,
+            kb_ids=[kb.kb_id],
+            clearance=principal.clearance,
+            strict=strict,
+        ),
+        collection=collection_for(kb.storage, kb.org_id),
+        top_k=resolve_top_k(kb.settings, agent_settings, bounds, defaults),
+        score_threshold=resolve_score_threshold(kb.settings, agent_settings, bounds, defaults),
+        keyword_floor=resolve_keyword_floor(kb.settings, defaults).value,
+        dense_weight=fusion.dense,
+        keyword_weight=fusion.keyword,
+        drop_copies=resolve_drop_copies(kb.settings).value,
     )
 
 
@@ -114,6 +129,7 @@ def effective_settings(context: TurnContext) -> dict[str, Any]:
             "score_threshold": plan.score_threshold.value,
             "keyword_floor": plan.keyword_floor,
             "fusion": {"dense": plan.dense_weight, "keyword": plan.keyword_weight},
+            "drop_copies": plan.drop_copies,
             "sources": {"top_k": plan.top_k.source, "score_threshold": plan.score_threshold.source},
             "clamped": {
                 "top_k": plan.top_k.clamped,

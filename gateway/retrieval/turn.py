@@ -2,14 +2,14 @@
 
 Principal -> plan (settings through the cache, KB cap, per-KB limits and Scope) -> one
 embedding call -> every KB ranked concurrently, newest document versions only -> fusion
--> per-KB and overall top_k -> the chosen passages' payloads -> abstain, or redact, fence,
-record and answer. The rules live in `settings.resolve`, `gateway.retrieval.plan`,
-`gateway.retrieval.legs`, `gateway.retrieval.fusion` and `gateway.retrieval.evidence`.
+-> per-KB and overall top_k -> the chosen passages' payloads, copies of better-ranked ones
+replaced by the next -> abstain, or redact, fence, record and answer. The rules live in
+`settings.resolve`, `gateway.retrieval.plan`, `gateway.retrieval.legs`,
+`gateway.retrieval.fusion`, `gateway.retrieval.diversity` and `gateway.retrieval.evidence`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import time
 from collections.abc import Sequence
@@ -18,20 +18,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway.access.auth import Principal
-from gateway.errors import DependencyUnavailableError, InvalidInputError
+from gateway.admin.workspace import turn_retention
+from gateway.errors import InvalidInputError
 from gateway.retrieval.evidence import EvidenceBlock, fence
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
-from gateway.retrieval.legs import embed_queries, fetch_chosen, search_plans
+from gateway.retrieval.legs import embed_queries, fetch_distinct, search_plans
 from gateway.retrieval.plan import KbPlan, TurnContext, effective_settings, plan_turn
 from gateway.runtime.services import Services
-from gateway.safety.redaction import count_redactions, redact_texts_cached
+from gateway.safety.passages import Outgoing, redact_outgoing
 from ingest.index import Hit, LegKind, RankedPoint
 from settings.records import TurnPassage, TurnRecord
-from settings.resolve import resolve_pii_entities
 from settings.store import StoreUnavailableError
 
 _CHARS_PER_TOKEN = 4
-_TITLE = "\x1ftitle:"  # key prefix for titles redacted alongside passage texts
 
 
 @dataclass(slots=True)
@@ -89,9 +88,11 @@ async def retrieve(
         services, context.plans, embeddings, leg_limit=services.config.leg_limit
     )
     clock.lap("search")
-    fused, ranked = _fused(services, context.plans, legs)
+    fused, _ = fused_and_capped(services, context.plans, legs)
     clock.lap("fuse")
-    chosen = await fetch_chosen(services, context.plans, ranked)
+    limits = {plan.kb.kb_id: plan.top_k.value for plan in context.plans}
+    chosen, copies = await fetch_distinct(services, context.plans, fused, limits)
+    services.telemetry.count("turn_copies_dropped", copies)
     clock.lap("fetch")
     _count(services, context, legs=legs, fused=fused, chosen=chosen)
     if not chosen:
@@ -100,9 +101,12 @@ async def retrieve(
     titles = {c.point_id: c.hit.payload.title for c in chosen}
     if context.redaction.value:
         # what is fenced, recorded and returned is the redacted text
-        texts, titles = await _redacted(services, context, texts, titles)
+        texts, titles = await _redacted(services, context, chosen)
         clock.lap("redact")
-    await _record(services, principal, agent_id, turn_id, chosen=chosen, texts=texts)
+    retention = turn_retention(services, context.workspace).value
+    await _record(
+        services, principal, agent_id, turn_id, chosen=chosen, texts=texts, ttl_s=retention
+    )
     clock.lap("record")
     clock.finish(services)
     blocks = [
@@ -153,7 +157,7 @@ def _abstained(
     return TurnResult(turn_id, True, [], {}, "", effective, reason=reason, timings_ms=timings)
 
 
-def _fused(
+def fused_and_capped(
     services: Services, plans: Sequence[KbPlan], legs: Sequence[RankedLeg[RankedPoint]]
 ) -> tuple[list[Candidate[RankedPoint]], list[Candidate[RankedPoint]]]:
     """Every candidate fused across legs, and those kept by the per-KB and overall top_k."""
@@ -167,29 +171,19 @@ def _fused(
 
 
 async def _redacted(
-    services: Services, context: TurnContext, texts: dict[str, str], titles: dict[str, str]
+    services: Services, context: TurnContext, chosen: Sequence[Candidate[Hit]]
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """The passages' texts and titles with the workspace's PII entity types redacted,
-    through the per-workspace cache; fails closed (503) when redaction fails."""
-    entities = resolve_pii_entities(context.workspace.settings if context.workspace else None)
-    outgoing = {**texts, **{_TITLE + key: title for key, title in titles.items() if title}}
-    try:
-        redacted, counts = await asyncio.to_thread(
-            redact_texts_cached,
-            services.redactor,
-            services.redaction_cache,
-            context.principal.tenant_id,
-            outgoing,
-            entities.value,
-        )
-    except Exception as error:
-        # Fail closed: text that could not be redacted is never returned.
-        raise DependencyUnavailableError("redactor") from error
-    count_redactions(services.telemetry, counts)
-    return (
-        {key: redacted[key] for key in texts},
-        {key: redacted.get(_TITLE + key, title) for key, title in titles.items()},
+    """The passages' texts and titles under the workspace's redaction policy, applied to the
+    PII analyses stored with them; fails closed (503) when redaction fails."""
+    where = {plan.kb.kb_id: (plan.collection, plan.scope) for plan in context.plans}
+    outgoing = [
+        Outgoing(c.point_id, c.hit.payload, *where[c.hit.payload.knowledge_base_id]) for c in chosen
+    ]
+    workspace_settings = context.workspace.settings if context.workspace else None
+    redacted = await redact_outgoing(
+        services, context.principal.tenant_id, workspace_settings, outgoing
     )
+    return redacted.texts, redacted.titles
 
 
 async def _record(
@@ -200,6 +194,7 @@ async def _record(
     *,
     chosen: Sequence[Candidate[Hit]],
     texts: dict[str, str],
+    ttl_s: int,
 ) -> None:
     record = TurnRecord(
         turn_id=turn_id,
@@ -218,7 +213,7 @@ async def _record(
         ],
     )
     try:
-        await services.store.put_turn(record, services.config.turn_ttl_s)
+        await services.store.put_turn(record, ttl_s)
     except StoreUnavailableError:
         # The evidence is still good; only later citation checks of this turn will
         # answer 404. Counted, never hidden.

@@ -11,6 +11,7 @@ single parts with `build_store`, `build_index` and `build_embedder`.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Hashable
@@ -30,14 +31,17 @@ from gateway.access.ratelimit import (
 )
 from gateway.errors import RateLimitedError
 from gateway.retrieval.query_embedding import QueryEmbeddings
+from gateway.runtime.background import BackgroundTasks
 from gateway.runtime.telemetry import Telemetry
-from gateway.safety.redaction import RedactionCache, Redactor
+from gateway.safety.redaction import Redactor
 from ingest.embedding import MINILM_MODEL_NAME, Embedder
 from ingest.index import Index, IndexUnavailableError
 from ingest.lru import LruCache
+from ingest.payload import PiiSpan
 from ingest.sync import DocumentWriter
 from settings.cache import CachedSettings
 from settings.config import Config
+from settings.pii_allow_list import AllowList
 from settings.store import SettingsStore, StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -81,10 +85,10 @@ class Services:
     settings: CachedSettings
     redactor: Redactor  # PII detection and redaction, offline
     rate_limiter: RateLimiter
-    # Turns embed questions through a cache, and
-    # redact retrieved texts through a cache; both caches are partitioned by tenant.
+    # Turns embed questions through a cache, and analyse passages stored without a
+    # current PII analysis through a cache; both caches are partitioned by tenant.
     query_embeddings: QueryEmbeddings
-    redaction_cache: RedactionCache
+    analysis_cache: LruCache[tuple[str, str], tuple[PiiSpan, ...]]
     #: one budget per workspace, shared by all its keys (beside `rate_limiter`'s per key)
     workspace_limiter: RateLimiter
     #: failed authentications per client address
@@ -99,6 +103,10 @@ class Services:
     redis: Redis | None = None
     # One writer per document at a time in this process: replacing is read-then-write.
     document_locks: KeyedLocks = field(default_factory=KeyedLocks)
+    #: work left running by a request (a KB's evaluation), cancelled first at close
+    background: BackgroundTasks = field(default_factory=BackgroundTasks)
+    #: workspaces' PII allow-lists, parsed once per list of entries
+    allow_lists: LruCache[tuple[str, ...], AllowList] = field(default_factory=lambda: LruCache(256))
 
     async def admit(self, principal: Principal) -> None:
         """Raise RateLimitedError when the key's budget, or its workspace's, is spent."""
@@ -137,6 +145,7 @@ class Services:
         return {"status": "up", "engine": engine}
 
     async def close(self) -> None:
+        await self.background.close()
         await self.key_usage.close()
         await self.rate_limiter.close()
         await self.workspace_limiter.close()
@@ -168,7 +177,10 @@ async def build_services(
         engine = await asyncio.to_thread(build_index, config)
     index, index_engine = engine
     await asyncio.to_thread(_optimize_index, index, telemetry)
-    # The model and presidio load side by side: start-up is mostly their imports.
+    # The model and presidio load side by side: start-up is mostly their imports. Both
+    # import numpy, whose first import from two threads at once can fail half-initialised
+    # ("partially initialized module"), so it is imported once before.
+    await asyncio.to_thread(importlib.import_module, "numpy")
     model, pii = await asyncio.gather(
         _given_or_built(embedder, lambda: build_embedder(config)),
         _given_or_built(redactor, Redactor.build),  # PII redaction: offline
@@ -182,7 +194,9 @@ async def build_services(
         telemetry=telemetry,
         index_engine=index_engine,
         store_engine=store_engine,
-        writer=DocumentWriter(index, model, model_id=config.embedding_model or MINILM_MODEL_NAME),
+        writer=DocumentWriter(
+            index, model, model_id=config.embedding_model or MINILM_MODEL_NAME, analyzer=pii
+        ),
         settings=CachedSettings(
             store,
             config.settings_staleness_s,
@@ -201,7 +215,7 @@ async def build_services(
         auth_failures=_build_failure_counter(redis, config, telemetry),
         key_usage=KeyUsage(store.record_key_use),
         query_embeddings=QueryEmbeddings(model.embed_queries, LruCache(config.query_cache_size)),
-        redaction_cache=LruCache(config.redaction_cache_size),
+        analysis_cache=LruCache(config.redaction_cache_size),
         expensive=ExpensiveWork(config.expensive_threads, config.expensive_per_workspace),
         console_sessions=_build_console_sessions(redis),
         redis=redis,
@@ -330,5 +344,6 @@ def build_embedder(config: Config) -> Embedder:
         model_name=config.embedding_model,
         threads=config.embedding_threads,
         batch_size=config.embedding_batch_size,
+        workers=config.embedding_workers,
         query_threads=config.embedding_query_threads or None,
     )

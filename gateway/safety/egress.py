@@ -1,8 +1,9 @@
 """Redaction of what an agent sends out (tool arguments, other egress): `POST /v1/redact`.
 
 The same two gates as retrieval (`resolve_redaction`: the workspace's
-`rag_pii_redaction` and the agent's `pii_redaction`), the same entity policy
-(`resolve_pii_entities`) and the same Redactor, on the expensive-work pool
+`rag_pii_redaction` and the agent's `pii_redaction`), the same policy (the workspace's
+entity types in force and its allow-list, `gateway.safety.passages.redaction_policy`) and
+the same recognizers, run at call time on the expensive-work pool
 (`gateway.access.expensive`): a JSON value's walk stops between strings once the caller gave up.
 """
 
@@ -23,8 +24,9 @@ from gateway.errors import (
     RateLimitedError,
 )
 from gateway.runtime.services import Services
+from gateway.safety.passages import redaction_policy
 from gateway.safety.redaction import count_redactions
-from settings.resolve import resolve_pii_entities, resolve_redaction
+from settings.resolve import resolve_redaction
 
 #: Characters of text (summed over every string of a JSON value) one call may redact.
 #: Detection costs a few microseconds per character in a worker thread; the bound keeps
@@ -69,15 +71,18 @@ async def redact_egress(
     workspace = await workspace_or_none(services, principal.tenant_id)  # None: gates on
     workspace_settings = workspace.settings if workspace else None
     gates = resolve_redaction(workspace_settings, agent.settings)
-    entities = resolve_pii_entities(workspace_settings).value
     if not gates.value:
         return EgressRedaction(value, {}, redaction=False, entities=())
+    policy = redaction_policy(services, workspace_settings)
+    entities = tuple(sorted(policy.entities))
 
     def work(flag: Stop) -> tuple[Any, dict[str, int]]:
         if is_text:
-            redaction = services.redactor.redact(value, entities)
+            redaction = services.redactor.redact(value, entities, policy.allow)
             return redaction.text, redaction.counts
-        return services.redactor.redact_json(value, entities, partial(stop_point, flag))
+        return services.redactor.redact_json(
+            value, entities, partial(stop_point, flag), policy.allow
+        )
 
     with services.telemetry.stage("egress_redact"):
         try:

@@ -1,72 +1,73 @@
-"""PII detection and redaction: presidio, no model download, no network.
+"""PII detection and redaction in two steps: analyse once, apply a workspace's policy often.
 
-Detection is presidio-analyzer's recognizers on a no-op NLP engine: regular
-expressions with checksums where the format has one (credit cards: Luhn; IBAN:
-mod 97; crypto wallets: base58check/bech32; UK NHS: mod 11), phone numbers through
-`phonenumbers`, plus kbgate's recognizer for URLs that carry `user:password@`.
-Without an NLP engine there are no tokens, so context words ("ssn", "card", ...)
-cannot raise a score: a bare 9-digit number is never taken for an SSN.
-Person names need a named-entity model: when a spaCy English pipeline
-(`en_core_web_lg`, `_md` or `_sm`) is installed it is used for PERSON, otherwise
-PERSON is not detected. Nothing is downloaded.
+1. Analysis (`Redactor.analyze`, `Redactor.analyze_texts`): presidio's recognizers
+   (`gateway.safety.recognizers`) find every entity of every type they know, as spans
+   (`ingest.payload.PiiSpan`). Passages are analysed when they are written and the spans
+   stored with them (`ingest.sync.DocumentWriter`); `/v1/redact` analyses at call time.
+2. Policy (`RedactionPolicy.apply`): the spans of the types the workspace redacts
+   (`pii_entities`) whose value its allow-list (`pii_allow_list`) does not keep are made
+   disjoint (`resolve_overlaps`) and each is replaced by `<ENTITY_TYPE>`. No recognizer
+   runs here: a turn applies the policy to stored spans in microseconds, and a policy
+   change applies to the next turn with nothing re-indexed.
 
-presidio-analyzer's email recognizer validates the domain with `tldextract`,
-whose module-level extractor fetches the public-suffix list over HTTP on first
-use. The email recognizer here owns an extractor built with no URLs to fetch
-and no cache directory: it reads the snapshot bundled with tldextract.
-
-Whether to redact is the two-gate rule (`settings.resolve.resolve_redaction`);
-which entity types is the workspace's `pii_entities` (`resolve_pii_entities`).
-Every method here is CPU-bound: the gateway calls them off the event loop (call-time
-redaction on the expensive-work pool, `gateway.access.expensive`).
+Whether to redact at all is the two-gate rule (`settings.resolve.resolve_redaction`).
+Analysis is CPU-bound: the gateway runs it off the event loop (call-time redaction on the
+expensive-work pool, `gateway.access.expensive`).
 """
 
 from __future__ import annotations
 
-import functools
-import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.runtime.telemetry import Telemetry
-from ingest.lru import LruCache
+from gateway.safety.recognizers import (
+    LANGUAGE,
+    NER_ENTITIES,
+    NER_MODELS,
+    PHONE,
+    PHONE_BLANKED,
+    PHONE_REGIONS,
+    SCORE_FLOOR,
+    analyzer_version,
+    build_analyzer,
+    fewest_phone_digits,
+    installed_ner_model,
+    may_hold_phone_number,
+    names_a_person,
+    no_nlp_engine,
+)
+from ingest.payload import PiiSpan
+from settings.pii_allow_list import NO_ALLOW_LIST, AllowList
 from settings.resolve import KNOWN_PII_ENTITIES
 
-LANGUAGE = "en"
-#: Results scoring below this are dropped. Without an NLP engine no context word
-#: raises a score, so presidio's "very weak" patterns (0.05: bare 9-digit SSNs,
-#: bank account numbers) never pass; checksummed matches score 1.0, phones 0.4.
-SCORE_FLOOR = 0.35
-#: spaCy pipelines tried for PERSON, best first; absent ones are skipped, never fetched.
-NER_MODELS = ("en_core_web_lg", "en_core_web_md", "en_core_web_sm")
-#: presidio's default phone regions without CA: Canadian numbers share the NANP
-#: format and are already found (and validated) from US. Each region is one pass.
-PHONE_REGIONS = ("US", "GB", "DE", "FR", "IL", "IN", "BR")
+__all__ = [
+    "NER_MODELS",
+    "PHONE_REGIONS",
+    "SCORE_FLOOR",
+    "Detection",
+    "Redaction",
+    "RedactionPolicy",
+    "Redactor",
+    "count_redactions",
+    "may_hold_phone_number",
+    "resolve_overlaps",
+]
+
 #: Deeper JSON than this is refused rather than walked.
 MAX_JSON_DEPTH = 64
-CREDENTIALS_URL = "URL_WITH_CREDENTIALS"
-PHONE = "PHONE_NUMBER"
-
-# scheme://user:password@host[...] — the user may be empty (redis://:secret@host);
-# the URL ends at whitespace, a quote or a bracket, and trailing punctuation is left out.
-_CREDENTIALS_URL_REGEX = (
-    r"(?i)\b[a-z][a-z0-9+.\-]{1,20}://"
-    r"[^\s:/?#@\"'<>]*:[^\s/?#@\"'<>]+@"
-    r"[^\s/?#\"'<>]+"
-    r"(?:[/?#][^\s\"'<>]*)?"
-    r"(?<![.,;:!?)\]}])"
-)
-# Mastercard's 2-series (2221-2720), which presidio's pattern predates; Luhn still applies.
-_MASTERCARD_2_SERIES = r"\b(2[2-7]\d{2})[- ]?(\d{4})[- ]?(\d{4})[- ]?(\d{4})\b"
+#: Texts per NER batch when passages are analysed together.
+NER_BATCH = 16
 # One sample of each kind, analysed once at build time so lazy state (compiled
-# patterns, phone metadata, the suffix list) is loaded before requests share it.
+# patterns, phone metadata, the suffix list, the NER model) is loaded before requests share it.
 _WARM_UP = (
-    "mail a.b@example.com, call +1 415 555 0132 or 020 7946 0958, card 4111 1111 1111 1111, "
-    "IBAN GB82 WEST 1234 5698 7654 32, ip 192.168.0.1 and 2001:db8::1, ssn 219-09-9999, "
-    "itin 912-70-1234, mac 00:1a:2b:3c:4d:5e, nhs 943 476 5919, "
-    "wallet 1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNa, https://u:p@db.example.com/x, www.example.org"
+    "Jane Doe of Acme Corporation in Berlin: mail a.b@example.com, call +1 415 555 0132 or "
+    "020 7946 0958, card 4111 1111 1111 1111, IBAN GB82 WEST 1234 5698 7654 32, ip "
+    "192.168.0.1 and 2001:db8::1, ssn 219-09-9999, itin 912-70-1234, mac 00:1a:2b:3c:4d:5e, "
+    "nhs 943 476 5919, wallet 1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNa, "
+    "https://u:p@db.example.com/x, www.example.org"
 )
 
 
@@ -93,27 +94,91 @@ class Redaction:
 
 
 class _Span(Protocol):
-    start: int
-    end: int
-    entity_type: str
-    score: float
+    """A found entity, as presidio's results and stored spans both read."""
+
+    @property
+    def start(self) -> int: ...
+
+    @property
+    def end(self) -> int: ...
+
+    @property
+    def entity_type(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RedactionPolicy:
+    """What a workspace redacts: these entity types, except values its allow-list keeps."""
+
+    entities: frozenset[str]
+    allow: AllowList = NO_ALLOW_LIST
+
+    def select(self, text: str, spans: Iterable[_Span]) -> list[Detection]:
+        """The disjoint spans of `text` to replace, in text order.
+
+        Pattern recognizers (which check what they find) win over the NER model where
+        they overlap: a name, place or organisation keeps only what lies outside them.
+        """
+        kept = [
+            span
+            for span in spans
+            if span.entity_type in self.entities
+            and not (self.allow and self.allow.allows(text[span.start : span.end]))
+        ]
+        if not kept:
+            return []
+        patterns = resolve_overlaps(text, [s for s in kept if s.entity_type not in NER_ENTITIES])
+        taken = [(d.start, d.end) for d in patterns]
+        names = [
+            Detection(start, end, d.entity_type, d.score)
+            for d in resolve_overlaps(text, [s for s in kept if s.entity_type in NER_ENTITIES])
+            for start, end in _uncovered(d.start, d.end, taken)
+            if any(ch.isalnum() for ch in text[start:end])
+        ]
+        return sorted([*patterns, *names], key=lambda d: d.start)
+
+    def apply(self, text: str, spans: Iterable[_Span]) -> Redaction:
+        """`text` with each selected span replaced by `<ENTITY_TYPE>`. The spans are
+        disjoint and sorted, so they are spliced in directly (presidio-anonymizer's
+        `replace` operator gives the same text, re-checking what is already settled)."""
+        detections = self.select(text, spans)
+        if not detections:
+            return Redaction(text, {})
+        pieces: list[str] = []
+        last = 0
+        for detection in detections:
+            pieces += (text[last : detection.start], f"<{detection.entity_type}>")
+            last = detection.end
+        pieces.append(text[last:])
+        counts = Counter(detection.entity_type for detection in detections)
+        return Redaction("".join(pieces), dict(sorted(counts.items())))
 
 
 class Redactor:
-    """Detects and replaces PII with `<ENTITY_TYPE>` placeholders; built once per process."""
+    """Finds PII (`analyze*`) and redacts it at call time (`redact*`); built once per process."""
 
     def __init__(
-        self, analyzer: Any, anonymizer: Any, *, ner_model: str | None, phone_digits: int = 0
+        self,
+        analyzer: Any,
+        *,
+        ner_model: str | None,
+        phone_regions: Sequence[str] = PHONE_REGIONS,
+        phone_digits: int = 0,
     ) -> None:
         """`phone_digits`: the fewest digits a phone number the analyzer recognises can
         have; a text without that many in one stretch skips the phone pass (0: never)."""
         self._analyzer = analyzer
-        self._anonymizer = anonymizer
+        self._no_nlp = no_nlp_engine()
         self._phone_digits = phone_digits
         self.ner_model = ner_model
         self.supported_entities: frozenset[str] = (
             frozenset(analyzer.get_supported_entities(LANGUAGE)) & KNOWN_PII_ENTITIES
         )
+        #: Names the recognizers and their versions: spans stored by another are stale.
+        self.analyzer_version = analyzer_version(ner_model, phone_regions)
 
     @classmethod
     def build(
@@ -123,46 +188,77 @@ class Redactor:
         phone_regions: Sequence[str] = PHONE_REGIONS,
         phone_prefilter: bool = True,
     ) -> Redactor:
-        """Assemble the analyzer offline; PERSON only if one of `ner_models` is installed.
+        """Assemble the analyzer offline; names, places and organisations only if one of
+        `ner_models` is installed (`ner_models=()`: pattern recognizers only).
 
-        Pass `ner_models=()` for pattern recognizers only, whatever is installed.
         `phone_regions` decides which national formats (numbers without a +country
         prefix) are recognised; each region is one more pass over the text.
         `phone_prefilter=False` runs the phone pass on every text, even one without
         enough digits for any number (`may_hold_phone_number`): the same answers, slower.
         """
-        from presidio_anonymizer import AnonymizerEngine
-
-        ner_model = _installed_ner_model(ner_models)
-        anonymizer = AnonymizerEngine()  # type: ignore[no-untyped-call]  # presidio leaves __init__ unannotated
-        analyzer = _build_analyzer(ner_model, tuple(phone_regions))
+        ner_model = installed_ner_model(ner_models)
+        analyzer = build_analyzer(ner_model, tuple(phone_regions))
         phone_digits = fewest_phone_digits(tuple(phone_regions)) if phone_prefilter else 0
-        redactor = cls(analyzer, anonymizer, ner_model=ner_model, phone_digits=phone_digits)
-        redactor.detect(_WARM_UP, sorted(redactor.supported_entities))
+        redactor = cls(
+            analyzer, ner_model=ner_model, phone_regions=phone_regions, phone_digits=phone_digits
+        )
+        redactor.analyze_texts([_WARM_UP])
         return redactor
 
-    def detect(self, text: str, entities: Iterable[str]) -> list[Detection]:
-        """The non-overlapping spans that `redact` replaces, in text order.
+    # ---- analysis -------------------------------------------------------------------
 
-        Only `entities` this redactor supports are looked for; the others are ignored.
+    def analyze(self, text: str, entities: Iterable[str] | None = None) -> tuple[PiiSpan, ...]:
+        """The entities in `text` of `entities` (every supported type when None).
+
+        A type's spans do not depend on which other types were asked for: the NER pipeline
+        runs only when a type it finds is wanted, and the pattern types are always looked
+        for together (the phone pass skips what they found).
         """
-        wanted = sorted(self.supported_entities.intersection(entities))
+        wanted = self._wanted(entities)
         if not wanted or not text.strip():
-            return []
+            return ()
+        engine = self._analyzer.nlp_engine if wanted & NER_ENTITIES else self._no_nlp
+        return self._spans(text, engine.process_text(text, LANGUAGE), wanted)
+
+    def analyze_texts(self, texts: Sequence[str]) -> list[tuple[PiiSpan, ...]]:
+        """Every supported entity in each text; the NER pipeline takes them in batches."""
+        wanted = self.supported_entities
+        if wanted & NER_ENTITIES:
+            batches = self._analyzer.nlp_engine.process_batch(
+                list(texts), LANGUAGE, batch_size=NER_BATCH
+            )
+            artifacts = [found for _, found in batches]
+        else:
+            artifacts = [self._no_nlp.process_text(text, LANGUAGE) for text in texts]
+        return [
+            self._spans(text, found, wanted) if text.strip() else ()
+            for text, found in zip(texts, artifacts, strict=True)
+        ]
+
+    def _wanted(self, entities: Iterable[str] | None) -> frozenset[str]:
+        if entities is None:
+            return self.supported_entities
+        return self.supported_entities.intersection(entities)
+
+    def _spans(self, text: str, artifacts: Any, wanted: frozenset[str]) -> tuple[PiiSpan, ...]:
         # Phone matching parses every digit run once per region, and card numbers or
-        # IBANs next to a phone make it costly. So the other types are found first and
-        # blanked out (same length: offsets hold) before the phone pass; one NLP pass
-        # serves both. A span already found is redacted whatever the phone pass says.
-        artifacts = self._analyzer.nlp_engine.process_text(text, LANGUAGE)
-        others = [name for name in wanted if name != PHONE]
-        found = self._analyze(text, others, artifacts) if others else []
+        # IBANs next to a phone make it costly. So the other pattern types are found
+        # first and those of PHONE_BLANKED blanked out (same length: offsets hold) before
+        # the phone pass: what it finds never depends on which other types were asked for.
+        patterns = (self.supported_entities if PHONE in wanted else wanted) - NER_ENTITIES
+        found = self._analyze(text, sorted(patterns - {PHONE}), artifacts)
         if PHONE in wanted:
-            rest = _blank(text, found)
+            rest = _blank(text, [span for span in found if span.entity_type in PHONE_BLANKED])
             if may_hold_phone_number(rest, self._phone_digits):
                 found += self._analyze(rest, [PHONE], artifacts)
-        return resolve_overlaps(text, found)
+        if wanted & NER_ENTITIES:  # all of them: the rules move spans between types
+            names = sorted(self.supported_entities & NER_ENTITIES)
+            found += named_entities(text, self._analyze(text, names, artifacts))
+        return spans_of(span for span in found if span.entity_type in wanted)
 
     def _analyze(self, text: str, entities: list[str], artifacts: Any) -> list[Any]:
+        if not entities:
+            return []
         return list(
             self._analyzer.analyze(
                 text=text,
@@ -173,41 +269,32 @@ class Redactor:
             )
         )
 
-    def redact(self, text: str, entities: Iterable[str]) -> Redaction:
-        """`text` with every detected entity of `entities` replaced by `<ENTITY_TYPE>`."""
-        detections = self.detect(text, entities)
-        if not detections:
-            return Redaction(text, {})
-        from presidio_anonymizer.entities import OperatorConfig, RecognizerResult
+    # ---- call-time redaction ----------------------------------------------------------
 
-        result = self._anonymizer.anonymize(
-            text=text,
-            analyzer_results=[
-                RecognizerResult(d.entity_type, d.start, d.end, d.score) for d in detections
-            ],
-            operators={"DEFAULT": OperatorConfig("replace")},
-        )
-        counts = Counter(str(item.entity_type) for item in result.items)
-        return Redaction(str(result.text), dict(sorted(counts.items())))
+    def detect(
+        self, text: str, entities: Iterable[str], allow: AllowList = NO_ALLOW_LIST
+    ) -> list[Detection]:
+        """The non-overlapping spans that `redact` replaces, in text order.
 
-    def redact_texts(
-        self, texts: Mapping[str, str], entities: Iterable[str]
-    ) -> tuple[dict[str, str], dict[str, int]]:
-        """Redact each value of `texts` (keys kept); counts summed over all of them."""
-        wanted = tuple(entities)
-        counts: Counter[str] = Counter()
-        redacted: dict[str, str] = {}
-        for key, text in texts.items():
-            redaction = self.redact(text, wanted)
-            redacted[key] = redaction.text
-            counts.update(redaction.counts)
-        return redacted, dict(sorted(counts.items()))
+        Only `entities` this redactor supports are looked for; the others are ignored.
+        """
+        policy = RedactionPolicy(frozenset(entities), allow)
+        return policy.select(text, self.analyze(text, policy.entities))
+
+    def redact(
+        self, text: str, entities: Iterable[str], allow: AllowList = NO_ALLOW_LIST
+    ) -> Redaction:
+        """`text` with every detected entity of `entities` replaced by `<ENTITY_TYPE>`,
+        except values `allow` keeps."""
+        policy = RedactionPolicy(frozenset(entities), allow)
+        return policy.apply(text, self.analyze(text, policy.entities))
 
     def redact_json(
         self,
         value: Any,
         entities: Iterable[str],
         checkpoint: Callable[[], None] | None = None,
+        allow: AllowList = NO_ALLOW_LIST,
     ) -> tuple[Any, dict[str, int]]:
         """Redact every string inside a JSON value; structure and object keys are kept.
 
@@ -223,10 +310,10 @@ class Redactor:
             if isinstance(node, str):
                 if checkpoint is not None:
                     checkpoint()
-                redaction = self.redact(node, wanted)
+                redaction = self.redact(node, wanted, allow)
                 counts.update(redaction.counts)
                 return redaction.text
-            if isinstance(node, Mapping):
+            if isinstance(node, dict):
                 return {key: walk(item, depth + 1) for key, item in node.items()}
             if isinstance(node, list | tuple):
                 return [walk(item, depth + 1) for item in node]
@@ -236,94 +323,61 @@ class Redactor:
         return redacted, dict(sorted(counts.items()))
 
 
-#: (tenant id, entity types, the text itself) -> its redaction
-RedactionKey = tuple[str, tuple[str, ...], str]
-RedactionCache = LruCache[RedactionKey, Redaction]
+def named_entities(text: str, found: Iterable[_Span]) -> list[Detection]:
+    """The NER model's names, places and organisations, with four rules on its output.
 
-
-class TextRedactor(Protocol):
-    """What `redact_texts_cached` needs of a `Redactor`."""
-
-    def redact(self, text: str, entities: Iterable[str]) -> Redaction: ...
-
-
-def redact_texts_cached(
-    redactor: TextRedactor,
-    cache: RedactionCache,
-    tenant_id: str,
-    texts: Mapping[str, str],
-    entities: Iterable[str],
-) -> tuple[dict[str, str], dict[str, int]]:
-    """As `Redactor.redact_texts`, for one tenant's texts, through a bounded cache.
-
-    Passages recur across turns, and redacting one costs milliseconds (mostly the
-    phone-number pass). An entry is keyed by the tenant, the entity types asked for
-    and the whole text: the lookup compares the text itself, so a text is only ever
-    given its own redaction, and one tenant's entries are never served to another
-    (nor can another tenant tell by timing what was redacted for it). Only successful
-    redactions are stored; a failure propagates, so callers still fail closed. Entity
-    counts are summed over cached and fresh redactions alike.
+    - A span holding a digit is dropped: names, places and organisations as written hold
+      none, and the model's spans over ids, addresses and numbers are noise.
+    - A one-word PERSON is kept only after a form of address (`Hi Laure`, `Mr Castro`): a
+      lone capitalised word is far more often a product, a project or a company named after
+      someone (the small English pipeline calls most unknown capitalised words PERSON).
+    - A span of another type that starts with, or follows, a form of address is a PERSON.
+    - A span of several words the model calls an organisation is a PERSON when
+      probablepeople reads it as a person's name: the small pipeline takes many
+      unfamiliar full names for organisations.
     """
-    wanted = tuple(sorted(set(entities)))
-    counts: Counter[str] = Counter()
-    redacted: dict[str, str] = {}
-    for key, text in texts.items():
-        cache_key = (tenant_id, wanted, text)
-        redaction = cache.get(cache_key)
-        if redaction is None:
-            redaction = redactor.redact(text, wanted)
-            cache.put(cache_key, redaction)
-        redacted[key] = redaction.text
-        counts.update(redaction.counts)
-    return redacted, dict(sorted(counts.items()))
+    kept: list[Detection] = []
+    for span in found:
+        value = text[span.start : span.end]
+        if any(ch.isdigit() for ch in value):
+            continue
+        words = value.split()
+        addressed = _addressed(text, span.start) or _word(words[0]) in FORMS_OF_ADDRESS
+        entity_type = "PERSON" if addressed else span.entity_type
+        if entity_type == "PERSON" and len(words) == 1 and not addressed:
+            continue
+        if entity_type == "ORGANIZATION" and len(words) > 1 and names_a_person(value):
+            entity_type = "PERSON"
+        kept.append(Detection(span.start, span.end, entity_type, float(span.score)))
+    return kept
 
 
-def may_hold_phone_number(text: str, fewest_digits: int) -> bool:
-    """Whether some stretch of `text` free of letters holds `fewest_digits` digits.
-
-    phonenumbers' matcher only takes digits, punctuation, spaces, brackets, plus signs and
-    an `x` as a number's candidate (no letters: it finds no vanity numbers), so every
-    number it can return lies inside one such stretch, extensions aside. Most prose has
-    no stretch of four digits; scientific prose has many short ones ("1.2-3.4", "n = 12").
-    """
-    if fewest_digits <= 1:
-        return True
-    return _digits_in_one_stretch(fewest_digits).search(text) is not None
+#: Words that say a name follows: titles and greetings (compared case-folded, without dots).
+FORMS_OF_ADDRESS = frozenset(
+    {"mr", "mrs", "ms", "miss", "mx", "dr", "prof", "sir", "madam", "dear", "hi", "hello", "hey"}
+)
 
 
-@functools.cache
-def _digits_in_one_stretch(digits: int) -> re.Pattern[str]:
-    # Between two digits only non-word characters or an x: no letter, no underscore.
-    return re.compile(rf"\d(?:[\WxX]*\d){{{digits - 1}}}")
+def _addressed(text: str, start: int) -> bool:
+    before = text[:start].split()
+    return bool(before) and _word(before[-1]) in FORMS_OF_ADDRESS
 
 
-def fewest_phone_digits(regions: Sequence[str]) -> int:
-    """The fewest digits a valid number can have, written nationally in one of `regions`
-    or internationally (country code included) anywhere: from phonenumbers' metadata, so
-    the bound follows the library's. 0 (never skip) where the metadata gives no bound."""
-    import phonenumbers
-    from phonenumbers import PhoneMetadata
-    from phonenumbers.phonenumberutil import COUNTRY_CODES_FOR_NON_GEO_REGIONS
+def _word(token: str) -> str:
+    return token.strip(".,;:!?()\"'").casefold()
 
-    def shortest(metadata: Any, prefix: str = "") -> int | None:
-        lengths = [n for n in metadata.general_desc.possible_length if n > 0] if metadata else []
-        return len(prefix) + min(lengths) if lengths else None
 
-    national = [shortest(PhoneMetadata.metadata_for_region(region)) for region in regions]
-    international = [
-        shortest(metadata, str(metadata.country_code))
-        for metadata in (
-            *(PhoneMetadata.metadata_for_region(r) for r in phonenumbers.SUPPORTED_REGIONS),
-            *(
-                PhoneMetadata.metadata_for_nongeo_region(c)
-                for c in COUNTRY_CODES_FOR_NON_GEO_REGIONS
-            ),
-        )
-        if metadata is not None
-    ]
-    if None in national or None in international:
-        return 0
-    return min(n for n in (*national, *international) if n is not None)
+def spans_of(found: Iterable[_Span]) -> tuple[PiiSpan, ...]:
+    """Analyzer results as stored spans: overlapping results of one type merged into their
+    union, sorted by position; results of different types may overlap (the policy settles
+    them once it knows which types it redacts)."""
+    merged = _merge_same_type(
+        [Detection(r.start, r.end, r.entity_type, round(float(r.score), 2)) for r in found]
+    )
+    return tuple(
+        PiiSpan(d.start, d.end, d.entity_type, d.score)
+        for d in sorted(merged, key=lambda d: (d.start, d.end, d.entity_type))
+    )
 
 
 def _blank(text: str, spans: Iterable[_Span]) -> str:
@@ -334,7 +388,7 @@ def _blank(text: str, spans: Iterable[_Span]) -> str:
     return "".join(chars)
 
 
-def count_redactions(telemetry: Telemetry, counts: Mapping[str, int]) -> None:
+def count_redactions(telemetry: Telemetry, counts: dict[str, int]) -> None:
     """Telemetry gets how many of each entity type were replaced, never what."""
     for entity_type, amount in counts.items():
         telemetry.count(f"redacted_{entity_type}", amount)
@@ -404,115 +458,3 @@ def _uncovered(start: int, end: int, taken: Iterable[tuple[int, int]]) -> list[t
                 next_pieces.append((t_end, p_end))
         pieces = next_pieces
     return pieces
-
-
-def _installed_ner_model(candidates: Sequence[str]) -> str | None:
-    """The first installed spaCy pipeline of `candidates`, without importing spaCy for none."""
-    if not candidates:
-        return None
-    import spacy.util
-
-    return next((name for name in candidates if spacy.util.is_package(name)), None)
-
-
-def _build_analyzer(ner_model: str | None, phone_regions: tuple[str, ...]) -> Any:
-    """A presidio AnalyzerEngine that needs no download and makes no network call."""
-    import tldextract
-    from presidio_analyzer import AnalyzerEngine, Pattern, PatternRecognizer, RecognizerRegistry
-    from presidio_analyzer.context_aware_enhancers import (
-        ContextAwareEnhancer,
-        LemmaContextAwareEnhancer,
-    )
-    from presidio_analyzer.nlp_engine import NlpEngine, NoOpNlpEngine, SpacyNlpEngine
-    from presidio_analyzer.predefined_recognizers import (
-        CreditCardRecognizer,
-        CryptoRecognizer,
-        EmailRecognizer,
-        IbanRecognizer,
-        IpRecognizer,
-        MacAddressRecognizer,
-        NhsRecognizer,
-        PhoneRecognizer,
-        UrlRecognizer,
-        UsItinRecognizer,
-        UsSsnRecognizer,
-    )
-
-    class OfflineEmailRecognizer(EmailRecognizer):
-        """presidio's email recognizer, validating domains against the bundled suffix list."""
-
-        def __init__(self, extractor: tldextract.TLDExtract) -> None:
-            super().__init__()
-            self._extractor = extractor
-
-        def validate_result(self, pattern_text: str) -> bool:
-            return bool(self._extractor(pattern_text).fqdn)
-
-    # No URLs: never fetch. No cache dir: never read or write ~/.cache. The bundled
-    # snapshot of the public-suffix list is then the only source.
-    extractor = tldextract.TLDExtract(
-        cache_dir=None, suffix_list_urls=(), fallback_to_snapshot=True
-    )
-    registry = RecognizerRegistry(supported_languages=[LANGUAGE])
-    for recognizer in (
-        CreditCardRecognizer(
-            patterns=[
-                *CreditCardRecognizer.PATTERNS,
-                Pattern("Mastercard 2-series (weak)", _MASTERCARD_2_SERIES, 0.3),
-            ]
-        ),
-        CryptoRecognizer(),
-        OfflineEmailRecognizer(extractor),
-        IbanRecognizer(),
-        IpRecognizer(),
-        MacAddressRecognizer(),
-        NhsRecognizer(),
-        PhoneRecognizer(supported_regions=phone_regions),
-        UrlRecognizer(),
-        UsItinRecognizer(),
-        UsSsnRecognizer(),
-        PatternRecognizer(
-            supported_entity=CREDENTIALS_URL,
-            name="CredentialsUrlRecognizer",
-            patterns=[Pattern("URL with user:password@", _CREDENTIALS_URL_REGEX, 0.9)],
-        ),
-    ):
-        registry.add_recognizer(recognizer)
-
-    class NoContext(ContextAwareEnhancer):
-        """Context words need tokens; the no-op engine has none, so skip the (costly) pass."""
-
-        def __init__(self) -> None:
-            super().__init__(
-                context_similarity_factor=0,
-                min_score_with_context_similarity=0,
-                context_prefix_count=0,
-                context_suffix_count=0,
-            )
-
-        def enhance_using_context(
-            self,
-            text: str,
-            raw_results: list[Any],
-            nlp_artifacts: Any,
-            recognizers: list[Any],
-            context: list[str] | None = None,
-        ) -> list[Any]:
-            return raw_results
-
-    nlp_engine: NlpEngine
-    enhancer: ContextAwareEnhancer
-    if ner_model is None:
-        nlp_engine = NoOpNlpEngine(models=[{"lang_code": LANGUAGE, "model_name": "no_op"}])
-        enhancer = NoContext()
-    else:
-        nlp_engine = SpacyNlpEngine(models=[{"lang_code": LANGUAGE, "model_name": ner_model}])
-        nlp_engine.load()
-        registry.add_nlp_recognizer(nlp_engine=nlp_engine)
-        enhancer = LemmaContextAwareEnhancer()
-    return AnalyzerEngine(
-        registry=registry,
-        nlp_engine=nlp_engine,
-        supported_languages=[LANGUAGE],
-        context_aware_enhancer=enhancer,
-    )

@@ -13,23 +13,12 @@ from litestar.testing import AsyncTestClient
 from gateway.http.app import create_app
 from gateway.runtime.services import Services, build_services
 from gateway.runtime.telemetry import Telemetry, build_logger
-from ingest.embedding import Embedder, build_embedder
+from ingest.embedding import Embedder
 from ingest.qdrant_server import ServerIndex
 from settings.config import Config, load_config
+from tests.support.redactor import shared_redactor
 
 PLATFORM_KEY = "test-platform-key-0123456789"
-
-
-@pytest.fixture(scope="session")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="session")
-def embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
-    """One real model per test session: loading it is the slow part."""
-    model_dir = tmp_path_factory.mktemp("models")
-    return build_embedder(model_dir=model_dir, model_name=None, threads=None)
 
 
 @dataclass
@@ -45,9 +34,9 @@ class Gateway:
 
 
 def gateway_config(data_dir: Path, **overrides: object) -> Config:
-    """The platform config on `data_dir`, with the default `keyword_floor` at 0: in a KB of a
-    few documents BM25's IDF, and so every keyword score, is a fraction of what the platform
-    default (calibrated on thousands of documents) expects."""
+    """The platform config on `data_dir`, with the default `keyword_floor` at 0: keyword hits
+    always count, so tests of their tiny KBs see them whatever the dense leg finds (the
+    floors' own tests set them)."""
     overrides = {"defaults.keyword_floor": 0.0, **overrides}
     return load_config({}, data_dir=data_dir, platform_key=PLATFORM_KEY, **overrides)
 
@@ -60,7 +49,11 @@ async def start_gateway(
     logs = io.StringIO()
     index = (ServerIndex.local(None), "qdrant-local") if engine == "local" else None
     services = await build_services(
-        config, Telemetry(build_logger("DEBUG", logs)), embedder=embedder, engine=index
+        config,
+        Telemetry(build_logger("DEBUG", logs)),
+        embedder=embedder,
+        engine=index,
+        redactor=shared_redactor(),
     )
     return services, logs, config
 

@@ -204,9 +204,9 @@ async def test_hostile_names_and_titles_are_escaped(gateway: Gateway) -> None:
     )
 
 
-async def test_console_validation_gives_the_api_rules_and_messages(gateway: Gateway) -> None:
-    """A bad top_k is refused by the console with the API's own rule and message at the field,
-    and nothing is stored."""
+async def test_console_validation_gives_the_api_rules_in_plain_words(gateway: Gateway) -> None:
+    """A bad top_k is refused by the console as by the API, with the rule in plain words at
+    the field (not the decoder's message), the typed value kept, and nothing stored."""
     tenant = await admin(gateway)
     await tenant.kb("kb1", top_k=4)
     api = await gateway.client.put(
@@ -218,10 +218,19 @@ async def test_console_validation_gives_the_api_rules_and_messages(gateway: Gate
     )
     assert api.status_code == console.status_code == 422
     assert api.json()["field"] == "top_k"
-    rule = api.json()["detail"].split(" - at ")[0].replace("`", "")  # "Expected int >= 1"
     error = re.search(r'data-error-for="top_k" role="alert">([^<]*)<', console.text)
     assert error is not None
-    assert html.unescape(error.group(1)) == rule
+    assert html.unescape(error.group(1)) == "must be at least 1"
+    assert re.search(r'name="top_k" type="text" inputmode="decimal"\s+value="0"', console.text)
+    words = await gateway.client.post(
+        "/console/knowledge-bases",
+        data={"kb_id": "kb1", "top_k": "five", "csrf_token": await csrf_token(gateway)},
+    )
+    error = re.search(r'data-error-for="top_k" role="alert">([^<]*)<', words.text)
+    assert error is not None
+    assert html.unescape(error.group(1)) == "must be a whole number, such as 5, or left empty"
+    assert "Expected" not in words.text
+    assert 'value="five"' in words.text
     stored = await gateway.client.get("/v1/knowledge-bases/kb1", headers=tenant.headers())
     assert stored.json()["settings"] == {"top_k": 4}
 

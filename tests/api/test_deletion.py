@@ -118,12 +118,14 @@ async def test_workspace_deletion_removes_everything_it_owns_and_spares_its_neig
     kb_shared, KBs, agents, keys, turns, settings changes); afterwards its key answers 401,
     none of its passages is left under its Scope in either collection, its revoked key is in
     the key history, a second DELETE answers 404, and the tenant id can be created again,
-    empty. A neighbour in the same org and collections sees exactly what it saw before."""
+    empty. A neighbour in the same org and collections keeps its passage counts in both and
+    sees exactly what it saw before (documents, a turn's results)."""
     gw = stack_gateway
     gone = await _stocked(gw, "gone")
     stay = await _stocked(gw, "stay")
     assert (await gone.retrieve("bot", QUESTION)).status_code == 200
     before = await _view(stay)
+    counts = [_passages(gw, stay, c) for c in (org_collection("acme"), SHARED_COLLECTION)]
     in_org = _passages(gw, gone, org_collection("acme"))
     in_shared = _passages(gw, gone, SHARED_COLLECTION)
     assert in_org > 0
@@ -154,6 +156,7 @@ async def test_workspace_deletion_removes_everything_it_owns_and_spares_its_neig
     again = await gw.client.delete("/v1/orgs/acme/workspaces/gone", headers=gw.platform)
     assert again.status_code == 404
     assert await _view(stay) == before
+    assert [_passages(gw, stay, c) for c in (org_collection("acme"), SHARED_COLLECTION)] == counts
 
     reborn = await provision(gw, "acme", "gone")
     assert (

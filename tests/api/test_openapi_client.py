@@ -12,6 +12,7 @@ import importlib
 import json
 import sys
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,10 +20,13 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from litestar.testing import AsyncTestClient
 
 from gateway.http.app import create_app
+from ingest.embedding import Embedder
 from settings.config import load_config
-from tests.api.conftest import Gateway
+from tests.api.conftest import Gateway, start_gateway
+from tests.api.tenants import provision
 
 pytestmark = pytest.mark.anyio
 
@@ -60,18 +64,50 @@ def test_every_operation_is_named_and_every_keyed_one_needs_the_bearer_scheme() 
             continue
         assert operation.get("security") == [{"bearer": []}], f"{method} {path}"
         assert "401" in operation["responses"], f"{method} {path}"
-    assert len(names) == len(set(names)) == 28
+    assert len(names) == len(set(names)) == 40
 
 
 @pytest.fixture
 async def generated(tmp_path: Path, gateway: Gateway) -> AsyncIterator[ModuleType]:
     """The client package generated from the document the gateway serves, importable."""
+    async with _generated_client(tmp_path, gateway) as package:
+        yield package
+
+
+@pytest.fixture
+async def limited(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Gateway]:
+    """A gateway allowing each key a burst of 5 calls, refilled at one call per 100 s."""
+    services, logs, config = await start_gateway(
+        tmp_path, embedder, rate_limit_per_s=0.01, rate_limit_burst=5
+    )
+    try:
+        async with AsyncTestClient(create_app(config, services)) as client:
+            yield Gateway(client=client, services=services, logs=logs, config=config)
+    finally:
+        await services.close()
+
+
+@asynccontextmanager
+async def _generated_client(tmp_path: Path, gateway: Gateway) -> AsyncIterator[ModuleType]:
     served = await gateway.client.get("/schema/openapi.json")
     assert served.status_code == 200
     spec = tmp_path / "openapi.json"
     spec.write_bytes(served.content)
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"post_hooks": [], "package_name_override": PACKAGE}))
+    config.write_text(
+        json.dumps(
+            {
+                "post_hooks": [],
+                "package_name_override": PACKAGE,
+                # a workspace archive is bytes to a client (the generator knows no gzip type)
+                # and so is a bulk write's NDJSON, each line parsed with the line's model
+                "content_type_overrides": {
+                    "application/gzip": "application/octet-stream",
+                    "application/x-ndjson": "application/octet-stream",
+                },
+            }
+        )
+    )
     command = [str(GENERATOR), "generate", "--path", str(spec), "--config", str(config)]
     command += ["--meta", "none", "--output-path", str(tmp_path / PACKAGE), "--fail-on-warning"]
     with anyio.fail_after(120):
@@ -131,10 +167,45 @@ async def test_a_generated_client_parses_every_route_answer(
     issued, spare = await _platform_routes(caller, platform)
     admin = caller.client(issued.key)
     await _knowledge_routes(caller, admin)
+    await _calibration_routes(caller, admin)
     await _turn_and_settings_routes(caller, admin)
     await caller.call("keys", "revoke_key", 200, "RevokedOut", spare.key_id, client=platform)
     await caller.call("keys", "revoke_key", 404, "ProblemDetails", spare.key_id, client=platform)
     await _deletion_routes(caller, admin, platform)
+
+
+async def test_a_generated_client_parses_429_and_503_answers(
+    tmp_path: Path, limited: Gateway
+) -> None:
+    """A key over its budget gets 429 and a call the store cannot serve gets 503, each with
+    a body that parses into the problem-details model its operation declares."""
+    tenant = await provision(limited, "acme", "ws")
+    spare = await tenant.issue("spare", ["admin"])
+    (tmp_path / "client").mkdir()
+    async with _generated_client(tmp_path / "client", limited) as package:
+        caller = Caller(package, limited)
+        admin = caller.client(tenant.keys["all"])
+        lookup = importlib.import_module(f"{PACKAGE}.api.knowledge_bases.get_knowledge_base")
+        statuses = [
+            (await lookup.asyncio_detailed("none", client=admin)).status_code for _ in range(6)
+        ]
+        assert statuses[0] == 404, statuses
+        assert 429 in statuses, statuses
+        refused = await caller.call(
+            "knowledge_bases", "get_knowledge_base", 429, "ProblemDetails", "none", client=admin
+        )
+        assert refused.status == 429
+        await limited.services.store.close()
+        unavailable = await caller.call(
+            "knowledge_bases",
+            "put_knowledge_base",
+            503,
+            "ProblemDetails",
+            "kb",
+            client=caller.client(spare),
+            body=caller.models.PutKnowledgeBase(name="Lights"),
+        )
+        assert unavailable.status == 503
 
 
 async def _platform_routes(caller: Caller, platform: Any) -> tuple[Any, Any]:
@@ -196,6 +267,53 @@ async def _platform_routes(caller: Caller, platform: Any) -> tuple[Any, Any]:
     return issued, spare
 
 
+async def _calibration_routes(caller: Caller, admin: Any) -> None:
+    """A golden set stored and read, an evaluation started, polled until done, listed and
+    applied; a second start while none runs, and unknown ids."""
+    m = caller.models
+    await caller.call("calibration", "start_evaluation", 409, "ProblemDetails", "kb", client=admin)
+    golden = m.PutGoldenSet(
+        questions=[
+            m.GoldenQuestionIn(
+                question="What guides ships past the reef?", document_ids=["doc"], grades=[2]
+            )
+        ]
+    )
+    await caller.call(
+        "calibration", "put_golden_set", 200, "GoldenSetOut", "kb", client=admin, body=golden
+    )
+    await caller.call(
+        "calibration", "put_golden_set", 422, "ProblemDetails", "kb", client=admin,
+        body=m.PutGoldenSet(questions=[]),
+    )  # fmt: skip
+    await caller.call("calibration", "get_golden_set", 200, "GoldenSetOut", "kb", client=admin)
+    await caller.call("calibration", "get_golden_set", 404, "ProblemDetails", "none", client=admin)
+    started = await caller.call(
+        "calibration", "start_evaluation", 202, "EvaluationOut", "kb", client=admin
+    )
+    found = started
+    for _ in range(600):
+        found = await caller.call(
+            "calibration", "get_evaluation", 200, "EvaluationOut", "kb", started.evaluation_id,
+            client=admin,
+        )  # fmt: skip
+        if found.status != "running":
+            break
+        await anyio.sleep(0.1)
+    assert found.status == "done", found
+    await caller.call("calibration", "list_evaluations", 200, "EvaluationList", "kb", client=admin)
+    await caller.call(
+        "calibration", "apply_evaluation", 200, "AppliedOut", "kb", started.evaluation_id,
+        client=admin,
+    )  # fmt: skip
+    await caller.call(
+        "calibration", "get_evaluation", 404, "ProblemDetails", "kb", "eval_none", client=admin
+    )
+    await caller.call(
+        "calibration", "apply_evaluation", 404, "ProblemDetails", "kb", "eval_none", client=admin
+    )
+
+
 async def _knowledge_routes(caller: Caller, admin: Any) -> None:
     """A KB (created then replaced), documents, an agent (created then replaced)."""
     m = caller.models
@@ -249,6 +367,7 @@ async def _knowledge_routes(caller: Caller, admin: Any) -> None:
         body=m.PutDocument(text="No label on this one."),
     )
     assert held.reason == "missing_classification"
+    await _bulk_write(caller, admin)
     await caller.call("knowledge_bases", "list_documents", 200, "DocumentList", "kb", client=admin)
     await caller.call(
         "knowledge_bases", "get_knowledge_base_stats", 200, "StatsOut", "kb", client=admin
@@ -259,6 +378,36 @@ async def _knowledge_routes(caller: Caller, admin: Any) -> None:
             "agents", "put_agent", status, "AgentOut", "bot", client=admin, body=agent
         )
     await caller.call("agents", "get_agent", 200, "AgentOut", "bot", client=admin)
+
+
+async def _bulk_write(caller: Caller, admin: Any) -> None:
+    """A bulk write's NDJSON answer: every line parses into the declared line model."""
+    lines = [
+        {
+            "document_id": "bulk-1",
+            "text": "Beacons mark the harbour mouth.",
+            "classification": "public",
+        },
+        {"document_id": "bulk-2", "text": "An unlabelled note."},
+        {"document_id": 5},
+    ]
+    body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    types = importlib.import_module(f"{PACKAGE}.types")
+    module = importlib.import_module(f"{PACKAGE}.api.knowledge_bases.put_documents")
+    # The generated request (the bytes themselves: an async client cannot send a synchronous
+    # file object), sent as is: the generator reads an NDJSON answer as one document, so the
+    # lines are parsed here, each with the generated line model.
+    request = module._get_kwargs("kb", body=types.File(payload=body))
+    answer = await admin.get_async_httpx_client().request(**request)
+    assert answer.status_code == 200, answer.content
+    results = [
+        caller.models.BulkDocumentResult.from_dict(json.loads(line))
+        for line in answer.content.splitlines()
+    ]
+    assert [result.status.value for result in results] == ["indexed", "held_back", "failed"]
+    assert results[2].problem.status == 422
+    for result in results:
+        assert result.additional_properties == {}, result
 
 
 async def _turn_and_settings_routes(caller: Caller, admin: Any) -> None:

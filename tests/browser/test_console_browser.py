@@ -61,7 +61,7 @@ def test_kb_top_k_is_validated_then_saved(page: Page, site: Site) -> None:
     handbook.get_by_role("button", name="Save").click()
 
     handbook = page.locator('section.kb[data-kb="handbook"]')
-    expect(handbook.locator('[data-error-for="top_k"]')).to_have_text("Expected int >= 1")
+    expect(handbook.locator('[data-error-for="top_k"]')).to_have_text("must be at least 1")
     expect(handbook.get_by_label("top_k")).to_have_attribute("aria-invalid", "true")
     expect(handbook.locator('[data-effective="top_k"]')).to_have_text("8")
     handbook.scroll_into_view_if_needed()

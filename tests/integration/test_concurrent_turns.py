@@ -44,11 +44,6 @@ QUESTIONS = [
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def services(tmp_path: Path, embedder: FastEmbedder) -> AsyncIterator[Services]:
     """A gateway core with the question cache off, so every turn embeds its questions."""
     config = load_config({}, data_dir=tmp_path / "data", query_cache_size=0)

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from io import StringIO
@@ -31,13 +31,13 @@ import pytest
 from gateway.access.auth import Principal
 from gateway.admin import knowledge, provisioning
 from gateway.cli import main
+from gateway.cli.progress import LineProgress, progress_line
 from gateway.runtime.services import build_services
 from gateway.runtime.telemetry import Telemetry, build_logger
 from ingest.connector import (
-    DocumentRejectedError,
     PutAnswer,
+    PutResult,
     Upload,
-    percent_progress,
     sync_directory,
 )
 from ingest.embedding import FastEmbedder
@@ -211,12 +211,14 @@ class MemorySink:
     async def list_document_ids(self) -> set[str]:
         return set(self.documents)
 
-    async def put_document(self, upload: Upload) -> PutAnswer:
-        if upload.document_id in self.refuse:
-            raise DocumentRejectedError("HTTP 413: too large")
-        unchanged = self.documents.get(upload.document_id) == upload.text
-        self.documents[upload.document_id] = upload.text
-        return PutAnswer("unchanged" if unchanged else "indexed", 1)
+    async def put_documents(self, uploads: Sequence[Upload]) -> AsyncIterator[PutResult]:
+        for upload in uploads:
+            if upload.document_id in self.refuse:
+                yield PutResult(upload, None, "HTTP 413: too large")
+                continue
+            unchanged = self.documents.get(upload.document_id) == upload.text
+            self.documents[upload.document_id] = upload.text
+            yield PutResult(upload, PutAnswer("unchanged" if unchanged else "indexed", 1))
 
     async def delete_document(self, document_id: str) -> int:
         return 1 if self.documents.pop(document_id, None) is not None else 0
@@ -271,20 +273,22 @@ def test_empty_directory_never_wipes_the_kb(tmp_path: Path) -> None:
     assert summary.ok
 
 
-def test_progress_shows_on_long_runs_only() -> None:
-    """Progress lines appear at each 5% of a long run and never for a short one."""
+def test_progress_lines_come_every_interval_with_rate_and_eta() -> None:
+    """Off a terminal, a progress line comes once per interval (not per file) and when the
+    last file is done, each with the passages' rate and, before the end, the ETA."""
+    now = [0.0]
     stream = StringIO()
-    report = percent_progress(stream)
+    report = LineProgress(stream, every_s=10.0, clock=lambda: now[0])
     for done in range(1, 201):
-        report(done, 200)
+        now[0] = done * 0.25  # 4 files a second, 3 passages each: 50 s in all
+        report(done, 200, done * 3)
     lines = stream.getvalue().splitlines()
-    assert len(lines) == 20
-    assert lines[-1] == "kbgate ingest: 200/200 files (100%)"
-    quiet = StringIO()
-    short = percent_progress(quiet)
-    for done in range(1, 6):
-        short(done, 5)
-    assert quiet.getvalue() == ""
+    assert len(lines) == 5  # at 10, 20, 30, 40 s, and the last file
+    assert lines[0] == (
+        "kbgate ingest: 40/200 files (20%), 120 passages, 12.0 passages/s, ETA 0:40"
+    )
+    assert lines[-1] == "kbgate ingest: 200/200 files (100%), 600 passages, 12.0 passages/s"
+    assert progress_line(1, 4000, 2, 1.0).endswith("ETA 1:06:39")
 
 
 # ---- embedded mode: the CLI on a data dir ------------------------------------------------

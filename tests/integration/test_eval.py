@@ -120,9 +120,10 @@ def test_metrics_per_channel(
         "queries": 5, "documents": 16,
     }  # fmt: skip
     channels = report["channels"]
-    assert set(channels) == {"dense", "keyword", "hybrid"}
+    assert set(channels) == {"dense", "keyword", "rrf", "hybrid"}
     assert channels["dense"]["fusion"] == {"dense": 1.0, "keyword": 0.0}
     assert channels["keyword"]["fusion"] == {"dense": 0.0, "keyword": 1.0}
+    assert channels["rrf"]["fusion"] == {"dense": 1.0, "keyword": 1.0}
     for figures in channels.values():
         assert all(0.0 <= figures[measure] <= 1.0 for measure in MEASURES)
         assert figures["errors"] == 0
@@ -170,6 +171,58 @@ def test_baseline_passes_then_fails_on_a_worsened_setting(
         assert status == 1, worse
         assert report["gate"]["passed"] is False
         assert any("hybrid/nDCG@10 dropped" in failure for failure in report["gate"]["failures"])
+
+
+def test_several_sets_in_one_run_one_table_each_on_its_own_baseline(
+    dataset: Path,
+    *,
+    offtopic: Path,
+    embedder: FastEmbedder,
+    redactor: Redactor,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Repeated --dataset evaluates every set in one run, each in its own store under
+    --data-dir, and prints one table of them all; --write-baseline and --baseline with
+    {dataset} record and gate each set on its own file, and a set whose baseline is missing
+    fails the gate while the others pass."""
+    other = tmp_path / "second-set"
+    other.mkdir()
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        (other / name).write_text((dataset / name).read_text())
+    (other / "qrels.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in _QRELS[:4])
+    )
+    data_dir, template = tmp_path / "stores", tmp_path / "baseline-{dataset}.json"
+    common = ["--dataset", str(dataset), "--dataset", str(other), "--data-dir", str(data_dir),
+              "--offtopic", str(offtopic)]  # fmt: skip
+    status, report = _eval(
+        embedder, redactor, tmp_path / "a.json", *common, "--write-baseline", str(template)
+    )
+    assert status == 0
+    names = [one["dataset"]["name"] for one in report["sets"]]
+    assert names == [dataset.name, "second-set"]
+    assert report["sets"][1]["selection"]["queries"] == 2
+    assert {path.name for path in data_dir.iterdir()} == set(names)
+    table = capsys.readouterr().err.split("abstention with the floors in force\n")[-1]
+    assert [line.split()[0] for line in table.splitlines()[1:]] == names
+    for name in names:
+        assert json.loads((tmp_path / f"baseline-{name}.json").read_text())["runs"]
+
+    status, report = _eval(
+        embedder, redactor, tmp_path / "b.json", *common, "--baseline", str(template)
+    )
+    assert status == 0
+    assert [one["gate"]["passed"] for one in report["sets"]] == [True, True]
+    assert report["sets"][0]["ingest"]["unchanged"] == len(_DOCUMENTS)
+
+    (tmp_path / "baseline-second-set.json").unlink()
+    only_first = tmp_path / f"baseline-{dataset.name}.json"
+    status, report = _eval(
+        embedder, redactor, tmp_path / "c.json", *common, "--baseline", str(only_first)
+    )
+    assert status == 1
+    assert [one["gate"]["passed"] for one in report["sets"]] == [True, False]
 
 
 def test_limit_subset_is_deterministic(
@@ -229,7 +282,9 @@ def test_scores_come_from_ir_measures() -> None:
     assert swapped["nDCG@10"] < 1.0
 
 
-def _report(hybrid: float, dense: float, keyword: float, recall: float = 0.9) -> dict[str, Any]:
+def _report(
+    hybrid: float, dense: float, keyword: float, recall: float = 0.9, rrf: float = 0.0
+) -> dict[str, Any]:
     def figures(ndcg: float) -> dict[str, float]:
         return {"nDCG@10": ndcg, "R@10": 0.5, "R@100": recall, "RR@10": 0.5}
 
@@ -240,14 +295,15 @@ def _report(hybrid: float, dense: float, keyword: float, recall: float = 0.9) ->
             "hybrid": figures(hybrid),
             "dense": figures(dense),
             "keyword": figures(keyword),
+            "rrf": figures(rrf),
         },
     }
 
 
 def test_gate_rules() -> None:
-    """The gate fails on a gated drop beyond the tolerance, on hybrid falling below the
-    better single channel beyond it, on a changed dataset and on a missing entry; a drop
-    within the tolerance passes."""
+    """The gate fails on a gated drop beyond the tolerance, on hybrid falling below a single
+    channel or plain rank fusion beyond it, on a changed dataset and on a missing entry; a
+    drop within the tolerance passes."""
     entry = _report(0.75, 0.70, 0.72)
     baseline = {
         "tolerance": 0.01,
@@ -258,6 +314,8 @@ def test_gate_rules() -> None:
     assert not check_gate(_report(0.73, 0.70, 0.72), baseline).passed
     assert not check_gate(_report(0.75, 0.70, 0.72, recall=0.85), baseline).passed
     assert not check_gate(_report(0.75, 0.70, 0.77), baseline).passed
+    assert not check_gate(_report(0.75, 0.70, 0.72, rrf=0.77), baseline).passed
+    assert check_gate(_report(0.75, 0.70, 0.72, rrf=0.755), baseline).passed
     changed = _report(0.75, 0.70, 0.72)
     changed["dataset"]["fingerprint"] = "sha256:y"
     assert not check_gate(changed, baseline).passed

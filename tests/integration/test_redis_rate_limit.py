@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from redis.asyncio import Redis
 
@@ -12,17 +9,6 @@ from gateway.access.ratelimit import RedisFailures, RedisLimiter
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    with RedisServer(tmp_path / "redis") as server:
-        yield server
 
 
 async def test_window_is_shared_by_limiters_and_fails_open(redis: RedisServer) -> None:

@@ -18,12 +18,6 @@ PLATFORM_KEY = "replica-test-platform-key-0001"
 
 
 @pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    with RedisServer(tmp_path / "redis") as server:
-        yield server
-
-
-@pytest.fixture
 def replicas(tmp_path: Path, redis: RedisServer) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
     """Two replicas on one Redis, each with its own embedded index (settings are what is shared)."""
     env = {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,27 +11,11 @@ from gateway.admin import knowledge, provisioning, workspace
 from gateway.retrieval.plan import plan_turn
 from gateway.runtime.services import build_services
 from gateway.runtime.telemetry import Telemetry, build_logger
-from ingest.embedding import Embedder, build_embedder
+from ingest.embedding import Embedder
 from settings.config import load_config
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
-    return build_embedder(tmp_path_factory.mktemp("models"), None, None, 16)
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    with RedisServer(tmp_path / "redis") as server:
-        yield server
 
 
 async def test_unknown_workspace_settings_fall_back_to_cap_3(

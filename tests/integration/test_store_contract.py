@@ -24,6 +24,7 @@ from testcontainers.community.redis import RedisContainer
 
 from settings.cache import CachedSettings, follow_invalidations
 from settings.records import (
+    AdminChange,
     Agent,
     ApiKey,
     KeyEvent,
@@ -52,11 +53,6 @@ pytestmark = pytest.mark.anyio
 # Short, so outage tests fail fast; loopback answers in well under a millisecond.
 REDIS_TIMEOUT_S = 0.5
 AT = "2026-06-01T00:00:00Z"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 # --- backends -------------------------------------------------------------------
@@ -643,6 +639,38 @@ async def test_workspace_deletion_removes_what_it_owns(store: SettingsStore) -> 
     assert await store.list_agents("t2") == [agent("t2", "a1", "kb")]
     assert await store.held_back("t2", "kb") == 2
     assert await store.get_turn("t2", "turn-t2") == turn("turn-t2", "t2")
+
+
+async def test_admin_history_is_per_workspace_in_order_and_goes_with_it(
+    store: SettingsStore,
+) -> None:
+    """KB and agent changes read back per workspace, oldest first, exactly as recorded;
+    another workspace's history is its own; deleting a workspace removes its history."""
+    await provision(store, "t1", "t2")
+
+    def change(tenant_id: str, object_id: str, action: str) -> AdminChange:
+        return AdminChange(
+            at=AT,
+            key_id="key_1",
+            tenant_id=tenant_id,
+            kind="agent",
+            object_id=object_id,
+            action=action,
+            fields=["knowledge_base_ids", "top_k"],
+            knowledge_base_ids=["kb-b", "kb-a"],
+        )
+
+    t1 = [change("t1", "bot", "created"), change("t1", "bot", "changed")]
+    for item in (t1[0], change("t2", "other", "created"), t1[1]):
+        await store.record_admin_change(item)
+    assert await store.admin_history("t1") == t1
+    assert [item.object_id for item in await store.admin_history("t2")] == ["other"]
+    assert await store.admin_history("t3") == []
+
+    await store.mark_workspace_deleting("t1")
+    assert await store.delete_workspace("t1") is True
+    assert await store.admin_history("t1") == []
+    assert len(await store.admin_history("t2")) == 1
 
 
 async def test_org_deletion_needs_it_empty(store: SettingsStore) -> None:

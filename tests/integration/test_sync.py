@@ -396,3 +396,39 @@ def test_backfill_touches_only_the_scoped_tenant(index: Index, embedder: FastEmb
 
     assert index.count(COLLECTION, other_scope(strict=True)) == 0
     assert index.count(COLLECTION, other_scope(strict=False)) >= 1
+
+
+def test_passages_are_stored_with_their_pii_analysis(index: Index, embedder: FastEmbedder) -> None:
+    """With an analyzer, every passage carries the spans found in its text and in the
+    document's title, offsets into the stored strings; re-putting an unchanged document
+    whose analysis is another analyzer's stores the current one without re-embedding."""
+    from ingest.payload import PiiAnalysis
+    from tests.support.redactor import shared_redactor
+
+    analyzer = shared_redactor()
+    counting = CountingEmbedder(embedder)
+    writer = DocumentWriter(index, counting, analyzer=analyzer)
+    text = "Margaret Thompson approved it. " + "Filler words keep going here. " * 40
+    document = Document("memo", text, Classification.INTERNAL, title="Memo for jo@example.com")
+    assert writer.put(TARGET, document).status == "indexed"
+    stored = index.scroll_document(COLLECTION, TARGET.write_scope(), "memo")
+    assert len(stored) > 1
+    for passage in stored:
+        pii = passage.payload.pii
+        assert pii is not None
+        assert pii.analyzer == analyzer.analyzer_version
+        assert pii.fits(passage.payload.text, passage.payload.title)
+        (email,) = [span for span in pii.title if span.entity_type == "EMAIL_ADDRESS"]
+        assert passage.payload.title[email.start : email.end] == "jo@example.com"
+    first = stored[0].payload
+    assert first.pii is not None
+    person = [s for s in first.pii.text if s.entity_type == "PERSON"]
+    assert [first.text[s.start : s.end] for s in person] == ["Margaret Thompson"]
+
+    older = {p.point_id: PiiAnalysis(analyzer="pii-0-older") for p in stored}
+    index.set_pii(COLLECTION, TARGET.write_scope(), older)
+    calls = counting.document_calls
+    assert writer.put(TARGET, document).status == "unchanged"
+    assert counting.document_calls == calls
+    again = index.scroll_document(COLLECTION, TARGET.write_scope(), "memo")
+    assert [p.payload.pii for p in again] == [p.payload.pii for p in stored]

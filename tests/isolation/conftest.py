@@ -93,17 +93,6 @@ def _fault_injection(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="session")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the model is assembled once (a served gateway reuses it)."""
-    return tmp_path_factory.mktemp("models")
-
-
-@pytest.fixture(scope="session")
 def embedder(model_dir: Path) -> Embedder:
     """The real model, loaded once per session. One onnxruntime thread: the campaign keeps
     several requests in flight, and on a small machine per-call thread pools only contend."""

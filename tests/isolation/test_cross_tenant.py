@@ -157,9 +157,15 @@ async def test_every_phase_is_leak_free(campaign_run: CampaignRun, phase: str) -
 
 
 async def test_cleanup_deletes_every_planted_document(campaign_run: CampaignRun) -> None:
-    """After the run every planted document is deleted and every KB's stats are zero."""
+    """After the run every planted document is deleted and every KB's stats are zero; then
+    both planted organizations are deleted (their four workspaces, every key, their
+    collections), the keys answer 401, and nothing is left behind."""
     _assert_clean(campaign_run, lambda _, m: m.startswith("cleanup"), minimum=20)
     assert not any(d.live for d in campaign_run.campaign.world.docs)
+    removed = campaign_run.report.removed
+    keys = sum(len(ws.keys) for ws in campaign_run.campaign.world.workspaces)
+    assert (removed["organizations"], removed["workspaces"], removed["keys"]) == (2, 4, keys)
+    assert campaign_run.report.left_behind == []
 
 
 async def test_no_finding_at_all(campaign_run: CampaignRun) -> None:

@@ -35,8 +35,9 @@ def test_kbgate_probe_passes_against_a_served_gateway(
     embedder: Embedder, model_dir: Path, fast_root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The probe command provisions, probes every endpoint as every principal, finds no
-    leak, deletes every document it planted (stats zero), says what the API cannot delete,
-    writes its JSON report and exits 0; the gateway's own log never names its tenants."""
+    leak, deletes every document it planted (stats zero), then its organizations with
+    everything in them, says so (nothing left behind), writes its JSON report and exits 0;
+    the gateway's own log never names its tenants."""
     assert embedder.dense_dim > 0  # the model is assembled in model_dir before the server starts
     platform_key = "served-platform-key-" + secrets.token_hex(8)
     data_dir = Path(tempfile.mkdtemp(prefix="served-", dir=fast_root))
@@ -66,7 +67,8 @@ def test_kbgate_probe_passes_against_a_served_gateway(
 
     assert code == 0, out[-6000:]
     assert "result: PASS (exit 0)" in out
-    assert "left behind (no delete endpoint exists for these):" in out
+    assert "cleaned up: 2 organizations, 2 collections, 4 workspaces" in out
+    assert "left behind: nothing" in out
     report = json.loads(report_path.read_text())
     assert report["leaks"] == 0
     assert report["failures"] == 0

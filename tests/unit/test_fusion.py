@@ -9,7 +9,7 @@ import pytest
 
 from gateway.retrieval.fusion import (
     DEFAULT_FUSION,
-    KEYWORD_DISTINCT_HITS,
+    DISTINCT_HITS,
     RRF_K,
     Candidate,
     RankedLeg,
@@ -265,27 +265,38 @@ def _ranked(rank: int) -> str:
     return f"n{99 - rank}"
 
 
-def _long_keyword_leg(kind: LegKind = KEYWORD, kb: str = "kb") -> RankedLeg[Hit]:
-    """50 documents, BM25 falling by 2 a rank from 100."""
-    return leg(kind, *(hit(_ranked(rank), score=100.0 - 2 * rank, kb=kb) for rank in range(50)))
+def _long_keyword_leg(kind: LegKind = KEYWORD, kb: str = "kb", count: int = 50) -> RankedLeg[Hit]:
+    """`count` documents, BM25 falling by 1 a rank from 100."""
+    return leg(kind, *(hit(_ranked(rank), score=100.0 - rank, kb=kb) for rank in range(count)))
 
 
 def test_beside_a_dense_leg_keyword_hits_past_the_distinct_ones_count_as_the_last_of_them() -> None:
-    """Keyword ranks 41 and 45 sit past the 40th hit: their BM25 (18 and 10) no longer
-    tells them apart, so the dense leg's order (45 closer) decides; both stay candidates."""
-    assert KEYWORD_DISTINCT_HITS == 40
-    r41, r45 = _ranked(41), _ranked(45)
-    dense = leg(DENSE, hit("top", score=1.0), hit(r45, score=0.55), hit(r41, score=0.50))
+    """Keyword ranks 61 and 65 sit past the 60th hit: their BM25 (39 and 35) no longer
+    tells them apart, so the dense leg's order (65 closer) decides; both stay candidates."""
+    assert DISTINCT_HITS == 60
+    r61, r65 = _ranked(61), _ranked(65)
+    dense = leg(DENSE, hit("top", score=1.0), hit(r65, score=0.55), hit(r61, score=0.50))
     for kind in (KEYWORD, LegKind.DOCUMENT_KEYWORD):
-        fused = fuse([dense, _long_keyword_leg(kind)])
+        fused = fuse([dense, _long_keyword_leg(kind, count=80)])
         order = docs(fused)
-        assert order.index(r45) < order.index(r41)
-        assert len(order) == 51
+        assert order.index(r65) < order.index(r61)
+        assert len(order) == 81
         by_doc = {c.hit.payload.document_id: c.score for c in fused}
-        # rank 41's keyword part is the 40th hit's (22 / 100), not its own 18 / 100
-        assert by_doc[r41] == pytest.approx(0.50 + 0.22)
-        # within the 40 its own BM25; missed by the dense leg, it counts as its last hit
-        assert by_doc[_ranked(1)] == pytest.approx(0.50 + 0.98)
+        # rank 61's keyword part is the 60th hit's (41 / 100), not its own 39 / 100
+        assert by_doc[r61] == pytest.approx(0.50 + 0.41)
+        # within the 60 its own BM25; missed by the dense leg, it counts as its last hit
+        assert by_doc[_ranked(1)] == pytest.approx(0.50 + 0.99)
+
+
+def test_beside_a_keyword_leg_dense_hits_past_the_distinct_ones_count_as_the_last_of_them() -> None:
+    """The same holds the other way: past its 60th hit a dense leg's cosines (0.28 for
+    rank 62, 0.25 for rank 65) no longer tell documents apart, so the keyword leg's order
+    (65 a little above 62) decides; within the 60, the cosine still counts."""
+    dense = leg(DENSE, *(hit(f"d{rank:02}", score=0.9 - rank / 100) for rank in range(70)))
+    keyword = leg(KEYWORD, hit("d65", score=10.0), hit("d62", score=9.8), hit("x", score=1.0))
+    order = docs(fuse([dense, keyword]))
+    assert order.index("d65") < order.index("d62")
+    assert order.index("d00") < order.index("d01")
 
 
 def test_a_keyword_only_knowledge_base_keeps_its_whole_bm25_order() -> None:

@@ -13,11 +13,6 @@ from gateway.retrieval.legs import call_index
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _answer_after(delay_s: float, answer: str) -> str:
     time.sleep(delay_s)
     return answer

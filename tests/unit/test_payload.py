@@ -5,12 +5,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import msgspec
 import pytest
 
 from ingest.payload import (
     Classification,
     PassagePayload,
     PayloadKey,
+    PiiAnalysis,
+    PiiSpan,
     Scope,
     ScopeError,
     from_payload,
@@ -52,9 +55,28 @@ def _payload(org_id: str | None = "org") -> PassagePayload:
 
 
 def test_payload_keys_are_the_contract() -> None:
-    """A written payload carries exactly the camelCase keys of `PayloadKey`."""
+    """A written payload carries exactly the camelCase keys of `PayloadKey`; `pii` only once
+    the passage has been analysed."""
     assert set(to_payload(_payload())) == CONTRACT_KEYS
-    assert {key.value for key in PayloadKey} == CONTRACT_KEYS
+    analysed = msgspec.structs.replace(_payload(), pii=PiiAnalysis(analyzer="a"))
+    assert set(to_payload(analysed)) == CONTRACT_KEYS | {"pii"}
+    assert {key.value for key in PayloadKey} == CONTRACT_KEYS | {"pii"}
+
+
+def test_pii_spans_are_stored_as_arrays_and_read_back() -> None:
+    """`pii` is `{analyzer, text, title}` with each span `[start, end, type, score]`."""
+    analysis = PiiAnalysis(
+        analyzer="pii-1-x",
+        text=(PiiSpan(0, 1, "PERSON", 0.85),),
+        title=(PiiSpan(0, 1, "EMAIL_ADDRESS", 1.0),),
+    )
+    payload = to_payload(msgspec.structs.replace(_payload(), pii=analysis))
+    assert payload["pii"] == {
+        "analyzer": "pii-1-x",
+        "text": [[0, 1, "PERSON", 0.85]],
+        "title": [[0, 1, "EMAIL_ADDRESS", 1.0]],
+    }
+    assert from_payload(payload).pii == analysis
 
 
 def test_legacy_payload_has_no_org_key() -> None:

@@ -16,11 +16,6 @@ from tests.support.fake_embedder import FakeEmbedder
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class GatedModel:
     """A fake model that records each call's texts; while `gate` is closed, calls block."""
 

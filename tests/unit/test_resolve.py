@@ -170,9 +170,11 @@ def test_redaction_needs_both_gates_off(workspace: Any, agent: Any, expected: bo
 
 
 def test_keyword_and_grounding_floors() -> None:
-    """KB floors override the platform's; malformed ones are ignored."""
-    assert resolve_keyword_floor({"keyword_floor": 2.5}, D).value == 2.5
+    """KB floors override the platform's; malformed ones are ignored. The keyword floor is
+    a share (0..1): a raw BM25 floor stored by an earlier release (15) is ignored too."""
+    assert resolve_keyword_floor({"keyword_floor": 0.25}, D).value == 0.25
     assert resolve_keyword_floor({"keyword_floor": -1}, D).value == D.keyword_floor
+    assert resolve_keyword_floor({"keyword_floor": 15}, D).value == D.keyword_floor
     assert resolve_grounding_floor({"grounding_floor": 0.55}, D).value == 0.55
     assert resolve_grounding_floor({"grounding_floor": 7}, D).value == D.grounding_floor
     assert resolve_grounding_floor(None, D).source == "platform"
@@ -181,18 +183,20 @@ def test_keyword_and_grounding_floors() -> None:
 @pytest.mark.parametrize(
     ("stored", "expected"),
     [
-        (None, FusionWeights(1.0, 1.0)),
+        (None, FusionWeights(1.0, 0.4)),
         ({"dense": 2, "keyword": 1}, FusionWeights(2.0, 1.0)),
         ({"dense": 0, "keyword": 1}, FusionWeights(0.0, 1.0)),
         ({"keyword": 0.5}, FusionWeights(1.0, 0.5)),
-        ({"dense": 0, "keyword": 0}, FusionWeights(1.0, 1.0)),
-        ({"dense": -1, "keyword": 1}, FusionWeights(1.0, 1.0)),
-        ({"dense": 1, "bm25": 1}, FusionWeights(1.0, 1.0)),
-        ([1, 1], FusionWeights(1.0, 1.0)),
+        ({"dense": 2}, FusionWeights(2.0, 0.4)),
+        ({"dense": 0, "keyword": 0}, FusionWeights(1.0, 0.4)),
+        ({"dense": -1, "keyword": 1}, FusionWeights(1.0, 0.4)),
+        ({"dense": 1, "bm25": 1}, FusionWeights(1.0, 0.4)),
+        ([1, 1], FusionWeights(1.0, 0.4)),
     ],
 )
 def test_fusion_weights(stored: Any, expected: FusionWeights) -> None:
-    """Weights default to 1:1; invalid weight maps are ignored whole."""
+    """Weights default to dense 1, keyword 0.4 (each, when left out); invalid weight maps
+    are ignored whole."""
     settings = {} if stored is None else {"fusion": stored}
     assert resolve_fusion(settings).value == expected
 

@@ -34,11 +34,6 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _ws(cap: int) -> Workspace:
     return Workspace(
         tenant_id="t",

@@ -11,10 +11,18 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.template.config import TemplateConfig
 
+from gateway.http.console.calibration import CalibrationConsoleController
 from gateway.http.console.controller import ConsoleController
+from gateway.http.console.knowledge_admin import KnowledgeAdminController
 from gateway.http.console.sessions import ConsoleSessions
 
-__all__ = ["ConsoleController", "ConsoleSessions", "console_template_config"]
+__all__ = [
+    "CalibrationConsoleController",
+    "ConsoleController",
+    "ConsoleSessions",
+    "KnowledgeAdminController",
+    "console_template_config",
+]
 
 
 def console_template_config() -> TemplateConfig[JinjaTemplateEngine]:

@@ -364,8 +364,13 @@ class ConsoleController(Controller):
         value: Any
         if setting == "pii_entities":
             value = (
-                None if reset else [v for v in form.getall("pii_entities") if isinstance(v, str)]
+                None
+                if reset
+                else [v for v in form.getall("pii_entities", []) if isinstance(v, str)]
             )
+        elif setting == "pii_allow_list":  # one entry per line
+            lines = _text(form, "value").splitlines()
+            value = None if reset else [line.strip() for line in lines if line.strip()]
         else:
             value = None if reset else scalar(_text(form, "value"))
         services = _services(request)
@@ -374,7 +379,8 @@ class ConsoleController(Controller):
             updated = await workspace.change_settings(
                 services, who.principal, settings_changes(data)
             )
-        except FormErrors as errors:
+        except (FormErrors, InvalidInputError) as error:
+            errors = error if isinstance(error, FormErrors) else domain_errors(error)
             page = await views.settings_page(services, who.principal)
             return _page(
                 "settings.html",
@@ -383,6 +389,7 @@ class ConsoleController(Controller):
                 status_code=422,
                 page=page,
                 errors=errors.errors,
+                typed={setting: _text(form, "value")},
             )
         effective = workspace.effective_settings(services, updated).get(setting)
         now = views.shown(effective.value) if effective else "changed"
@@ -392,8 +399,10 @@ class ConsoleController(Controller):
     async def history_page(
         self, request: ConsoleRequest, who: NamedDependency[SignedIn]
     ) -> Template:
-        rows = await views.history_rows(_services(request), who.principal)
-        return _page("history.html", who, active="history", changes=rows)
+        services = _services(request)
+        rows = await views.history_rows(services, who.principal)
+        admin_rows = await views.admin_change_rows(services, who.principal)
+        return _page("history.html", who, active="history", changes=rows, admin_changes=admin_rows)
 
     # -- knowledge bases -----------------------------------------------------------
 
@@ -461,9 +470,16 @@ class ConsoleController(Controller):
     async def agents_page(
         self, request: ConsoleRequest, who: NamedDependency[SignedIn]
     ) -> Template:
-        rows = await views.agent_views(_services(request), who.principal)
+        services = _services(request)
+        rows = await views.agent_views(services, who.principal)
+        choices = await views.knowledge_base_choices(services, who.principal)
         return _page(
-            "agents.html", who, active="agents", notice=await _notice(request, who), rows=rows
+            "agents.html",
+            who,
+            active="agents",
+            notice=await _notice(request, who),
+            rows=rows,
+            choices=choices,
         )
 
     @post("/agents", status_code=303)
@@ -493,7 +509,10 @@ class ConsoleController(Controller):
             rows = await views.agent_views(
                 services, who.principal, rejected=(agent.agent_id, values, errors.errors)
             )
-            return _page("agents.html", who, active="agents", status_code=422, rows=rows)
+            choices = await views.knowledge_base_choices(services, who.principal)
+            return _page(
+                "agents.html", who, active="agents", status_code=422, rows=rows, choices=choices
+            )
         return await _after_change(
             request, who, f"Saved the settings of {agent.agent_id}.", "/console/agents"
         )

@@ -22,12 +22,13 @@ from gateway.admin import knowledge, workspace
 from gateway.retrieval.turn import TurnResult
 from gateway.runtime.services import Services
 from settings.config import Config
-from settings.records import Agent, KnowledgeBase, SettingChange, Workspace
+from settings.records import AdminChange, Agent, KnowledgeBase, SettingChange, Workspace
 from settings.resolve import (
     DEFAULT_PII_ENTITIES,
     KNOWN_PII_ENTITIES,
     STRICT_BY_DEFAULT_FROM,
     Resolved,
+    resolve_pii_entities,
     resolve_redaction,
     resolve_score_threshold,
     resolve_top_k,
@@ -94,6 +95,9 @@ class SettingsPage:
     gates: list[GateView]
     known_entities: list[str]
     default_entities: list[str]
+    #: the workspace's entity types as configured, and those a loaded recognizer finds
+    configured_entities: list[str] = field(default_factory=list)
+    loaded_entities: list[str] = field(default_factory=list)
 
 
 _LABELS = {
@@ -101,6 +105,7 @@ _LABELS = {
     "rag_pii_redaction": ("PII redaction (workspace gate)", "bool"),
     "max_knowledge_bases_per_agent": ("Knowledge bases per agent", "count"),
     "pii_entities": ("PII entity types", "entities"),
+    "pii_allow_list": ("PII allow-list", "allow_list"),
 }
 
 
@@ -132,6 +137,8 @@ async def settings_page(services: Services, principal: Principal) -> SettingsPag
         gates=gates,
         known_entities=sorted(KNOWN_PII_ENTITIES),
         default_entities=list(DEFAULT_PII_ENTITIES),
+        configured_entities=list(resolve_pii_entities(found.settings).value),
+        loaded_entities=sorted(services.redactor.supported_entities),
     )
 
 
@@ -180,8 +187,20 @@ def _cap_rule(resolved: Resolved[Any], found: Workspace, config: Config) -> str:
 
 
 def _entities_rule(resolved: Resolved[Any], _: Workspace, __: Config) -> str:
-    return (
+    rule = (
         "Set by this workspace." if resolved.source == "workspace" else "Not set: the default set."
+    )
+    if resolved.clamped:
+        rule += " Only the types a loaded recognizer finds are in force."
+    return rule
+
+
+def _allow_list_rule(resolved: Resolved[Any], _: Workspace, __: Config) -> str:
+    if resolved.source != "workspace":
+        return "Not set: every detected value of the types above is redacted."
+    return (
+        "Set by this workspace: detected values matching an entry are kept (exact values, "
+        "CIDR ranges such as 127.0.0.0/8, re: patterns)."
     )
 
 
@@ -190,6 +209,7 @@ _RULES: dict[str, Callable[[Resolved[Any], Workspace, Config], str]] = {
     "rag_pii_redaction": _redaction_rule,
     "max_knowledge_bases_per_agent": _cap_rule,
     "pii_entities": _entities_rule,
+    "pii_allow_list": _allow_list_rule,
 }
 
 
@@ -277,6 +297,13 @@ class AgentView:
     redaction: Resolved[bool]
     values: dict[str, str]
     errors: dict[str, str] = field(default_factory=dict)
+    #: the workspace's KBs not attached to this agent: (kb_id, name)
+    available: list[tuple[str, str]] = field(default_factory=list)
+
+
+async def knowledge_base_choices(services: Services, principal: Principal) -> list[tuple[str, str]]:
+    """Every KB of the workspace as (kb_id, name), by id: what an agent may attach."""
+    return [(kb.kb_id, kb.name) for kb in await knowledge.knowledge_bases(services, principal)]
 
 
 def agent_form_values(agent: Agent) -> dict[str, str]:
@@ -322,6 +349,11 @@ async def agent_views(
                 redaction=resolve_redaction(found.settings, agent.settings),
                 values=values,
                 errors=errors,
+                available=[
+                    (kb_id, name)
+                    for kb_id, name in names.items()
+                    if kb_id not in agent.knowledge_base_ids
+                ],
             )
         )
     return views
@@ -333,6 +365,37 @@ async def agent_views(
 async def history_rows(services: Services, principal: Principal) -> list[SettingChange]:
     """Every settings change, newest first."""
     return list(reversed(await workspace.history(services, principal)))
+
+
+_KINDS = {"knowledge_base": "knowledge base", "agent": "agent"}
+
+
+@dataclass(frozen=True, slots=True)
+class AdminChangeView:
+    change: AdminChange
+    what: str  # "knowledge base handbook"
+    detail: str  # which fields, and an agent's knowledge bases afterwards
+
+
+async def admin_change_rows(services: Services, principal: Principal) -> list[AdminChangeView]:
+    """Every KB and agent change of the workspace, newest first, described for a table."""
+    return [
+        AdminChangeView(
+            change=change,
+            what=f"{_KINDS.get(change.kind, change.kind)} {change.object_id}",
+            detail=_change_detail(change),
+        )
+        for change in reversed(await knowledge.admin_history(services, principal))
+    ]
+
+
+def _change_detail(change: AdminChange) -> str:
+    parts = []
+    if change.fields and change.action != "deleted":
+        parts.append("fields: " + ", ".join(change.fields))
+    if change.knowledge_base_ids is not None and "knowledge_base_ids" in change.fields:
+        parts.append("knowledge bases now: " + shown(change.knowledge_base_ids))
+    return "; ".join(parts)
 
 
 # ---- try a question ----------------------------------------------------------------

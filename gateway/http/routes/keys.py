@@ -31,7 +31,8 @@ OrgFilter = Annotated[str | None, QueryParameter(description="only this organiza
 TenantFilter = Annotated[str | None, QueryParameter(description="only this workspace's")]
 
 
-def _info(key: ApiKey) -> KeyInfo:
+def key_info(key: ApiKey) -> KeyInfo:
+    """A key's metadata as the API answers it (never its secret). Shared with the CLI."""
     return KeyInfo(
         key_id=key.key_id,
         org_id=key.org_id,
@@ -109,7 +110,7 @@ class KeyController(Controller):
         tenant_id: TenantFilter = None,
     ) -> KeyList:
         found = await keys.list_keys(services, request.user, org_id, tenant_id)
-        return KeyList(keys=[_info(key) for key in found])
+        return KeyList(keys=[key_info(key) for key in found])
 
     @get(
         "/history",

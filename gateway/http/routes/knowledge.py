@@ -4,17 +4,32 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from litestar import Controller, Request, Response, delete, get, put
+from litestar import Controller, Request, Response, delete, get, post, put
 from litestar.datastructures import State
+from litestar.openapi.spec import OpenAPIType, Reference, Schema
 from litestar.params import FromPath, JSONBody
+from litestar.response import Stream
 
 from gateway.access.auth import Principal
 from gateway.admin import knowledge
+from gateway.admin.bulk import open_bulk_write
+from gateway.errors import PayloadTooLargeError
 from gateway.http.dependencies import Injected
-from gateway.http.openapi import BEARER, BODY, KEYED, created, problems
+from gateway.http.ndjson import encode_results, read_body, read_lines
+from gateway.http.openapi import (
+    BEARER,
+    BODY,
+    KEYED,
+    NDJSON_MEDIA_TYPE,
+    created,
+    ndjson_lines,
+    ndjson_response,
+    problems,
+)
 from gateway.http.schemas import (
     AgentDeletedOut,
     AgentOut,
+    BulkDocumentResult,
     DeletedOut,
     DocumentList,
     DocumentOut,
@@ -38,6 +53,17 @@ from settings.resolve import Resolved, resolve_score_threshold, resolve_top_k
 
 AnyRequest = Request[Principal, str, State]
 DOCUMENT_PATH = "/knowledge-bases/{kb_id:str}/documents/{document_id:path}"
+#: a bulk write's request line: `PutDocument` and the document's id (`BulkDocument`)
+BULK_LINE = Schema(
+    all_of=[
+        Reference(ref="#/components/schemas/PutDocument"),
+        Schema(
+            type=OpenAPIType.OBJECT,
+            required=["document_id"],
+            properties={"document_id": Schema(type=OpenAPIType.STRING)},
+        ),
+    ]
+)
 
 
 def effective_out(values: dict[str, Resolved[Any]]) -> dict[str, EffectiveValue]:
@@ -57,6 +83,7 @@ def knowledge_base_settings(data: PutKnowledgeBase) -> dict[str, Any]:
         "fusion": None
         if data.fusion is None
         else {"dense": data.fusion.dense, "keyword": data.fusion.keyword},
+        "drop_copies": data.drop_copies,
     }
 
 
@@ -69,7 +96,8 @@ def agent_settings(data: PutAgent) -> dict[str, Any]:
     }
 
 
-def _kb_out(services: Services, kb: KnowledgeBase) -> KnowledgeBaseOut:
+def knowledge_base_out(services: Services, kb: KnowledgeBase) -> KnowledgeBaseOut:
+    """A KB as the API answers it. Shared with the evaluations' apply."""
     return KnowledgeBaseOut(
         kb_id=kb.kb_id,
         name=kb.name,
@@ -115,7 +143,7 @@ class KnowledgeBaseController(Controller):
             storage=data.storage,
             settings=knowledge_base_settings(data),
         )
-        return _created_or_ok(_kb_out(services, kb), created)
+        return _created_or_ok(knowledge_base_out(services, kb), created)
 
     @get(
         "/knowledge-bases/{kb_id:str}",
@@ -128,7 +156,7 @@ class KnowledgeBaseController(Controller):
         self, request: AnyRequest, services: Injected[Services], kb_id: FromPath[str]
     ) -> KnowledgeBaseOut:
         kb = await knowledge.knowledge_base_of(services, request.user, kb_id)
-        return _kb_out(services, kb)
+        return knowledge_base_out(services, kb)
 
     @delete(
         "/knowledge-bases/{kb_id:str}",
@@ -211,6 +239,37 @@ class KnowledgeBaseController(Controller):
             reason=cast(HeldBackReason | None, reason),
         )
 
+    @post(
+        "/knowledge-bases/{kb_id:str}/documents",
+        guards=[requires(Role.INGEST)],
+        status_code=200,
+        request_max_body_size=None,  # bounded as it is read, by `read_body`
+        operation_id="putDocuments",
+        operation_class=ndjson_lines(
+            BULK_LINE, "one document per line; each line decoded on its own"
+        ),
+        summary="Index or update many documents, one per line; one result per line, streamed",
+        responses={
+            200: ndjson_response(
+                BulkDocumentResult, "one result per request line, in order, once it is durable"
+            ),
+            **problems(*KEYED, 404, 413),
+        },
+    )
+    async def put_documents(
+        self, request: AnyRequest, services: Injected[Services], kb_id: FromPath[str]
+    ) -> Stream:
+        limit = services.config.max_body_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise PayloadTooLargeError(f"the body is over {limit} bytes", field="body")
+        bulk = await open_bulk_write(services, request.user, kb_id)
+        # Read whole before the answer starts: a streamed answer listens for the client's
+        # disconnect on the same channel the body arrives on.
+        body = await read_body(request.stream(), limit)
+        results = bulk.results(read_lines(body))
+        return Stream(encode_results(results), media_type=NDJSON_MEDIA_TYPE)
+
     @delete(
         DOCUMENT_PATH,
         guards=[requires(Role.INGEST)],
@@ -254,7 +313,7 @@ class AgentController(Controller):
         agent, created = await knowledge.put_agent(
             services, request.user, agent_id, data.knowledge_base_ids, agent_settings(data)
         )
-        return _created_or_ok(await _agent_out(services, request.user, agent), created)
+        return _created_or_ok(await agent_out(services, request.user, agent), created)
 
     @get(
         "/{agent_id:str}",
@@ -266,7 +325,7 @@ class AgentController(Controller):
         self, request: AnyRequest, services: Injected[Services], agent_id: FromPath[str]
     ) -> AgentOut:
         agent = await knowledge.agent_of(services, request.user, agent_id)
-        return await _agent_out(services, request.user, agent)
+        return await agent_out(services, request.user, agent)
 
     @delete(
         "/{agent_id:str}",
@@ -282,7 +341,8 @@ class AgentController(Controller):
         return AgentDeletedOut(agent_id=agent.agent_id, deleted=True)
 
 
-async def _agent_out(services: Services, principal: Principal, agent: Agent) -> AgentOut:
+async def agent_out(services: Services, principal: Principal, agent: Agent) -> AgentOut:
+    """An agent as the API answers it, with the KBs a turn would query. Shared with the CLI."""
     queried, skipped, cap = await knowledge.capped_knowledge_bases(services, principal, agent)
     bounds, defaults = services.config.bounds, services.config.defaults
     return AgentOut(

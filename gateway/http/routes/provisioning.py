@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from litestar import Controller, Request, delete, post
+import msgspec
+from litestar import Controller, Request, delete, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath, JSONBody
 
@@ -13,6 +14,8 @@ from gateway.http.openapi import BEARER, BODY, KEYED, problems
 from gateway.http.schemas import (
     CreateOrg,
     CreateWorkspace,
+    DeletionHistoryOut,
+    DeletionOut,
     OrgDeletedOut,
     OrgOut,
     WorkspaceDeletedOut,
@@ -89,15 +92,34 @@ class ProvisioningController(Controller):
         removal = await lifecycle.delete_workspace(services, org_id, tenant_id, request.user)
         return WorkspaceDeletedOut(tenant_id=tenant_id, org_id=org_id, deleted=_removed(removal))
 
+    @get(
+        "/deletions",
+        operation_id="listDeletions",
+        summary="The audit record of every completed deletion (ids and counts, no content)",
+        responses=problems(*KEYED),
+    )
+    async def list_deletions(self, services: Injected[Services]) -> DeletionHistoryOut:
+        records = await lifecycle.deletion_history(services)
+        return DeletionHistoryOut(
+            deletions=[
+                msgspec.convert(record, DeletionOut, from_attributes=True) for record in records
+            ]
+        )
+
     @delete(
         "/orgs/{org_id:str}",
         status_code=200,
         operation_id="deleteOrg",
-        summary="Delete an organization and each of its workspaces",
+        summary="Delete an organization: each of its workspaces, its collection, its record",
         responses=problems(*KEYED, 404, 409),
     )
     async def delete_org(
         self, request: AnyRequest, services: Injected[Services], org_id: FromPath[str]
     ) -> OrgDeletedOut:
-        workspaces, removal = await lifecycle.delete_org(services, org_id, request.user)
-        return OrgDeletedOut(org_id=org_id, workspaces=workspaces, deleted=_removed(removal))
+        done = await lifecycle.delete_org(services, org_id, request.user)
+        return OrgDeletedOut(
+            org_id=org_id,
+            workspaces=done.workspaces,
+            deleted=_removed(done.removal),
+            collection_dropped=done.collection_dropped,
+        )

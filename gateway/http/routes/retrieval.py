@@ -30,6 +30,30 @@ from settings.records import Role
 AnyRequest = Request[Principal, str, State]
 
 
+def retrieve_out(result: turn.TurnResult) -> RetrieveOut:
+    """A turn as the API answers it. Shared with the CLI's embedded `kbgate ask`."""
+    return RetrieveOut(
+        turn_id=result.turn_id,
+        abstained=result.abstained,
+        passages=[
+            PassageOut(
+                passage_id=c.point_id,
+                document_id=c.hit.payload.document_id,
+                knowledge_base_id=c.hit.payload.knowledge_base_id,
+                title=result.titles.get(c.point_id, ""),
+                text=result.texts[c.point_id],
+                score=round(c.score, 6),
+                dense_score=c.dense_score,
+                keyword_score=c.keyword_score,
+            )
+            for c in result.candidates
+        ],
+        context=result.context,
+        effective=result.effective,
+        reason=cast(AbstentionReason | None, result.reason),  # one of them by construction
+    )
+
+
 class RetrievalController(Controller):
     path = "/v1"
     guards = [requires(Role.RETRIEVE)]  # noqa: RUF012 — Litestar configuration
@@ -49,26 +73,7 @@ class RetrievalController(Controller):
         result = await turn.retrieve(
             services, request.user, data.agent_id, data.question, data.variations
         )
-        return RetrieveOut(
-            turn_id=result.turn_id,
-            abstained=result.abstained,
-            passages=[
-                PassageOut(
-                    passage_id=c.point_id,
-                    document_id=c.hit.payload.document_id,
-                    knowledge_base_id=c.hit.payload.knowledge_base_id,
-                    title=result.titles.get(c.point_id, ""),
-                    text=result.texts[c.point_id],
-                    score=round(c.score, 6),
-                    dense_score=c.dense_score,
-                    keyword_score=c.keyword_score,
-                )
-                for c in result.candidates
-            ],
-            context=result.context,
-            effective=result.effective,
-            reason=cast(AbstentionReason | None, result.reason),  # one of them by construction
-        )
+        return retrieve_out(result)
 
     @post(
         "/citations/verify",

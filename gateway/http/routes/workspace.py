@@ -99,7 +99,15 @@ class WorkspaceController(Controller):
         changes = await workspace.history(services, request.user)
         return HistoryOut(
             changes=[
-                SettingChangeOut(at=c.at, key_id=c.key_id, setting=c.setting, old=c.old, new=c.new)
+                SettingChangeOut(
+                    at=c.at,
+                    key_id=c.key_id,
+                    setting=c.setting,
+                    old=c.old,
+                    new=c.new,
+                    knowledge_base_id=c.knowledge_base_id,
+                    evaluation_id=c.evaluation_id,
+                )
                 for c in changes
             ]
         )

@@ -5,6 +5,7 @@ and the abstention rates with the floors in force."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import sys
@@ -15,6 +16,8 @@ from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from gateway.access.auth import Principal
 from gateway.errors import ConflictError, InvalidInputError
@@ -31,7 +34,7 @@ from gateway.tools.evaluation.dataset import (
 from gateway.tools.evaluation.metrics import ir_measures_library, score_run
 from ingest.chunking import ChunkingParams
 from ingest.payload import Classification
-from settings.config import Config, load_config
+from settings.config import Config, FusionMethod, load_config
 from settings.records import Role
 
 if TYPE_CHECKING:
@@ -46,8 +49,12 @@ Progress = Callable[[str], None]
 CHANNELS: dict[str, dict[str, float] | None] = {
     "dense": {"dense": 1.0, "keyword": 0.0},
     "keyword": {"dense": 0.0, "keyword": 1.0},
+    "rrf": {"dense": 1.0, "keyword": 1.0},
     "hybrid": None,
 }
+#: Channels fused by plain Reciprocal Rank Fusion (k = 60) whatever the platform's method:
+#: the reference a fusion has to beat.
+RANK_FUSED = frozenset({"rrf"})
 #: Documents each ranking run asks for (recall@100 needs 100).
 RANKING_DEPTH = 100
 #: Passages per leg in ranking runs: deep enough that a single channel's leg still holds
@@ -248,12 +255,18 @@ async def run_questions(
     kb_settings: Mapping[str, Any],
     questions: Mapping[str, str],
     label: str,
+    *,
+    fusion_method: FusionMethod | None = None,
 ) -> ChannelRun:
-    """Set the KB's settings, then ask every question through the real turn, one at a time."""
+    """Set the KB's settings, then ask every question through the real turn, one at a time
+    (fused by `fusion_method` instead of the platform's, when given)."""
     from gateway.admin.knowledge import put_knowledge_base
     from gateway.retrieval.turn import retrieve
 
     services, principal = session.services, session.principal
+    if fusion_method is not None:
+        config = msgspec.structs.replace(services.config, fusion_method=fusion_method)
+        services = dataclasses.replace(services, config=config)
     await put_knowledge_base(
         services, principal, session.kb_id, name=session.kb_id, storage="org",
         settings=dict(kb_settings),
@@ -408,7 +421,10 @@ async def evaluate(
         channels: dict[str, dict[str, Any]] = {}
         for channel in CHANNELS:
             settings = ranking_settings(options.kb_settings, channel)
-            answers = await run_questions(session, settings, questions, channel)
+            method = FusionMethod.RRF if channel in RANK_FUSED else None
+            answers = await run_questions(
+                session, settings, questions, channel, fusion_method=method
+            )
             figures: dict[str, Any] = dict(score_run(answers.ranking, dataset.qrels))
             figures["fusion"] = answers.kb_effective(session.kb_id).get("fusion")
             figures["seconds"] = round(answers.seconds, 1)
@@ -439,6 +455,36 @@ async def evaluate(
         "ingest": run.ingested.as_dict(),
         "seconds": round(time.perf_counter() - started, 1),
     }
+
+
+async def evaluate_all(
+    options: Sequence[EvalOptions],
+    *,
+    environ: Mapping[str, str],
+    embedder: Embedder | None = None,
+    redactor: Redactor | None = None,
+    progress: Progress,
+) -> list[dict[str, Any]]:
+    """`evaluate` each golden set in turn, with one embedder (loaded once) for all."""
+    async with AsyncExitStack() as stack:
+        if embedder is None and len(options) > 1:
+            from gateway.runtime.services import build_embedder
+
+            models = options[0].data_dir or Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="kbgate-eval-"))
+            )
+            embedder = await asyncio.to_thread(build_embedder, eval_config(environ, models))
+            stack.callback(_close_embedder, embedder)
+        return [
+            await evaluate(
+                one,
+                environ=environ,
+                embedder=embedder,
+                redactor=redactor,
+                progress=progress,
+            )
+            for one in options
+        ]
 
 
 async def _abstention(

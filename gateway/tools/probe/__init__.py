@@ -22,6 +22,8 @@ The test suite (`tests/isolation`) drives a campaign through the in-process app,
 legacy points (written without `orgId`, which the HTTP API cannot do) and scans the
 captured logs too; `kbgate probe --url URL --platform-key KEY` drives the same campaign
 over HTTP against any deployment. The campaign touches only what it created (ids
-prefixed `probe-<random>`), deletes its documents when done and reports what it cannot
-delete (there is no endpoint to delete an org, workspace, KB, agent or key).
+prefixed `probe-<random>`): when done it deletes its documents (a probe of that endpoint),
+then its organizations (`DELETE /v1/orgs/{org_id}`, and with them every workspace, KB,
+agent, key, turn record, settings history and collection it planted), checks that its
+keys answer 401, and reports what it removed and anything left behind.
 """

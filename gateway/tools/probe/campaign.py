@@ -17,9 +17,6 @@ from gateway.tools.probe.retrieval_probes import RetrievalProbes
 from gateway.tools.probe.setup import Provisioning
 from gateway.tools.probe.workspace_probes import WorkspaceProbes
 from gateway.tools.probe.world import (
-    AGENT_EXTRA,
-    AGENT_GROUND,
-    AGENT_MAIN,
     LIGHT_CLEARANCES,
     PHASES,
     SHARED_KBS,
@@ -146,7 +143,8 @@ class Campaign(Provisioning, RetrievalProbes, WorkspaceProbes):
     # -- cleanup
 
     async def cleanup(self) -> None:
-        """Delete every planted document, detach every agent, check the stats are zero."""
+        """Delete every planted document, detach every agent, check the stats are zero,
+        then delete the planted organizations (and so everything in them)."""
         self.phase = "cleanup"
         live = [(self.world.workspace(d.workspace), d) for d in self.world.docs if d.live]
         await self.run_all(
@@ -180,24 +178,78 @@ class Campaign(Provisioning, RetrievalProbes, WorkspaceProbes):
         )
         await self.run_all(self.surface_probes())
         await self.scan_logs()
-        self._left_behind()
+        await self.delete_world()
 
-    def _left_behind(self) -> None:
-        world = self.world
-        if not world.orgs:
-            return
-        keys = [k.key_id for ws in world.workspaces for k in ws.keys]
-        self.report.left_behind = [
-            f"organizations (and their empty collections kb_org_<id>): {', '.join(world.orgs)}",
-            f"workspaces: {', '.join(ws.tenant_id for ws in world.workspaces)}",
-            f"knowledge bases, now empty, in each workspace: {', '.join(SHARED_KBS)} and "
-            f"kb-only-<workspace>-{self.run}; held-back counters stay as they were",
-            f"agents, now attached to no knowledge base: {AGENT_MAIN}, {AGENT_EXTRA}, "
-            f"{AGENT_GROUND}, agent-only-<workspace>-{self.run}",
-            f"{len(keys)} workspace keys (cannot be revoked over the API; they reach only the "
-            f"empty workspaces above): {', '.join(keys)}",
-            f"{sum(ws.history for ws in world.workspaces)} settings-history entries",
+    async def delete_world(self) -> None:
+        """Delete each planted organization through `DELETE /v1/orgs/{org_id}`: its
+        workspaces with their KBs, agents, keys, turn records, settings and history, and
+        its collection. Then the planted keys must answer 401 and each org 404; the report
+        lists what went, and what could not be deleted."""
+        removed: dict[str, int] = {}
+        deleted: list[str] = []
+        for org_id in self.world.orgs:
+            reply = await self.execute(
+                self._probe(
+                    "DELETE /v1/orgs/{org_id}",
+                    self.platform,
+                    f"/v1/orgs/{org_id}",
+                    None,
+                    200,
+                    also=[org_id],
+                )
+            )
+            if reply is None or reply.status != 200:
+                continue
+            answer = reply.json()
+            removed["organizations"] = removed.get("organizations", 0) + 1
+            removed["collections"] = removed.get("collections", 0) + answer["collection_dropped"]
+            removed["workspaces"] = removed.get("workspaces", 0) + answer["workspaces"]
+            for kind, count in answer["deleted"].items():
+                removed[kind] = removed.get(kind, 0) + count
+            deleted.append(org_id)
+        await self.run_all(self._gone_probes(deleted))
+        self.report.removed = removed
+        self._left_behind(deleted)
+
+    def _gone_probes(self, deleted: list[str]) -> list[Probe]:
+        """Each planted workspace's owner key answers 401 (one key each: 401s count against
+        the caller's address's failed-authentication budget); each deleted org 404."""
+        probes = [
+            self._probe(
+                "GET /v1/workspace/settings",
+                ws.owner,
+                "/v1/workspace/settings",
+                None,
+                401,
+                mode="gone",
+            )
+            for ws in self.world.workspaces
+            if ws.org_id in deleted
         ]
+        probes += [
+            self._probe(
+                "DELETE /v1/orgs/{org_id}",
+                self.platform,
+                f"/v1/orgs/{org_id}",
+                None,
+                404,
+                mode="gone",
+                also=[org_id],
+            )
+            for org_id in deleted
+        ]
+        return probes
+
+    def _left_behind(self, deleted: list[str]) -> None:
+        """What a failed organization deletion left (nothing when all went)."""
+        left = []
+        for org_id in (org for org in self.world.orgs if org not in deleted):
+            tenants = [ws.tenant_id for ws in self.world.workspaces if ws.org_id == org_id]
+            left.append(
+                f"organization {org_id} (its deletion failed; see the failures above), with "
+                f"its workspaces: {', '.join(tenants)}"
+            )
+        self.report.left_behind = left
 
 
 async def run_campaign(

@@ -77,6 +77,8 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     left_behind: list[str] = field(default_factory=list)
+    #: what the cleanup deleted with the planted organizations, by kind (counts)
+    removed: dict[str, int] = field(default_factory=dict)
     phases: list[tuple[str, int, float]] = field(default_factory=list)
     setup_error: str | None = None
     rate_limited: int = 0
@@ -155,6 +157,7 @@ class Report:
                 for f in self.findings
             ],
             "notes": self.notes,
+            "removed": self.removed,
             "left_behind": self.left_behind,
             "setup_error": self.setup_error,
         }
@@ -185,9 +188,14 @@ class Report:
         lines.append(f"failures (not leaks, but the probe cannot vouch): {len(self.failures)}")
         lines.extend("  " + f.line() for f in self.failures[:limit])
         lines.extend(f"note: {note}" for note in self.notes)
+        if self.removed:
+            counts = ", ".join(f"{count} {kind}" for kind, count in self.removed.items())
+            lines.append(f"cleaned up: {counts}")
         if self.left_behind:
-            lines.append("left behind (no delete endpoint exists for these):")
+            lines.append("left behind:")
             lines.extend(f"  {item}" for item in self.left_behind)
+        elif self.removed:
+            lines.append("left behind: nothing")
         lines.append(f"cleanup {self.cleanup_s:.1f} s, total {self.total_s:.1f} s")
         verdict = {0: "PASS", 1: "LEAK", 2: "SETUP FAILED", 3: "INCONCLUSIVE"}[self.exit_code]
         lines.append(f"result: {verdict} (exit {self.exit_code})")

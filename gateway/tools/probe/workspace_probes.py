@@ -28,6 +28,26 @@ from gateway.tools.probe.world import (
     Workspace,
 )
 
+#: a KB's golden set and evaluations: (endpoint, path with {kb_id}, body); admin only
+_CALIBRATION_ENDPOINTS: tuple[tuple[str, str, Any], ...] = (
+    (
+        "PUT /v1/knowledge-bases/{kb_id}/golden-set",
+        "/v1/knowledge-bases/{kb_id}/golden-set",
+        {"questions": [{"question": "probe question", "document_ids": ["doc-public"]}]},
+    ),
+    ("GET /v1/knowledge-bases/{kb_id}/golden-set", "/v1/knowledge-bases/{kb_id}/golden-set", None),
+    (
+        "POST /v1/knowledge-bases/{kb_id}/evaluations",
+        "/v1/knowledge-bases/{kb_id}/evaluations",
+        None,
+    ),
+    (
+        "GET /v1/knowledge-bases/{kb_id}/evaluations",
+        "/v1/knowledge-bases/{kb_id}/evaluations",
+        None,
+    ),
+)
+
 
 class WorkspaceProbes(CampaignBase):
     """Probes of the workspace endpoints and the surfaces everyone can reach."""
@@ -191,6 +211,7 @@ class WorkspaceProbes(CampaignBase):
         if key.has("admin"):
             steps += [
                 ("GET /v1/agents/{agent_id}", f"/v1/agents/{agent}", None, 404),
+                *self._foreign_calibration(kb),
                 (
                     "PUT /v1/agents/{agent_id}",
                     f"/v1/agents/agent-attach-{self.run}",
@@ -239,6 +260,14 @@ class WorkspaceProbes(CampaignBase):
         return [
             self._probe(endpoint, key, path, body, expect, mode=f"foreign-id:{other.label}")
             for endpoint, path, body, expect in steps
+        ]
+
+    def _foreign_calibration(self, kb: str) -> list[tuple[str, str, Any, int]]:
+        """A KB's golden set and evaluations under another workspace's KB id: 404, as for
+        an unknown KB (evaluation ids of other workspaces: tests/isolation)."""
+        return [
+            (endpoint, path.format(kb_id=kb), body, 404)
+            for endpoint, path, body in _CALIBRATION_ENDPOINTS
         ]
 
     def role_probes(self, key: ProbeKey) -> list[Probe]:
@@ -302,6 +331,10 @@ class WorkspaceProbes(CampaignBase):
                 {"knowledge_base_ids": []},
             ),
             ("GET /v1/agents/{agent_id}", ("admin",), f"/v1/agents/{AGENT_MAIN}", None),
+            *(
+                (endpoint, ("admin",), path.format(kb_id=KB_MAIN), body)
+                for endpoint, path, body in _CALIBRATION_ENDPOINTS
+            ),
             (
                 "POST /v1/retrieve",
                 ("retrieve",),

@@ -36,12 +36,14 @@ PRINCIPAL_ROLES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     *((f"retrieve@{label}", ("retrieve",), label) for label in CLASSIFICATIONS),
 )
 #: KB settings that make every retrieval answer with every passage the caller may see
-#: (floors at zero, top_k at the bound), so a response can be checked for completeness.
+#: (floors at zero, top_k at the bound, copies kept: two canary notes on one topic differ by
+#: their code alone), so a response can be checked for completeness.
 KB_SETTINGS: dict[str, Any] = {
     "top_k": 50,
     "score_threshold": 0.0,
     "keyword_floor": 0.0,
     "grounding_floor": 0.7,
+    "drop_copies": False,
 }
 GROUNDING_TOP = 3
 RATE_LIMIT_RETRIES = 5

@@ -1,0 +1,406 @@
+"""How the administration commands reach a gateway: a running one over its HTTP API, or the
+embedded data dir in this process, with no gateway serving it.
+
+Both answer with the HTTP API's JSON and refuse with its problem details (`Refused`), so a
+command prints the same whichever way it went. Over HTTP the key decides who is calling.
+In this process the caller holds the data dir: platform operations act as the platform,
+workspace operations as a workspace admin of `--tenant` (roles admin, ingest and retrieve,
+clearance `restricted`; recorded as key id `cli`), through the same core functions, request
+rules and response Structs as the API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import msgspec
+
+if TYPE_CHECKING:
+    from gateway.access.auth import Principal
+    from gateway.runtime.services import Services
+
+S = TypeVar("S", bound=msgspec.Struct)
+T = TypeVar("T")
+_TIMEOUT_S = 60.0
+#: the key id an embedded workspace operation is recorded with
+CLI_KEY_ID = "cli"
+
+
+class Refused(Exception):
+    """The gateway refused: its status and problem details."""
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+
+    def render(self) -> str:
+        detail = self.body.get("detail") or self.body.get("title") or ""
+        field = self.body.get("field")
+        return f"refused, {self.status}: {detail}" + (f" ({field})" if field else "")
+
+
+class Unreachable(Exception):
+    """No gateway to talk to (nothing answers at the URL, or the data dir is in use)."""
+
+
+class Gateway(Protocol):
+    """The API operations the commands use; answers are the API's JSON."""
+
+    async def create_org(self, org_id: str) -> dict[str, Any]: ...
+    async def create_workspace(
+        self, org_id: str, tenant_id: str, created_at: str | None
+    ) -> dict[str, Any]: ...
+    async def create_key(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def list_keys(self, org_id: str | None, tenant_id: str | None) -> dict[str, Any]: ...
+    async def revoke_key(self, key_id: str) -> dict[str, Any]: ...
+    async def get_knowledge_base(self, kb_id: str) -> dict[str, Any]: ...
+    async def knowledge_base_stats(self, kb_id: str) -> dict[str, Any]: ...
+    async def put_knowledge_base(self, kb_id: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def delete_knowledge_base(self, kb_id: str) -> dict[str, Any]: ...
+    async def get_agent(self, agent_id: str) -> dict[str, Any]: ...
+    async def put_agent(self, agent_id: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def delete_agent(self, agent_id: str) -> dict[str, Any]: ...
+    async def retrieve(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+
+def _segment(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+class HttpGateway:
+    """A running gateway, over HTTP with the standard library."""
+
+    def __init__(self, url: str, key: str) -> None:
+        self._url = url.rstrip("/")
+        self._key = key
+
+    async def create_org(self, org_id: str) -> dict[str, Any]:
+        return self._call("POST", "/v1/orgs", {"org_id": org_id})
+
+    async def create_workspace(
+        self, org_id: str, tenant_id: str, created_at: str | None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"tenant_id": tenant_id}
+        if created_at is not None:
+            body["created_at"] = created_at
+        return self._call("POST", f"/v1/orgs/{_segment(org_id)}/workspaces", body)
+
+    async def create_key(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call("POST", "/v1/keys", body)
+
+    async def list_keys(self, org_id: str | None, tenant_id: str | None) -> dict[str, Any]:
+        chosen = {"org_id": org_id, "tenant_id": tenant_id}
+        query = urllib.parse.urlencode({name: value for name, value in chosen.items() if value})
+        return self._call("GET", "/v1/keys" + (f"?{query}" if query else ""))
+
+    async def revoke_key(self, key_id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/v1/keys/{_segment(key_id)}")
+
+    async def get_knowledge_base(self, kb_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/knowledge-bases/{_segment(kb_id)}")
+
+    async def knowledge_base_stats(self, kb_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/knowledge-bases/{_segment(kb_id)}/stats")
+
+    async def put_knowledge_base(self, kb_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call("PUT", f"/v1/knowledge-bases/{_segment(kb_id)}", body)
+
+    async def delete_knowledge_base(self, kb_id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/v1/knowledge-bases/{_segment(kb_id)}")
+
+    async def get_agent(self, agent_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/agents/{_segment(agent_id)}")
+
+    async def put_agent(self, agent_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call("PUT", f"/v1/agents/{_segment(agent_id)}", body)
+
+    async def delete_agent(self, agent_id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/v1/agents/{_segment(agent_id)}")
+
+    async def retrieve(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call("POST", "/v1/retrieve", body)
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        request = urllib.request.Request(  # noqa: S310 — the URL is the operator's own gateway
+            self._url + path,
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self._key}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:  # noqa: S310 — as above
+                return dict(json.loads(response.read() or b"{}"))
+        except urllib.error.HTTPError as error:
+            raise Refused(error.code, _problem(error.read())) from None
+        except (urllib.error.URLError, OSError) as error:
+            raise Unreachable(f"no gateway answered at {self._url}: {error}") from None
+
+
+def _problem(raw: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+class EmbeddedGateway:
+    """The embedded data dir's services in this process (see the module docstring)."""
+
+    def __init__(self, services: Services, workspace: Principal | None) -> None:
+        self._services = services
+        self._workspace = workspace
+
+    async def create_org(self, org_id: str) -> dict[str, Any]:
+        from gateway.admin import provisioning
+        from gateway.http.schemas import CreateOrg, OrgOut
+        from ingest.index import org_collection
+
+        data = _strict(CreateOrg, {"org_id": org_id})
+        org = await self._core(provisioning.create_org(self._services, data.org_id))
+        collection = org_collection(org.org_id)
+        return _json(OrgOut(org_id=org.org_id, created_at=org.created_at, collection=collection))
+
+    async def create_workspace(
+        self, org_id: str, tenant_id: str, created_at: str | None
+    ) -> dict[str, Any]:
+        from gateway.admin import provisioning
+        from gateway.http.schemas import CreateWorkspace, WorkspaceOut
+
+        body = {"tenant_id": tenant_id, **({"created_at": created_at} if created_at else {})}
+        data = _strict(CreateWorkspace, body)
+        workspace = await self._core(
+            provisioning.create_workspace(self._services, org_id, data.tenant_id, data.created_at)
+        )
+        return _json(
+            WorkspaceOut(
+                tenant_id=workspace.tenant_id,
+                org_id=workspace.org_id,
+                created_at=workspace.created_at,
+            )
+        )
+
+    async def create_key(self, body: dict[str, Any]) -> dict[str, Any]:
+        from gateway.admin import provisioning
+        from gateway.http.schemas import CreateKey, KeyOut
+
+        data = _strict(CreateKey, body)
+        secret, record = await self._core(
+            provisioning.create_key(
+                self._services,
+                org_id=data.org_id,
+                tenant_id=data.tenant_id,
+                roles=data.roles,
+                clearance=data.clearance,
+                expires_at=data.expires_at,
+                ttl_s=data.ttl_s,
+            )
+        )
+        return _json(
+            KeyOut(
+                key=secret,
+                key_id=record.key_id,
+                org_id=record.org_id,
+                tenant_id=record.tenant_id,
+                roles=record.roles,
+                clearance=record.clearance,
+                created_at=record.created_at,
+                expires_at=record.expires_at,
+            )
+        )
+
+    async def list_keys(self, org_id: str | None, tenant_id: str | None) -> dict[str, Any]:
+        from gateway.admin import keys
+        from gateway.admin.provisioning import PLATFORM
+        from gateway.http.routes.keys import key_info
+        from gateway.http.schemas import KeyList
+
+        found = await self._core(keys.list_keys(self._services, PLATFORM, org_id, tenant_id))
+        return _json(KeyList(keys=[key_info(key) for key in found]))
+
+    async def revoke_key(self, key_id: str) -> dict[str, Any]:
+        from gateway.admin import keys
+        from gateway.admin.provisioning import PLATFORM
+        from gateway.http.schemas import RevokedOut
+
+        revoked = await self._core(keys.revoke_key(self._services, PLATFORM, key_id))
+        return _json(RevokedOut(key_id=revoked.key_id, revoked=True))
+
+    async def get_knowledge_base(self, kb_id: str) -> dict[str, Any]:
+        from gateway.admin import knowledge
+        from gateway.http.routes.knowledge import knowledge_base_out
+
+        kb = await self._core(knowledge.knowledge_base_of(self._services, self._admin(), kb_id))
+        return _json(knowledge_base_out(self._services, kb))
+
+    async def knowledge_base_stats(self, kb_id: str) -> dict[str, Any]:
+        from gateway.admin import knowledge
+        from gateway.http.schemas import StatsOut
+
+        documents, passages, held_back = await self._core(
+            knowledge.knowledge_base_stats(self._services, self._admin(), kb_id)
+        )
+        return _json(StatsOut(documents=documents, passages=passages, held_back=held_back))
+
+    async def put_knowledge_base(self, kb_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        from gateway.admin import knowledge
+        from gateway.http.routes.knowledge import knowledge_base_out, knowledge_base_settings
+        from gateway.http.schemas import PutKnowledgeBase
+
+        data = _strict(PutKnowledgeBase, body)
+        kb, _ = await self._core(
+            knowledge.put_knowledge_base(
+                self._services,
+                self._admin(),
+                kb_id,
+                name=data.name,
+                storage=data.storage,
+                settings=knowledge_base_settings(data),
+            )
+        )
+        return _json(knowledge_base_out(self._services, kb))
+
+    async def delete_knowledge_base(self, kb_id: str) -> dict[str, Any]:
+        from gateway.admin import knowledge
+        from gateway.http.schemas import KnowledgeBaseDeletedOut, KnowledgeBaseRemoved
+
+        removal = await self._core(
+            knowledge.delete_knowledge_base(self._services, self._admin(), kb_id)
+        )
+        removed = KnowledgeBaseRemoved(
+            passages=removal.passages,
+            documents=removal.documents,
+            agents_detached=removal.agents_detached,
+        )
+        return _json(KnowledgeBaseDeletedOut(kb_id=kb_id, deleted=removed))
+
+    async def get_agent(self, agent_id: str) -> dict[str, Any]:
+        from gateway.admin import knowledge
+        from gateway.http.routes.knowledge import agent_out
+
+        agent = await self._core(knowledge.agent_of(self._services, self._admin(), agent_id))
+        return _json(await agent_out(self._services, self._admin(), agent))
+
+    async def put_agent(self, agent_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        from gateway.admin import knowledge
+        from gateway.http.routes.knowledge import agent_out, agent_settings
+        from gateway.http.schemas import PutAgent
+
+        data = _strict(PutAgent, body)
+        agent, _ = await self._core(
+            knowledge.put_agent(
+                self._services,
+                self._admin(),
+                agent_id,
+                data.knowledge_base_ids,
+                agent_settings(data),
+            )
+        )
+        return _json(await agent_out(self._services, self._admin(), agent))
+
+    async def delete_agent(self, agent_id: str) -> dict[str, Any]:
+        from gateway.admin import knowledge
+        from gateway.http.schemas import AgentDeletedOut
+
+        agent = await self._core(knowledge.delete_agent(self._services, self._admin(), agent_id))
+        return _json(AgentDeletedOut(agent_id=agent.agent_id, deleted=True))
+
+    async def retrieve(self, body: dict[str, Any]) -> dict[str, Any]:
+        from gateway.http.routes.retrieval import retrieve_out
+        from gateway.http.schemas import RetrieveIn
+        from gateway.retrieval import turn
+
+        data = _strict(RetrieveIn, body)
+        result = await self._core(
+            turn.retrieve(
+                self._services, self._admin(), data.agent_id, data.question, data.variations
+            )
+        )
+        return _json(retrieve_out(result))
+
+    def _admin(self) -> Principal:
+        if self._workspace is None:
+            raise Refused(422, {"detail": "pass --tenant: the workspace to act in"})
+        return self._workspace
+
+    async def _core(self, call: Awaitable[T]) -> T:
+        """Await a core function; its refusal as the API's problem details."""
+        from gateway.errors import GatewayError
+        from gateway.http.problems import gateway_problem
+
+        try:
+            return await call
+        except GatewayError as error:
+            problem = gateway_problem(error)
+            extra = problem.extra if isinstance(problem.extra, dict) else {}
+            raise Refused(problem.status_code, {"detail": problem.detail, **extra}) from None
+
+
+def _strict(kind: type[S], body: dict[str, Any]) -> S:
+    """The request body as the API decodes it (strictly); 422 naming the field otherwise."""
+    try:
+        return msgspec.convert(body, type=kind, strict=True)
+    except msgspec.ValidationError as error:
+        message = str(error)
+        field = message.rsplit("`$.", 1)[1].rstrip("`") if "`$." in message else None
+        detail = message.split(" - at ", maxsplit=1)[0]
+        raise Refused(422, {"detail": detail, "field": field}) from None
+
+
+def _json(answer: msgspec.Struct) -> dict[str, Any]:
+    return dict(msgspec.to_builtins(answer))
+
+
+@asynccontextmanager
+async def embedded_gateway(
+    data_dir: Path | None, tenant_id: str | None, purpose: str
+) -> AsyncIterator[EmbeddedGateway]:
+    """The embedded data dir's services in this process, the data dir held meanwhile;
+    Unreachable when it is in use (a gateway serving it) or, with `tenant_id`, when the
+    workspace does not exist."""
+    from gateway.access.auth import Principal
+    from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
+    from gateway.runtime.services import build_services
+    from gateway.runtime.telemetry import Telemetry, build_logger
+    from ingest.payload import Classification
+    from settings.config import load_config
+    from settings.records import Role
+
+    config = load_config(os.environ, data_dir=data_dir)
+    try:
+        lock = hold_data_dir(config, purpose)
+    except DataDirInUseError as error:
+        raise Unreachable(str(error)) from None
+    services = await build_services(config, Telemetry(build_logger("WARNING", sys.stderr)))
+    try:
+        workspace = None
+        if tenant_id is not None:
+            found = await services.store.get_workspace(tenant_id)
+            if found is None:
+                raise Unreachable(f"no workspace {tenant_id!r} in {config.data_dir}")
+            workspace = Principal(
+                key_id=CLI_KEY_ID,
+                roles=frozenset({Role.ADMIN, Role.INGEST, Role.RETRIEVE}),
+                org_id=found.org_id,
+                tenant_id=found.tenant_id,
+                clearance=Classification.RESTRICTED,
+            )
+        yield EmbeddedGateway(services, workspace)
+    finally:
+        await services.close()
+        if lock is not None:
+            lock.release()
+        close = getattr(services.embedder, "close", None)
+        if callable(close):
+            close()

@@ -1,0 +1,261 @@
+"""`kbgate kbs|agents create|show|delete` and `kbgate ask`: a workspace's knowledge bases
+and agents, and a question to one of its agents.
+
+Against a running gateway with a workspace key (`--url`/KBGATE_URL, `--key`/KBGATE_KEY) or
+the embedded data dir with `--tenant` (`gateway.cli.target`). `create` refuses an id the
+workspace already has unless `--replace` is given (then the whole record is replaced, as
+by the API's PUT).
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from gateway.cli.gateway_client import Gateway, Refused
+from gateway.cli.target import MODES, add_target_arguments, runner
+
+_WORKSPACE_MODES = MODES.replace("(KBGATE_DATA_DIR)", "(KBGATE_DATA_DIR) with --tenant T")
+#: how much of each passage `kbgate ask` prints (`--json` has all of it)
+_EXCERPT_CHARS = 400
+
+
+def add_knowledge_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `kbs`, `agents` and `ask` on the `kbgate` parser."""
+    kbs = _group(commands, "kbs", "a workspace's knowledge bases (admin key)")
+    create_kb = _command(kbs, "create", "create a knowledge base")
+    create_kb.add_argument("kb_id")
+    create_kb.add_argument("--name", default="", help="a name for people")
+    create_kb.add_argument(
+        "--storage", choices=("org", "shared"), help="its collection: the org's (default)"
+    )
+    create_kb.add_argument("--top-k", type=int, help="passages per turn (default: the agent's)")
+    create_kb.add_argument("--score-threshold", type=float, help="cosine floor, 0..1")
+    create_kb.add_argument("--keyword-floor", type=float, help="BM25 floor (lower for small KBs)")
+    create_kb.add_argument("--grounding-floor", type=float, help="grounding check floor, 0..1")
+    _replace_argument(create_kb)
+    create_kb.set_defaults(run=runner(_create_kb, workspace=True))
+    show_kb = _command(kbs, "show", "a knowledge base, its settings in force and its counts")
+    show_kb.add_argument("kb_id")
+    show_kb.set_defaults(run=runner(_show_kb, workspace=True))
+    delete_kb = _command(kbs, "delete", "delete a knowledge base with its documents")
+    delete_kb.add_argument("kb_id")
+    delete_kb.set_defaults(run=runner(_delete_kb, workspace=True))
+
+    agents = _group(commands, "agents", "a workspace's agents (admin key)")
+    create_agent = _command(agents, "create", "create an agent answering from knowledge bases")
+    create_agent.add_argument("agent_id")
+    create_agent.add_argument(
+        "--kb", action="append", default=[], dest="kb_ids", help="a knowledge base, in order"
+    )
+    create_agent.add_argument("--top-k", type=int, help="passages per turn")
+    create_agent.add_argument("--score-threshold", type=float, help="cosine floor, 0..1")
+    create_agent.add_argument(
+        "--pii-redaction", choices=("on", "off"), help="the agent's redaction gate"
+    )
+    _replace_argument(create_agent)
+    create_agent.set_defaults(run=runner(_create_agent, workspace=True))
+    show_agent = _command(agents, "show", "an agent and the knowledge bases a turn queries")
+    show_agent.add_argument("agent_id")
+    show_agent.set_defaults(run=runner(_show_agent, workspace=True))
+    delete_agent = _command(agents, "delete", "delete an agent (its knowledge bases stay)")
+    delete_agent.add_argument("agent_id")
+    delete_agent.set_defaults(run=runner(_delete_agent, workspace=True))
+
+    ask = commands.add_parser(
+        "ask",
+        help="ask an agent a question: the passages a turn returns (retrieve key)",
+        description="One retrieval turn, as POST /v1/retrieve: the passages or an abstention.",
+        epilog=_WORKSPACE_MODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ask.add_argument("agent_id")
+    ask.add_argument("question")
+    ask.add_argument(
+        "--variation", action="append", default=[], dest="variations", help="another wording"
+    )
+    add_target_arguments(ask, workspace=True)
+    ask.set_defaults(run=runner(_ask, workspace=True))
+
+
+def _group(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    parser = commands.add_parser(name, help=help_text)
+    return parser.add_subparsers(required=True, metavar="ACTION")
+
+
+def _command(
+    group: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
+) -> argparse.ArgumentParser:
+    parser = group.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=_WORKSPACE_MODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_target_arguments(parser, workspace=True)
+    return parser
+
+
+def _replace_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--replace", action="store_true", help="replace it if the id exists (else refused)"
+    )
+
+
+def _given(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The options given, by their API field names."""
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+async def _refuse_existing(
+    read: Callable[[], Awaitable[Any]], what: str, args: argparse.Namespace
+) -> None:
+    """Refused (409) when `read` finds the id and --replace was not given."""
+    if args.replace:
+        return
+    try:
+        await read()
+    except Refused as refused:
+        if refused.status == 404:
+            return
+        raise
+    raise Refused(409, {"detail": f"this workspace has a {what} with this id; pass --replace"})
+
+
+async def create_knowledge_base(gateway: Gateway, kb_id: str, body: dict[str, Any]) -> bool:
+    """Create the KB unless the workspace has it; True when created. Shared with `ingest`."""
+    try:
+        await gateway.get_knowledge_base(kb_id)
+    except Refused as refused:
+        if refused.status != 404:
+            raise
+        await gateway.put_knowledge_base(kb_id, body)
+        return True
+    return False
+
+
+async def attach_to_agent(gateway: Gateway, agent_id: str, kb_id: str) -> str:
+    """Attach the KB to the agent (created with it alone when new, appended when not
+    listed); what was done, in words. Shared with `ingest`."""
+    try:
+        agent = await gateway.get_agent(agent_id)
+    except Refused as refused:
+        if refused.status != 404:
+            raise
+        await gateway.put_agent(agent_id, {"knowledge_base_ids": [kb_id]})
+        return f"created agent {agent_id} answering from {kb_id}"
+    kb_ids = list(agent["knowledge_base_ids"])
+    if kb_id in kb_ids:
+        return f"agent {agent_id} already answers from {kb_id}"
+    body = {"knowledge_base_ids": [*kb_ids, kb_id], **agent["settings"]}
+    await gateway.put_agent(agent_id, body)
+    return f"attached {kb_id} to agent {agent_id}"
+
+
+async def _create_kb(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    await _refuse_existing(lambda: gateway.get_knowledge_base(args.kb_id), "knowledge base", args)
+    body = {"name": args.name, **_given(args, "storage", "top_k", "score_threshold")}
+    body |= _given(args, "keyword_floor", "grounding_floor")
+    answer = await gateway.put_knowledge_base(args.kb_id, body)
+    return answer, (
+        f"created knowledge base {answer['kb_id']} (storage {answer['storage']}, "
+        f"collection {answer['collection']})"
+    )
+
+
+async def _show_kb(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    answer = await gateway.get_knowledge_base(args.kb_id)
+    answer["stats"] = stats = await gateway.knowledge_base_stats(args.kb_id)
+    lines = [
+        f"{answer['kb_id']}  {answer['name'] or '(no name)'}  storage {answer['storage']}",
+        f"  {stats['documents']} documents, {stats['passages']} passages, "
+        f"{stats['held_back']} held back",
+        *_effective_lines(answer["effective"]),
+    ]
+    return answer, "\n".join(lines)
+
+
+async def _delete_kb(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    answer = await gateway.delete_knowledge_base(args.kb_id)
+    gone = answer["deleted"]
+    return answer, (
+        f"deleted knowledge base {answer['kb_id']}: {gone['documents']} documents, "
+        f"{gone['passages']} passages; taken out of {gone['agents_detached']} agents"
+    )
+
+
+async def _create_agent(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    await _refuse_existing(lambda: gateway.get_agent(args.agent_id), "agent", args)
+    body: dict[str, Any] = {
+        "knowledge_base_ids": args.kb_ids,
+        **_given(args, "top_k", "score_threshold"),
+    }
+    if args.pii_redaction is not None:
+        body["pii_redaction"] = args.pii_redaction == "on"
+    answer = await gateway.put_agent(args.agent_id, body)
+    return answer, f"created agent {answer['agent_id']}\n" + _agent_lines(answer)
+
+
+async def _show_agent(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    answer = await gateway.get_agent(args.agent_id)
+    return answer, f"{answer['agent_id']}\n" + _agent_lines(answer)
+
+
+async def _delete_agent(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    answer = await gateway.delete_agent(args.agent_id)
+    return answer, f"deleted agent {answer['agent_id']} (its knowledge bases stay)"
+
+
+def _agent_lines(answer: dict[str, Any]) -> str:
+    queried = ", ".join(answer["knowledge_bases_queried"]) or "none"
+    lines = [f"  knowledge bases queried: {queried}"]
+    if answer["knowledge_bases_skipped"]:
+        skipped = ", ".join(answer["knowledge_bases_skipped"])
+        lines.append(f"  beyond the cap, skipped: {skipped}")
+    return "\n".join([*lines, *_effective_lines(answer["effective"])])
+
+
+def _effective_lines(effective: dict[str, Any]) -> list[str]:
+    return [
+        f"  {name}: {_shown(value['value'])} (set by {value['source']})"
+        for name, value in effective.items()
+    ]
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{name} {item}" for name, item in value.items())
+    return str(value)
+
+
+async def _ask(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    body: dict[str, Any] = {"agent_id": args.agent_id, "question": args.question}
+    if args.variations:
+        body["variations"] = args.variations
+    answer = await gateway.retrieve(body)
+    if answer["abstained"]:
+        return answer, (
+            f"abstained ({answer.get('reason')}): no passage cleared the floors; "
+            "the agent's knowledge bases do not answer this question"
+        )
+    lines = []
+    for rank, passage in enumerate(answer["passages"], start=1):
+        title = passage["title"] or passage["document_id"]
+        lines.append(
+            f"{rank}. {title}  [{passage['knowledge_base_id']}/{passage['document_id']}]  "
+            f"score {passage['score']:.3f}"
+        )
+        text = " ".join(passage["text"].split())
+        lines.append(textwrap.indent(textwrap.fill(_excerpt(text), width=96), "   "))
+    return answer, "\n".join(lines)
+
+
+def _excerpt(text: str) -> str:
+    if len(text) <= _EXCERPT_CHARS:
+        return text
+    return text[:_EXCERPT_CHARS].rsplit(" ", 1)[0] + " …"

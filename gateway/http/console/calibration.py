@@ -1,0 +1,209 @@
+"""The console's calibration pages: a KB's golden set uploaded as a file, an evaluation
+run and followed, its figures and curves as plots, and its recommendation applied.
+
+Each form calls the core function the JSON API calls (`gateway.admin.calibration`) as
+the signed-in key; an uploaded golden set (JSON lines or CSV, `golden_file`) is read by
+`gateway.calibration.golden_file` and checked by the API's own schema. A running
+evaluation's page reloads itself every two seconds until it is done. Sessions, CSRF,
+headers and error pages are `ConsoleController`'s.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from typing import Any
+from urllib.parse import quote
+
+from litestar import Controller, Response, get, post
+from litestar.datastructures import UploadFile
+from litestar.di import NamedDependency
+from litestar.params import FromQuery
+from litestar.response import Redirect, Template
+
+from gateway.admin import calibration, knowledge
+from gateway.calibration.golden_file import GoldenFileError, golden_set_body
+from gateway.errors import ConflictError, InvalidInputError, NotFoundError
+from gateway.http.calibration_schemas import PutGoldenSet
+from gateway.http.console.controller import (
+    ConsoleController,
+    ConsoleRequest,
+    SignedIn,
+    _after_change,
+    _checked_form,
+    _notice,
+    _page,
+    _services,
+    _text,
+)
+from gateway.http.console.forms import FORM, FormErrors, convert, domain_errors
+from gateway.http.console.plots import report_plots
+from gateway.http.routes.calibration import golden_questions
+from settings.golden import EvaluationStatus
+
+PAGE = "/console/calibration"
+#: seconds between reloads of a running evaluation's page
+REFRESH_S = 2
+
+
+def calibration_path(kb_id: str) -> str:
+    return f"{PAGE}?kb_id={quote(kb_id, safe='')}"
+
+
+def evaluation_path(kb_id: str, evaluation_id: str) -> str:
+    return (
+        f"{PAGE}/evaluation?kb_id={quote(kb_id, safe='')}"
+        f"&evaluation_id={quote(evaluation_id, safe='')}"
+    )
+
+
+class CalibrationConsoleController(Controller):
+    path = PAGE
+    include_in_schema = False
+    middleware = ConsoleController.middleware
+    dependencies = ConsoleController.dependencies
+    exception_handlers = ConsoleController.exception_handlers
+
+    @get("/")
+    async def calibration_page(
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        kb_id: FromQuery[str | None] = None,
+    ) -> Template:
+        return await _calibration(request, who, kb_id, notice=await _notice(request, who))
+
+    @post("/golden-set", status_code=303)
+    async def upload_golden_set(
+        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+    ) -> Response[Any]:
+        """The uploaded file as a PUT of the KB's golden set."""
+        form = await _checked_form(request, who)
+        services = _services(request)
+        kb = await knowledge.knowledge_base_of(services, who.principal, _text(form, "kb_id"))
+        try:
+            data = convert(PutGoldenSet, golden_set_body(await _file_text(form.get("golden_file"))))
+            stored = await calibration.put_golden_set(
+                services, who.principal, kb.kb_id, golden_questions(data), data.off_topic
+            )
+        except GoldenFileError as error:
+            return await _calibration(
+                request, who, kb.kb_id, status_code=422, errors={"golden_file": str(error)}
+            )
+        except (FormErrors, InvalidInputError) as error:
+            errors = error if isinstance(error, FormErrors) else domain_errors(error)
+            return await _calibration(request, who, kb.kb_id, status_code=422, errors=errors.errors)
+        off_topic = (
+            f"{len(stored.off_topic)} off-topic"
+            if stored.off_topic
+            else "no off-topic ones (the built-in set serves)"
+        )
+        return await _after_change(
+            request,
+            who,
+            f"Stored the golden set: {len(stored.questions)} questions, {off_topic}.",
+            calibration_path(kb.kb_id),
+        )
+
+    @post("/evaluations", status_code=303)
+    async def run_evaluation(
+        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+    ) -> Response[Any]:
+        form = await _checked_form(request, who)
+        kb_id = _text(form, "kb_id")
+        try:
+            started = await calibration.start_evaluation(_services(request), who.principal, kb_id)
+        except ConflictError as error:
+            return await _calibration(
+                request, who, kb_id, status_code=409, errors={FORM: error.message}
+            )
+        return Redirect(path=evaluation_path(kb_id, started.evaluation_id), status_code=303)
+
+    @get("/evaluation")
+    async def evaluation_page(
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        kb_id: FromQuery[str],
+        evaluation_id: FromQuery[str],
+    ) -> Template:
+        services = _services(request)
+        found = await calibration.evaluation_of(services, who.principal, kb_id, evaluation_id)
+        report = calibration.report_of(found)
+        running = found.status is EvaluationStatus.RUNNING
+        return _page(
+            "evaluation.html",
+            who,
+            active="calibration",
+            notice=await _notice(request, who),
+            kb_id=kb_id,
+            evaluation=found,
+            report=report,
+            plots=report_plots(report) if report is not None else [],
+            refresh_s=REFRESH_S if running else None,
+            back=calibration_path(kb_id),
+        )
+
+    @post("/apply", status_code=303)
+    async def apply(self, request: ConsoleRequest, who: NamedDependency[SignedIn]) -> Redirect:
+        form = await _checked_form(request, who)
+        kb_id, evaluation_id = _text(form, "kb_id"), _text(form, "evaluation_id")
+        applied = await calibration.apply(_services(request), who.principal, kb_id, evaluation_id)
+        changed = ", ".join(f"{change.setting} {_shown(change.new)}" for change in applied.changes)
+        notice = (
+            f"Applied to {kb_id}: {changed}." if changed else "Nothing to change: applied as is."
+        )
+        return await _after_change(request, who, notice, evaluation_path(kb_id, evaluation_id))
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return ":".join(f"{item:g}" for item in value.values())
+    return f"{value:g}" if isinstance(value, float | int) else str(value)
+
+
+async def _file_text(upload: object) -> str:
+    """The uploaded file's text; GoldenFileError when there is none, or not UTF-8."""
+    if not isinstance(upload, UploadFile) or not upload.filename:
+        raise GoldenFileError("choose a golden set file")
+    try:
+        return (await upload.read()).decode("utf-8")
+    except UnicodeDecodeError:
+        raise GoldenFileError("the file must be UTF-8 text") from None
+
+
+async def _calibration(
+    request: ConsoleRequest,
+    who: SignedIn,
+    kb_id: str | None,
+    *,
+    status_code: int = 200,
+    errors: dict[str, str] | None = None,
+    notice: str | None = None,
+) -> Template:
+    """The calibration page of one KB (the first, when none is named)."""
+    services = _services(request)
+    kbs = await knowledge.knowledge_bases(services, who.principal)
+    chosen = next((kb for kb in kbs if kb.kb_id == kb_id), None)
+    if chosen is None and kb_id is not None:
+        chosen = await knowledge.knowledge_base_of(services, who.principal, kb_id)
+    if chosen is None and kbs:
+        chosen = kbs[0]
+    golden = evaluations = None
+    if chosen is not None:
+        with suppress(NotFoundError):
+            golden = await calibration.golden_set_of(services, who.principal, chosen.kb_id)
+        evaluations = await calibration.evaluations(services, who.principal, chosen.kb_id)
+    return _page(
+        "calibration.html",
+        who,
+        active="calibration",
+        status_code=status_code,
+        notice=notice,
+        kbs=kbs,
+        kb=chosen,
+        golden=golden,
+        evaluations=evaluations or [],
+        errors=errors or {},
+        evaluation_path=evaluation_path,
+        calibration_path=calibration_path,
+    )

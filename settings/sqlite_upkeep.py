@@ -1,0 +1,84 @@
+"""The SQLite store's upkeep: deletions left unfinished, and what retention purges.
+
+Mixed into `settings.sqlite_store.SqliteStore`, whose `_run` runs each statement in a
+worker thread under the connection's lock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from settings.records import DeletionRecord, Lifecycle, Org, Workspace
+from settings.store_rules import RecordDecoder, encode
+
+T = TypeVar("T")
+
+
+class SqliteUpkeep:
+    """`pending_deletions`, the deletions' audit records, `purge_expired_turns` and
+    `purge_settings_history`."""
+
+    _decode: RecordDecoder
+
+    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        raise NotImplementedError  # SqliteStore's
+
+    async def pending_deletions(self) -> tuple[list[Org], list[Workspace]]:
+        """Orgs and workspaces marked `deleting`, each ordered by id."""
+
+        def work(conn: sqlite3.Connection) -> tuple[list[Org], list[Workspace]]:
+            marked = (Lifecycle.DELETING.value,)
+            orgs = conn.execute(
+                "SELECT record FROM orgs WHERE json_extract(record, '$.state') = ? ORDER BY org_id",
+                marked,
+            ).fetchall()
+            workspaces = conn.execute(
+                "SELECT record FROM workspaces WHERE json_extract(record, '$.state') = ? "
+                "ORDER BY tenant_id",
+                marked,
+            ).fetchall()
+            return (
+                self._decode.each(Org, (str(row[0]) for row in orgs)),
+                self._decode.each(Workspace, (str(row[0]) for row in workspaces)),
+            )
+
+        return await self._run(work)
+
+    async def record_deletion(self, record: DeletionRecord) -> None:
+        """Append the audit record of a completed deletion."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO deletions (record) VALUES (?)", (encode(record).decode(),))
+
+        await self._run(work)
+
+    async def deletion_history(self) -> list[DeletionRecord]:
+        """Every completed deletion's audit record, oldest first."""
+
+        def work(conn: sqlite3.Connection) -> list[DeletionRecord]:
+            rows = conn.execute("SELECT record FROM deletions ORDER BY seq").fetchall()
+            return self._decode.each(DeletionRecord, (str(row[0]) for row in rows))
+
+        return await self._run(work)
+
+    async def purge_expired_turns(self) -> int:
+        """Delete expired turn records now; returns how many went."""
+
+        def work(conn: sqlite3.Connection) -> int:
+            return conn.execute("DELETE FROM turns WHERE expires_at <= ?", (time.time(),)).rowcount
+
+        return await self._run(work)
+
+    async def purge_settings_history(self, before: str) -> int:
+        """Delete every workspace's settings changes made before `before` (ISO 8601, UTC,
+        as the changes record it); returns how many went."""
+
+        def work(conn: sqlite3.Connection) -> int:
+            return conn.execute(
+                "DELETE FROM settings_history WHERE json_extract(record, '$.at') < ?", (before,)
+            ).rowcount
+
+        return await self._run(work)

@@ -1,0 +1,249 @@
+"""Deleting, continued: an organization's collection is dropped, writes racing a deletion
+leave nothing behind, and deletions left unfinished are completed when the gateway
+starts. On Qdrant Edge with SQLite and on qdrant-client local mode with a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+import pytest
+
+from gateway.admin.transfer import model_id
+from gateway.http.app import create_app
+from ingest.embedding import Embedder
+from ingest.index import SHARED_COLLECTION, org_collection
+from ingest.sync import Document, DocumentWriter, SyncOutcome, Target
+from tests.api.conftest import Gateway, start_gateway
+from tests.api.tenants import Tenant, provision
+from tests.api.test_deletion import (  # the deletion suite's stacks and workspace
+    _passages,
+    _stocked,
+    _view,
+    redis_url,
+    stack_gateway,
+)
+from tests.isolation.conftest import asgi_lifespan
+
+__all__ = ["redis_url", "stack_gateway"]  # fixtures, used by name
+
+pytestmark = pytest.mark.anyio
+
+TEXT = "The harbour master logs every ship that crosses the bar at dawn."
+
+
+class _HeldWriter(DocumentWriter):
+    """The real writer, held at the start of `put` until the test releases it: a write
+    caught in the middle of its embedding while something else happens."""
+
+    def __init__(self, gw: Gateway) -> None:
+        services = gw.services
+        super().__init__(services.index, services.embedder, model_id=model_id(services))
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def put(self, target: Target, document: Document, *, legacy: bool = False) -> SyncOutcome:
+        self.entered.set()
+        if not self.release.wait(60):
+            raise TimeoutError("the test never released the write")
+        return super().put(target, document, legacy=legacy)
+
+
+async def _held_write(gw: Gateway, tenant: Tenant, kb_id: str) -> tuple[_HeldWriter, Any]:
+    """Start a document write into `kb_id` and wait until it is inside the writer."""
+    writer = _HeldWriter(gw)
+    gw.services.writer = writer
+    write = asyncio.create_task(
+        gw.client.put(
+            f"/v1/knowledge-bases/{kb_id}/documents/late",
+            json={"text": TEXT, "classification": "internal"},
+            headers=tenant.headers(),
+        )
+    )
+    assert await asyncio.to_thread(writer.entered.wait, 30)
+    return writer, write
+
+
+async def _counts(gw: Gateway, tenant: Tenant) -> tuple[int, int]:
+    return _passages(gw, tenant, org_collection(tenant.org_id)), _passages(
+        gw, tenant, SHARED_COLLECTION
+    )
+
+
+async def test_org_deletion_drops_its_collection_and_spares_another_org(
+    stack_gateway: Gateway,
+) -> None:
+    """Deleting an org answers that its collection was dropped; its workspaces' passages
+    are gone from kb_shared too, and a workspace of another org using kb_shared keeps
+    exactly its counts and a turn's results. The org id can then be created again with
+    an empty collection."""
+    gw = stack_gateway
+    gone = await _stocked(gw, "t1")
+    other = await _stocked(gw, "t9", org_id="other")
+    counts_before, view_before = await _counts(gw, other), await _view(other)
+
+    response = await gw.client.delete("/v1/orgs/acme", headers=gw.platform)
+
+    assert response.status_code == 200, response.text
+    assert response.json()["collection_dropped"] is True
+    assert await _counts(gw, gone) == (0, 0)
+    assert await _counts(gw, other) == counts_before
+    assert await _view(other) == view_before
+    again = await provision(gw, "acme", "t1")
+    listed = await gw.client.get("/v1/knowledge-bases/org-kb/documents", headers=again.headers())
+    assert listed.status_code == 404
+
+
+async def test_a_write_into_a_workspace_being_deleted_answers_404_and_writes_nothing(
+    stack_gateway: Gateway,
+) -> None:
+    """While a workspace is marked `deleting`, a document write with a key that still
+    authenticates answers 404, like an unknown knowledge base, and writes no passage."""
+    gw = stack_gateway
+    tenant = await _stocked(gw, "t1")
+    before = await _counts(gw, tenant)
+    await gw.services.store.mark_workspace_deleting("t1")
+
+    response = await gw.client.put(
+        "/v1/knowledge-bases/org-kb/documents/late",
+        json={"text": TEXT, "classification": "internal"},
+        headers=tenant.headers(),
+    )
+
+    assert response.status_code == 404, response.text
+    assert await _counts(gw, tenant) == before
+
+
+async def test_a_write_that_lands_after_its_kb_was_deleted_and_made_again_is_taken_back(
+    stack_gateway: Gateway,
+) -> None:
+    """A write caught embedding while its KB is deleted and created again under the same
+    id answers 404 once it lands, and the new KB holds none of it."""
+    gw = stack_gateway
+    tenant = await _stocked(gw, "t1")
+    writer, write = await _held_write(gw, tenant, "org-kb")
+
+    deleted = await gw.client.delete("/v1/knowledge-bases/org-kb", headers=tenant.headers())
+    assert deleted.status_code == 200, deleted.text
+    await tenant.kb("org-kb")
+    writer.release.set()
+    response = await write
+
+    assert response.status_code == 404, response.text
+    listed = await gw.client.get("/v1/knowledge-bases/org-kb/documents", headers=tenant.headers())
+    assert listed.json() == {"documents": []}
+
+
+async def test_a_write_that_lands_while_its_workspace_is_deleted_leaves_nothing(
+    stack_gateway: Gateway,
+) -> None:
+    """A write caught embedding while its workspace is deleted answers 404 once it lands;
+    no passage of the workspace is left in either collection, and a neighbour's counts
+    and turn are as before."""
+    gw = stack_gateway
+    tenant = await _stocked(gw, "t1")
+    neighbour = await _stocked(gw, "t2")
+    counts_before, view_before = await _counts(gw, neighbour), await _view(neighbour)
+    writer, write = await _held_write(gw, tenant, "org-kb")
+
+    deleted = await gw.client.delete("/v1/orgs/acme/workspaces/t1", headers=gw.platform)
+    assert deleted.status_code == 200, deleted.text
+    writer.release.set()
+    response = await write
+
+    assert response.status_code == 404, response.text
+    assert await _counts(gw, tenant) == (0, 0)
+    assert await _counts(gw, neighbour) == counts_before
+    assert await _view(neighbour) == view_before
+
+
+async def test_deletions_left_marked_are_finished_when_the_gateway_starts(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """A workspace and an org left marked `deleting` (a crash right after marking) are
+    deleted by the next start without any call: their keys answer 401, their passages
+    are gone, the ids are free again, and a neighbour keeps its counts and turn."""
+    async with _serving(tmp_path, embedder) as gw:
+        gone = await _stocked(gw, "t1")
+        neighbour = await _stocked(gw, "t2")
+        doomed = await _stocked(gw, "t3", org_id="doomed")
+        before = (await _counts(gw, neighbour), await _view(neighbour))
+        await gw.services.store.mark_workspace_deleting("t1")
+        await gw.services.store.mark_org_deleting("doomed")
+
+    async with _serving(tmp_path, embedder) as gw:
+        await _until_nothing_pending(gw)
+        for tenant in (gone, neighbour, doomed):
+            tenant.gw = gw
+        for tenant in (gone, doomed):
+            assert await _counts(gw, tenant) == (0, 0)
+            denied = await gw.client.get("/v1/agents/bot", headers=tenant.headers())
+            assert denied.status_code == 401
+        assert (await _counts(gw, neighbour), await _view(neighbour)) == before
+        await provision(gw, "doomed", "t1")
+
+
+@asynccontextmanager
+async def _serving(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Gateway]:
+    """The gateway on Qdrant Edge and SQLite in `tmp_path`, its lifespan running (so its
+    start-up upkeep too), requests on this loop."""
+    services, logs, config = await start_gateway(tmp_path, embedder)
+    app = create_app(config, services)
+    try:
+        async with (
+            asgi_lifespan(app),
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app),  # type: ignore[arg-type]  # Litestar types __call__ with its own ASGI event unions
+                base_url="http://kbgate.test",
+            ) as client,
+        ):
+            yield Gateway(client=cast(Any, client), services=services, logs=logs, config=config)
+    finally:
+        await services.close()
+
+
+async def _until_nothing_pending(gw: Gateway) -> None:
+    for _ in range(300):
+        pending = await gw.services.store.pending_deletions()
+        if pending == ([], []) and await gw.services.store.get_org("doomed") is None:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the deletions left marked were not finished at start")
+
+
+async def test_each_deletion_leaves_an_audit_record_and_logs_counts_only(
+    stack_gateway: Gateway,
+) -> None:
+    """`GET /v1/deletions` (platform only) lists each completed deletion, oldest first:
+    kind, ids, the actor's key id and the counts the DELETE answered, never a text; the
+    log lines of the deletions name no tenant or org."""
+    gw = stack_gateway
+    tenant = await _stocked(gw, "t1")
+    await _stocked(gw, "t2", org_id="other")
+    one = await gw.client.delete("/v1/orgs/acme/workspaces/t1", headers=gw.platform)
+    org = await gw.client.delete("/v1/orgs/other", headers=gw.platform)
+    assert (one.status_code, org.status_code) == (200, 200)
+
+    listed = await gw.client.get("/v1/deletions", headers=gw.platform)
+
+    assert listed.status_code == 200, listed.text
+    records = listed.json()["deletions"]
+    assert [(r["kind"], r["org_id"], r["tenant_id"]) for r in records] == [
+        ("workspace", "acme", "t1"),
+        ("workspace", "other", "t2"),
+        ("organization", "other", ""),
+    ]
+    assert records[0]["counts"] == one.json()["deleted"]
+    assert records[2]["counts"] == {"workspaces": 1, **org.json()["deleted"]}
+    assert {r["actor_key_id"] for r in records} == {"platform"}
+    assert "lighthouse" not in listed.text
+    denied = await gw.client.get("/v1/deletions", headers=tenant.headers())
+    assert denied.status_code in {401, 403}
+    deletion_logs = [line for line in gw.logs.getvalue().splitlines() if "_deleted" in line]
+    assert deletion_logs
+    assert not [line for line in deletion_logs if "t1" in line or "acme" in line]

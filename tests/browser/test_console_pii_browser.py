@@ -1,0 +1,37 @@
+"""The PII allow-list and entity types on the console's settings page, in a real browser."""
+
+from __future__ import annotations
+
+from playwright.sync_api import Page, expect
+
+from tests.browser.conftest import Site
+from tests.browser.test_console_browser import shot, sign_in
+
+
+def test_the_allow_list_is_edited_as_lines_and_a_bad_pattern_is_shown_at_its_field(
+    page: Page, site: Site
+) -> None:
+    """A pattern that does not compile is refused at the allow-list's field, and nothing is
+    stored; valid lines are saved and shown in force; every entity type has a recognizer."""
+    sign_in(page, site, site.home.admin_key)
+    card = page.locator("#setting-pii_allow_list")
+    expect(card.locator(".rule")).to_contain_text("Not set")
+    expect(page.locator("[data-not-loaded]")).to_have_count(0)
+
+    card.get_by_label("Values and patterns to keep").fill("127.0.0.0/8\nre:(unclosed")
+    card.get_by_role("button", name="Save").click()
+    card = page.locator("#setting-pii_allow_list")
+    expect(card.locator(".field-error")).to_contain_text("not a regular expression")
+    expect(card.locator("[data-effective]")).to_have_text("none")
+
+    card.get_by_label("Values and patterns to keep").fill("127.0.0.0/8\nsupport@acme.com")
+    card.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("status")).to_contain_text("pii_allow_list is now")
+    card = page.locator("#setting-pii_allow_list")
+    expect(card.locator("[data-effective]")).to_have_text("127.0.0.0/8, support@acme.com")
+    expect(card.locator(".rule")).to_contain_text("Set by this workspace")
+    card.scroll_into_view_if_needed()
+    shot(page, "02-settings-pii-allow-list")
+
+    card.get_by_role("button", name="Use default").click()  # leave the workspace as it was
+    expect(page.locator('[data-effective="pii_allow_list"]')).to_have_text("none")

@@ -1,0 +1,14 @@
+"""One Redactor (presidio and the NER pipeline, loaded offline) per test process: gateways
+started by tests share it, as every request of one gateway does."""
+
+from __future__ import annotations
+
+import functools
+
+from gateway.safety.redaction import Redactor
+
+
+@functools.cache
+def shared_redactor() -> Redactor:
+    """Built on first use; loading the NER pipeline is the slow part."""
+    return Redactor.build()
