@@ -32,7 +32,8 @@ from settings.records import (
     TurnRecord,
     Workspace,
 )
-from settings.sqlite_calibration import CALIBRATION_SCHEMA, SqliteCalibration
+from settings.sqlite_calibration import SqliteCalibration
+from settings.sqlite_schema import SCHEMA, SCHEMA_VERSION
 from settings.sqlite_upkeep import SqliteUpkeep
 from settings.store import StoreUnavailableError
 from settings.store_rules import (
@@ -51,73 +52,6 @@ from settings.store_rules import (
 )
 
 T = TypeVar("T")
-
-SCHEMA_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS orgs (
-    org_id TEXT PRIMARY KEY,
-    record TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS workspaces (
-    tenant_id TEXT PRIMARY KEY,
-    org_id TEXT NOT NULL REFERENCES orgs (org_id),
-    record TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS settings_history (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    tenant_id TEXT NOT NULL REFERENCES workspaces (tenant_id),
-    record TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS settings_history_by_tenant ON settings_history (tenant_id, seq);
-CREATE TABLE IF NOT EXISTS admin_history (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    tenant_id TEXT NOT NULL,
-    record TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS admin_history_by_tenant ON admin_history (tenant_id, seq);
-CREATE TABLE IF NOT EXISTS knowledge_bases (
-    tenant_id TEXT NOT NULL REFERENCES workspaces (tenant_id),
-    kb_id TEXT NOT NULL,
-    record TEXT NOT NULL,
-    PRIMARY KEY (tenant_id, kb_id)
-);
-CREATE TABLE IF NOT EXISTS agents (
-    tenant_id TEXT NOT NULL REFERENCES workspaces (tenant_id),
-    agent_id TEXT NOT NULL,
-    record TEXT NOT NULL,
-    PRIMARY KEY (tenant_id, agent_id)
-);
-CREATE TABLE IF NOT EXISTS held_back (
-    tenant_id TEXT NOT NULL,
-    kb_id TEXT NOT NULL,
-    count INTEGER NOT NULL,
-    PRIMARY KEY (tenant_id, kb_id)
-);
-CREATE TABLE IF NOT EXISTS api_keys (
-    key_id TEXT PRIMARY KEY,
-    key_hash TEXT NOT NULL UNIQUE,
-    record TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS api_key_use (
-    key_id TEXT PRIMARY KEY,
-    last_used_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS key_history (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    record TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS deletions (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    record TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS turns (
-    turn_id TEXT PRIMARY KEY,
-    expires_at REAL NOT NULL,
-    record TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS turns_by_expiry ON turns (expires_at);
-"""
 
 
 def _encode(record: msgspec.Struct) -> str:
@@ -632,7 +566,7 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> None:
         conn.execute("PRAGMA foreign_keys=ON")
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         if version <= SCHEMA_VERSION:
-            conn.executescript(_SCHEMA + CALIBRATION_SCHEMA)
+            conn.executescript(SCHEMA)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     except sqlite3.Error as error:
         raise StoreUnavailableError(f"cannot prepare {path}: {error}") from error

@@ -63,10 +63,12 @@ class Gateway(Protocol):
     async def create_key(self, body: dict[str, Any]) -> dict[str, Any]: ...
     async def list_keys(self, org_id: str | None, tenant_id: str | None) -> dict[str, Any]: ...
     async def revoke_key(self, key_id: str) -> dict[str, Any]: ...
+    async def list_knowledge_bases(self) -> dict[str, Any]: ...
     async def get_knowledge_base(self, kb_id: str) -> dict[str, Any]: ...
     async def knowledge_base_stats(self, kb_id: str) -> dict[str, Any]: ...
     async def put_knowledge_base(self, kb_id: str, body: dict[str, Any]) -> dict[str, Any]: ...
     async def delete_knowledge_base(self, kb_id: str) -> dict[str, Any]: ...
+    async def list_agents(self) -> dict[str, Any]: ...
     async def get_agent(self, agent_id: str) -> dict[str, Any]: ...
     async def put_agent(self, agent_id: str, body: dict[str, Any]) -> dict[str, Any]: ...
     async def delete_agent(self, agent_id: str) -> dict[str, Any]: ...
@@ -106,6 +108,9 @@ class HttpGateway:
     async def revoke_key(self, key_id: str) -> dict[str, Any]:
         return self._call("DELETE", f"/v1/keys/{_segment(key_id)}")
 
+    async def list_knowledge_bases(self) -> dict[str, Any]:
+        return self._call("GET", "/v1/knowledge-bases")
+
     async def get_knowledge_base(self, kb_id: str) -> dict[str, Any]:
         return self._call("GET", f"/v1/knowledge-bases/{_segment(kb_id)}")
 
@@ -117,6 +122,9 @@ class HttpGateway:
 
     async def delete_knowledge_base(self, kb_id: str) -> dict[str, Any]:
         return self._call("DELETE", f"/v1/knowledge-bases/{_segment(kb_id)}")
+
+    async def list_agents(self) -> dict[str, Any]:
+        return self._call("GET", "/v1/agents")
 
     async def get_agent(self, agent_id: str) -> dict[str, Any]:
         return self._call("GET", f"/v1/agents/{_segment(agent_id)}")
@@ -237,6 +245,15 @@ class EmbeddedGateway:
         revoked = await self._core(keys.revoke_key(self._services, PLATFORM, key_id))
         return _json(RevokedOut(key_id=revoked.key_id, revoked=True))
 
+    async def list_knowledge_bases(self) -> dict[str, Any]:
+        from gateway.admin import knowledge
+        from gateway.http.routes.knowledge import knowledge_base_out
+        from gateway.http.schemas import KnowledgeBaseList
+
+        found = await self._core(knowledge.knowledge_bases(self._services, self._admin()))
+        listed = [knowledge_base_out(self._services, kb) for kb in found]
+        return _json(KnowledgeBaseList(knowledge_bases=listed))
+
     async def get_knowledge_base(self, kb_id: str) -> dict[str, Any]:
         from gateway.admin import knowledge
         from gateway.http.routes.knowledge import knowledge_base_out
@@ -284,6 +301,15 @@ class EmbeddedGateway:
             agents_detached=removal.agents_detached,
         )
         return _json(KnowledgeBaseDeletedOut(kb_id=kb_id, deleted=removed))
+
+    async def list_agents(self) -> dict[str, Any]:
+        from gateway.admin import knowledge
+        from gateway.http.routes.knowledge import agent_out
+        from gateway.http.schemas import AgentList
+
+        found = await self._core(knowledge.agents(self._services, self._admin()))
+        listed = [await agent_out(self._services, self._admin(), agent) for agent in found]
+        return _json(AgentList(agents=listed))
 
     async def get_agent(self, agent_id: str) -> dict[str, Any]:
         from gateway.admin import knowledge

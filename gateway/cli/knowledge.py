@@ -37,6 +37,8 @@ def add_knowledge_commands(commands: argparse._SubParsersAction[argparse.Argumen
     create_kb.add_argument("--grounding-floor", type=float, help="grounding check floor, 0..1")
     _replace_argument(create_kb)
     create_kb.set_defaults(run=runner(_create_kb, workspace=True))
+    list_kbs = _command(kbs, "list", "the workspace's knowledge bases with their counts")
+    list_kbs.set_defaults(run=runner(_list_kbs, workspace=True))
     show_kb = _command(kbs, "show", "a knowledge base, its settings in force and its counts")
     show_kb.add_argument("kb_id")
     show_kb.set_defaults(run=runner(_show_kb, workspace=True))
@@ -57,6 +59,8 @@ def add_knowledge_commands(commands: argparse._SubParsersAction[argparse.Argumen
     )
     _replace_argument(create_agent)
     create_agent.set_defaults(run=runner(_create_agent, workspace=True))
+    list_agents = _command(agents, "list", "the workspace's agents and their knowledge bases")
+    list_agents.set_defaults(run=runner(_list_agents, workspace=True))
     show_agent = _command(agents, "show", "an agent and the knowledge bases a turn queries")
     show_agent.add_argument("agent_id")
     show_agent.set_defaults(run=runner(_show_agent, workspace=True))
@@ -168,6 +172,18 @@ async def _create_kb(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, s
     )
 
 
+async def _list_kbs(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    answer = await gateway.list_knowledge_bases()
+    lines = []
+    for kb in answer["knowledge_bases"]:
+        stats = await gateway.knowledge_base_stats(kb["kb_id"])
+        lines.append(
+            f"{kb['kb_id']}  {kb['name'] or '(no name)'}  storage {kb['storage']}  "
+            f"{stats['documents']} documents, {stats['passages']} passages"
+        )
+    return answer, "\n".join(lines) or "no knowledge bases yet"
+
+
 async def _show_kb(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
     answer = await gateway.get_knowledge_base(args.kb_id)
     answer["stats"] = stats = await gateway.knowledge_base_stats(args.kb_id)
@@ -199,6 +215,15 @@ async def _create_agent(gateway: Gateway, args: argparse.Namespace) -> tuple[Any
         body["pii_redaction"] = args.pii_redaction == "on"
     answer = await gateway.put_agent(args.agent_id, body)
     return answer, f"created agent {answer['agent_id']}\n" + _agent_lines(answer)
+
+
+async def _list_agents(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    answer = await gateway.list_agents()
+    lines = [
+        f"{agent['agent_id']}  answers from {', '.join(agent['knowledge_base_ids']) or 'nothing'}"
+        for agent in answer["agents"]
+    ]
+    return answer, "\n".join(lines) or "no agents yet"
 
 
 async def _show_agent(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:

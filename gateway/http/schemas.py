@@ -219,6 +219,10 @@ class KnowledgeBaseOut(msgspec.Struct, kw_only=True):
     effective: dict[str, EffectiveValue]
 
 
+class KnowledgeBaseList(msgspec.Struct, kw_only=True):
+    knowledge_bases: list[KnowledgeBaseOut]
+
+
 class PutAgent(Strict):
     knowledge_base_ids: Annotated[list[Identifier], msgspec.Meta(max_length=100)]
     top_k: PositiveInt | None = None
@@ -233,6 +237,10 @@ class AgentOut(msgspec.Struct, kw_only=True):
     knowledge_bases_queried: list[str]
     knowledge_bases_skipped: list[str]
     effective: dict[str, EffectiveValue]
+
+
+class AgentList(msgspec.Struct, kw_only=True):
+    agents: list[AgentOut]
 
 
 class PutDocument(Strict):

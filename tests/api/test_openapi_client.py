@@ -378,6 +378,12 @@ async def _knowledge_routes(caller: Caller, admin: Any) -> None:
             "agents", "put_agent", status, "AgentOut", "bot", client=admin, body=agent
         )
     await caller.call("agents", "get_agent", 200, "AgentOut", "bot", client=admin)
+    kbs = await caller.call(
+        "knowledge_bases", "list_knowledge_bases", 200, "KnowledgeBaseList", client=admin
+    )
+    assert [kb.kb_id for kb in kbs.knowledge_bases] == ["kb"]
+    agents = await caller.call("agents", "list_agents", 200, "AgentList", client=admin)
+    assert [listed.agent_id for listed in agents.agents] == ["bot"]
 
 
 async def _bulk_write(caller: Caller, admin: Any) -> None:

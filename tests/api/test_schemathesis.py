@@ -7,6 +7,7 @@ where the schema documents it.
 
 from __future__ import annotations
 
+import gzip
 import json
 import tempfile
 from collections import Counter
@@ -34,6 +35,19 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 SCHEMA = schemathesis.openapi.from_dict(
     create_app(load_config({}, platform_key=PLATFORM_KEY)).openapi_schema.to_schema()
 )
+
+
+@schemathesis.serializer("application/x-ndjson")
+def _ndjson(_context: Any, value: Any) -> bytes:
+    """A generated bulk-write line, sent as a one-line NDJSON body."""
+    return json.dumps(value).encode() + b"\n"
+
+
+@schemathesis.serializer("application/gzip")
+def _gzip(_context: Any, value: Any) -> bytes:
+    """A generated archive body, gzip-compressed (its content is whatever was generated)."""
+    raw = value if isinstance(value, bytes) else json.dumps(value, default=str).encode()
+    return gzip.compress(raw)
 
 
 @pytest.fixture(scope="module")

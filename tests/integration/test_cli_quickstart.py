@@ -61,8 +61,8 @@ def test_three_commands_over_http_reach_an_answered_question(
     """With the platform key of a running gateway: `workspaces create --create-org
     --issue-key`, `ingest --create-kb --agent` and `ask` answer the question with the leave
     policy passage, none of them curl; an off-topic question abstains. A second `kbs
-    create` of the same id is refused (exit 1), `--replace` replaces it; `kbs show`,
-    `agents show` and the deletions answer as the API does."""
+    create` of the same id is refused (exit 1), `--replace` replaces it; `kbs list`,
+    `kbs show`, `agents list`, `agents show` and the deletions answer as the API does."""
     with GatewayProcess(
         tmp_path / "data", env={**model_env, "KBGATE_PLATFORM_KEY": PLATFORM_KEY}
     ) as gw:
@@ -101,6 +101,12 @@ def test_three_commands_over_http_reach_an_answered_question(
         shown = kbgate("kbs", "show", "docs", env=workspace)
         assert "2 documents, 2 passages, 0 held back" in shown.stdout
         assert "top_k: 4 (set by knowledge_base)" in shown.stdout
+        listed = kbgate("kbs", "list", env=workspace)
+        assert listed.stdout.splitlines() == [
+            "docs  (no name)  storage org  2 documents, 2 passages"
+        ]
+        agents = kbgate("agents", "list", "--json", env=workspace)
+        assert [a["agent_id"] for a in json.loads(agents.stdout)["agents"]] == ["docs"]
         agent = kbgate("agents", "show", "docs", "--json", env=workspace)
         assert json.loads(agent.stdout)["knowledge_bases_queried"] == ["docs"]
         gone = kbgate("kbs", "delete", "docs", env=workspace)
@@ -115,7 +121,8 @@ def test_the_same_commands_work_on_the_embedded_data_dir(
 ) -> None:
     """With no gateway serving the data dir, the same three commands (`--data-dir`, and
     `--tenant` for the workspace) create the workspace, ingest into a new KB attached to a
-    new agent, and answer the question; a workspace command without `--tenant` exits 2."""
+    new agent, and answer the question, and `agents list` shows the agent; a workspace
+    command without `--tenant` exits 2."""
     env = {**model_env, "KBGATE_DATA_DIR": str(tmp_path / "data")}
     setup = kbgate("workspaces", "create", "demo", "docs", "--create-org", env=env)
     assert setup.returncode == 0, setup.stderr
@@ -134,3 +141,5 @@ def test_the_same_commands_work_on_the_embedded_data_dir(
     passages = json.loads(answer.stdout)["passages"]
     assert passages[0]["document_id"] == "leave.rst"
     assert kbgate("ask", "helper", QUESTION, env=env).returncode == 2
+    agents = kbgate("agents", "list", "--tenant", "docs", env=env)
+    assert agents.stdout.splitlines() == ["helper  answers from docs"]

@@ -105,8 +105,9 @@ async def test_roles_and_credentials_are_enforced_on_every_endpoint(
 async def test_stats_lists_settings_and_history_are_exactly_the_callers_own(
     campaign_run: CampaignRun,
 ) -> None:
-    """Stats, document lists, agents, settings and settings history of KBs and agents whose
-    ids every workspace shares: exactly the caller's own values and counts, in every phase."""
+    """Stats, document lists, KB and agent lists, agents, settings and settings history of
+    KBs and agents whose ids every workspace shares: exactly the caller's own values and
+    counts, in every phase."""
     endpoints = {
         "GET /v1/knowledge-bases/{kb_id}/stats",
         "GET /v1/knowledge-bases/{kb_id}/documents",
@@ -114,6 +115,8 @@ async def test_stats_lists_settings_and_history_are_exactly_the_callers_own(
         "GET /v1/workspace/settings/history",
         "PATCH /v1/workspace/settings",
         "GET /v1/agents/{agent_id}",
+        "GET /v1/knowledge-bases",
+        "GET /v1/agents",
     }
     _assert_clean(campaign_run, lambda e, _: e in endpoints, minimum=300)
 

@@ -24,7 +24,7 @@ from settings.config import Bounds
 
 AXES = floor_axes(Bounds())
 HYBRID = Weights(dense=1.0, keyword=1.0)
-CURRENT = {"score_threshold": 0.35, "keyword_floor": 15.0}
+CURRENT = {"score_threshold": 0.35, "keyword_floor": 0.9}
 
 
 def test_ndcg_and_recall_equal_ir_measures_on_random_runs() -> None:
@@ -92,9 +92,9 @@ def test_floors_keep_answerable_questions_and_cut_off_topic_ones() -> None:
 def test_floors_weigh_both_channels_and_the_five_percent_allowance() -> None:
     """A question abstains only when both channels do; one answerable question in twenty may
     abstain (5%) when that cuts more off-topic ones, never two."""
-    answerable = [{"score_threshold": 0.5 + n / 100, "keyword_floor": 8.0} for n in range(19)]
-    answerable.append({"score_threshold": 0.25, "keyword_floor": 2.0})
-    off_topic = [{"score_threshold": 0.3, "keyword_floor": 3.0} for _ in range(10)]
+    answerable = [{"score_threshold": 0.5 + n / 100, "keyword_floor": 0.8} for n in range(19)]
+    answerable.append({"score_threshold": 0.25, "keyword_floor": 0.2})
+    off_topic = [{"score_threshold": 0.3, "keyword_floor": 0.3} for _ in range(10)]
     chosen = choose_floors(answerable, off_topic, AXES, HYBRID, CURRENT)
     assert chosen.answerable == 0.05
     assert chosen.off_topic == 1.0
@@ -102,7 +102,7 @@ def test_floors_weigh_both_channels_and_the_five_percent_allowance() -> None:
     keyword_only = Weights(dense=0.0, keyword=1.0)
     alone = choose_floors(answerable, off_topic, AXES, keyword_only, CURRENT)
     assert alone.floors["score_threshold"] == CURRENT["score_threshold"]
-    assert 3.0 < alone.floors["keyword_floor"] <= 8.0
+    assert 0.3 < alone.floors["keyword_floor"] <= 0.8
     lines = curves(answerable, off_topic, AXES, HYBRID, chosen.floors)
     assert set(lines) == {"score_threshold", "keyword_floor"}
     assert lines["score_threshold"][0].answerable == 0.0

@@ -28,6 +28,7 @@ from gateway.http.openapi import (
 )
 from gateway.http.schemas import (
     AgentDeletedOut,
+    AgentList,
     AgentOut,
     BulkDocumentResult,
     DeletedOut,
@@ -38,6 +39,7 @@ from gateway.http.schemas import (
     EffectiveValue,
     HeldBackReason,
     KnowledgeBaseDeletedOut,
+    KnowledgeBaseList,
     KnowledgeBaseOut,
     KnowledgeBaseRemoved,
     PutAgent,
@@ -144,6 +146,19 @@ class KnowledgeBaseController(Controller):
             settings=knowledge_base_settings(data),
         )
         return _created_or_ok(knowledge_base_out(services, kb), created)
+
+    @get(
+        "/knowledge-bases",
+        guards=[requires(Role.ADMIN, Role.INGEST)],
+        operation_id="listKnowledgeBases",
+        summary="The workspace's KBs, by id",
+        responses=problems(*KEYED),
+    )
+    async def list_knowledge_bases(
+        self, request: AnyRequest, services: Injected[Services]
+    ) -> KnowledgeBaseList:
+        found = await knowledge.knowledge_bases(services, request.user)
+        return KnowledgeBaseList(knowledge_bases=[knowledge_base_out(services, kb) for kb in found])
 
     @get(
         "/knowledge-bases/{kb_id:str}",
@@ -314,6 +329,16 @@ class AgentController(Controller):
             services, request.user, agent_id, data.knowledge_base_ids, agent_settings(data)
         )
         return _created_or_ok(await agent_out(services, request.user, agent), created)
+
+    @get(
+        "/",
+        operation_id="listAgents",
+        summary="The workspace's agents, by id",
+        responses=problems(*KEYED),
+    )
+    async def list_agents(self, request: AnyRequest, services: Injected[Services]) -> AgentList:
+        found = await knowledge.agents(services, request.user)
+        return AgentList(agents=[await agent_out(services, request.user, agent) for agent in found])
 
     @get(
         "/{agent_id:str}",

@@ -58,7 +58,11 @@ class WorkspaceProbes(CampaignBase):
         probes: list[Probe] = []
         if key.has("admin"):
             probes += [self._settings(key, ws), self._history(key, ws), self._agent(key, ws)]
+            probes.append(self._listed(key, "/v1/agents", "agents", "agent_id", sorted(ws.agents)))
         if key.has("admin", "ingest"):
+            probes.append(
+                self._listed(key, "/v1/knowledge-bases", "knowledge_bases", "kb_id", sorted(ws.kbs))
+            )
             for kb_id in SHARED_KBS:
                 probes += [self._stats(key, ws, kb_id), self._documents(key, ws, kb_id)]
         if key.has("retrieve") and self.redact_deployed:
@@ -118,6 +122,22 @@ class WorkspaceProbes(CampaignBase):
         return self._probe(
             "GET /v1/agents/{agent_id}", key, f"/v1/agents/{AGENT_MAIN}", check=check
         )
+
+    def _listed(
+        self, key: ProbeKey, path: str, field: str, id_field: str, expected: list[str]
+    ) -> Probe:
+        """A list endpoint names exactly the workspace's own ids."""
+
+        def check(reply: Reply) -> list[Issue]:
+            got = sorted(
+                str(_obj(item).get(id_field)) for item in _list(_obj(reply.json()).get(field))
+            )
+            if got == expected:
+                return []
+            kind: Kind = "leak" if set(got) - set(expected) else "failure"
+            return [Issue(kind, f"{path} lists {got}, own {expected}")]
+
+        return self._probe(f"GET {path}", key, path, check=check)
 
     def _stats(self, key: ProbeKey, ws: Workspace, kb_id: str) -> Probe:
         expected = self.world.stats(ws, kb_id)
@@ -300,6 +320,8 @@ class WorkspaceProbes(CampaignBase):
                 f"/v1/knowledge-bases/{KB_MAIN}",
                 {"storage": "org", **KB_SETTINGS},
             ),
+            ("GET /v1/knowledge-bases", ("admin", "ingest"), "/v1/knowledge-bases", None),
+            ("GET /v1/agents", ("admin",), "/v1/agents", None),
             (
                 "GET /v1/knowledge-bases/{kb_id}/stats",
                 ("admin", "ingest"),
