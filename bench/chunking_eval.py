@@ -31,7 +31,8 @@ import ir_measures
 from ir_measures import RR, R, nDCG
 from tokenizers import Tokenizer
 
-from bench.ingest_throughput import CorpusDoc, load_corpus, peak_rss_mb
+from bench.beir_corpus import CorpusDoc, load_corpus
+from bench.ingest_throughput import peak_rss_mb
 from ingest.chunking import ChunkingParams, chunk_text
 from ingest.embedding import MAX_TOKENS, FastEmbedder, assemble_minilm, build_embedder
 from ingest.index import Leg, LegKind

@@ -35,12 +35,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from bench.beir_corpus import CorpusDoc, load_corpus
 from ingest.chunking import ChunkingParams, chunk_text
 from ingest.embedding import build_embedder
 from ingest.sync import embedding_input
@@ -54,26 +54,6 @@ PLATFORM_KEY = "bench-platform-key-ingest-throughput"
 LAUNCH = "import sys; from gateway.cli import main; sys.argv[0] = 'kbgate'; sys.exit(main())"
 #: (runs side by side, onnxruntime threads per run, passages per run)
 RAW_CONFIGS = ((1, 1, 1), (1, 2, 1), (2, 1, 1), (2, 1, 4), (2, 1, 8))
-
-
-@dataclass(frozen=True, slots=True)
-class CorpusDoc:
-    doc_id: str
-    title: str
-    text: str
-
-
-def load_corpus(path: Path, limit: int | None) -> list[CorpusDoc]:
-    """The first `limit` documents of a BEIR corpus.jsonl (all when None)."""
-    docs: list[CorpusDoc] = []
-    with path.open(encoding="utf-8") as lines:
-        for line in lines:
-            if limit is not None and len(docs) >= limit:
-                break
-            row = json.loads(line)
-            if str(row.get("text", "")).strip():
-                docs.append(CorpusDoc(str(row["_id"]), str(row.get("title", "")), row["text"]))
-    return docs
 
 
 def write_files(docs: Sequence[CorpusDoc], folder: Path) -> Path:

@@ -44,10 +44,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.beir_corpus import CorpusDoc, load_corpus
 from ingest.chunking import ChunkingParams, chunk_text
 from ingest.embedding import Embedding, FastEmbedder, build_embedder
 from ingest.index import SparseVector
@@ -59,26 +59,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "datasets" / "scifact" / "corpus.jsonl"
 DEFAULT_OUT = REPO_ROOT / "bench" / "results" / "ingest_writer.json"
 TARGET = Target(org_id="bench", tenant_id="bench", kb_id="scifact", storage="org")
-
-
-@dataclass(frozen=True, slots=True)
-class CorpusDoc:
-    doc_id: str
-    title: str
-    text: str
-
-
-def load_corpus(path: Path, limit: int | None) -> list[CorpusDoc]:
-    """The first `limit` documents of a BEIR corpus.jsonl (all when None)."""
-    docs: list[CorpusDoc] = []
-    with path.open(encoding="utf-8") as lines:
-        for line in lines:
-            if limit is not None and len(docs) >= limit:
-                break
-            row = json.loads(line)
-            if str(row.get("text", "")).strip():
-                docs.append(CorpusDoc(str(row["_id"]), str(row.get("title", "")), row["text"]))
-    return docs
 
 
 def rss_mb() -> float:
@@ -303,15 +283,7 @@ def _pii_main(args: argparse.Namespace, docs: Sequence[CorpusDoc]) -> int:
     def median(key: str) -> float:
         return statistics.median(run[key] for run in runs)
 
-    summary: dict[str, Any] = {
-        "corpus": str(args.corpus),
-        "documents": len(docs),
-        "passages": int(runs[0]["passages"]),
-        "limit": args.limit,
-        "runs": args.runs,
-        "batch_size": args.batch_size,
-        "block": args.block,
-        "threads": args.threads,
+    figures = {
         "stages": list(PII_STAGES),
         "ner_model": getattr(analyzer, "ner_model", None),
         "median": {
@@ -325,17 +297,8 @@ def _pii_main(args: argparse.Namespace, docs: Sequence[CorpusDoc]) -> int:
         "median_cpu_ms_per_passage": {
             stage: median(f"{stage}_cpu_ms_per_passage") for stage in PII_STAGES
         },
-        "rss_mb": {
-            "process_start": rss_start,
-            "model_loaded": rss_loaded,
-            "peak": peak_rss_mb(),
-            "peak_by_phase": {phase: round(value, 1) for phase, value in rss.peaks.items()},
-        },
-        "runs_detail": runs,
-        "machine": {"python": platform.python_version(), "cpus": _cpus(), "load_avg": _load()},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    summary = _write_summary(args, docs, runs, figures, rss=(rss, rss_start, rss_loaded))
     ratio = summary["ratio"]["ingest_pii_over_ingest"]
     print(f"median ratio with/without PII analysis {ratio:.3f} -> {args.out}")
     return 0
@@ -384,16 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def median(key: str) -> float:
         return statistics.median(run[key] for run in runs)
 
-    summary: dict[str, Any] = {
-        "corpus": str(args.corpus),
-        "documents": len(docs),
-        "passages": int(runs[0]["passages"]),
-        "limit": args.limit,
-        "runs": args.runs,
-        "chunking": {"max_words": params.max_words, "overlap_words": params.overlap_words},
-        "batch_size": args.batch_size,
-        "block": args.block,
-        "threads": args.threads,
+    figures = {
         "median": {
             "ingest_passages_per_s": median("ingest_passages_per_s"),
             "raw_per_document_passages_per_s": median("raw_per_document_passages_per_s"),
@@ -406,17 +360,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ingest_over_raw_per_document": median("ingest_passages_per_s")
             / median("raw_per_document_passages_per_s"),
         },
-        "rss_mb": {
-            "process_start": rss_start,
-            "model_loaded": rss_loaded,
-            "peak": peak_rss_mb(),
-            "peak_by_phase": {phase: round(value, 1) for phase, value in rss.peaks.items()},
-        },
-        "runs_detail": runs,
-        "machine": {"python": platform.python_version(), "cpus": _cpus(), "load_avg": _load()},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    chunking = {"max_words": params.max_words, "overlap_words": params.overlap_words}
+    summary = _write_summary(
+        args, docs, runs, figures, rss=(rss, rss_start, rss_loaded), chunking=chunking
+    )
     med, ratio = summary["median"], summary["ratio"]
     print(
         f"median: ingest {med['ingest_passages_per_s']:.1f} p/s; raw bulk "
@@ -426,6 +374,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{summary['rss_mb']['peak']:.0f} MB -> {args.out}"
     )
     return 0
+
+
+def _write_summary(
+    args: argparse.Namespace,
+    docs: Sequence[CorpusDoc],
+    runs: Sequence[dict[str, Any]],
+    figures: dict[str, Any],
+    *,
+    rss: tuple[RssByPhase, float, float],
+    chunking: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """The summary of the runs (the settings, `figures`, memory, the machine), written to
+    `args.out` as JSON. `rss`: the phase sampler, RSS at start and once the model loaded."""
+    by_phase, rss_start, rss_loaded = rss
+    summary: dict[str, Any] = {
+        "corpus": str(args.corpus),
+        "documents": len(docs),
+        "passages": int(runs[0]["passages"]),
+        "limit": args.limit,
+        "runs": args.runs,
+        **({"chunking": chunking} if chunking is not None else {}),
+        "batch_size": args.batch_size,
+        "block": args.block,
+        "threads": args.threads,
+        **figures,
+        "rss_mb": {
+            "process_start": rss_start,
+            "model_loaded": rss_loaded,
+            "peak": peak_rss_mb(),
+            "peak_by_phase": {phase: round(value, 1) for phase, value in by_phase.peaks.items()},
+        },
+        "runs_detail": list(runs),
+        "machine": {"python": platform.python_version(), "cpus": _cpus(), "load_avg": _load()},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
 
 
 def _cpus() -> int | None:

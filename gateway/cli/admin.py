@@ -5,7 +5,8 @@ the embedded data dir (`gateway.cli.target`). Each prints a short answer, or the
 JSON with `--json`. A key's secret is printed only when it is issued, once, as the API
 returns it. `workspaces create --create-org --issue-key` sets up a workspace to work in
 with one command: the organization when it is new, the workspace, and a key with the
-admin, ingest and retrieve roles.
+admin, ingest and retrieve roles. `orgs delete` and `workspaces delete` erase everything
+the organization or workspace holds and need `--yes`.
 """
 
 from __future__ import annotations
@@ -14,20 +15,26 @@ import argparse
 from typing import Any
 
 from gateway.cli.gateway_client import Gateway, Refused
-from gateway.cli.target import MODES, add_target_arguments, runner
+from gateway.cli.target import add_command, add_group, runner
 
 WORKSPACE_ROLES = ["admin", "ingest", "retrieve"]
 
 
 def add_admin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `orgs`, `workspaces` and `keys` on the `kbgate` parser."""
-    orgs = _group(commands, "orgs", "organizations (platform key)")
-    create_org = _command(orgs, "create", "create an organization")
+    orgs = add_group(commands, "orgs", "organizations (platform key)")
+    create_org = add_command(orgs, "create", "create an organization")
     create_org.add_argument("org_id")
     create_org.set_defaults(run=runner(_create_org))
+    delete_org = add_command(
+        orgs, "delete", "delete an organization: each of its workspaces, then its collection"
+    )
+    delete_org.add_argument("org_id")
+    _confirm_argument(delete_org)
+    delete_org.set_defaults(run=runner(_delete_org))
 
-    workspaces = _group(commands, "workspaces", "workspaces (platform key)")
-    create_ws = _command(workspaces, "create", "create a workspace in an organization")
+    workspaces = add_group(commands, "workspaces", "workspaces (platform key)")
+    create_ws = add_command(workspaces, "create", "create a workspace in an organization")
     create_ws.add_argument("org_id")
     create_ws.add_argument("tenant_id")
     create_ws.add_argument("--created-at", help="ISO 8601 creation time (default: now)")
@@ -40,9 +47,16 @@ def add_admin_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         help="also issue a key with the admin, ingest and retrieve roles (printed once)",
     )
     create_ws.set_defaults(run=runner(_create_workspace))
+    delete_ws = add_command(
+        workspaces, "delete", "delete a workspace with its KBs, passages, agents, keys and turns"
+    )
+    delete_ws.add_argument("org_id")
+    delete_ws.add_argument("tenant_id")
+    _confirm_argument(delete_ws)
+    delete_ws.set_defaults(run=runner(_delete_workspace))
 
-    keys = _group(commands, "keys", "workspace keys: create, list, revoke")
-    create_key = _command(keys, "create", "issue a key (its secret is printed once)")
+    keys = add_group(commands, "keys", "workspace keys: create, list, revoke")
+    create_key = add_command(keys, "create", "issue a key (its secret is printed once)")
     create_key.add_argument("--org", required=True, dest="org_id")
     create_key.add_argument("--tenant", required=True, dest="tenant_id")
     create_key.add_argument(
@@ -58,34 +72,19 @@ def add_admin_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     expiry.add_argument("--ttl", type=int, dest="ttl_s", help="expire after this many seconds")
     expiry.add_argument("--expires-at", help="expire at this ISO 8601 time")
     create_key.set_defaults(run=runner(_create_key))
-    list_keys = _command(keys, "list", "list keys (metadata only, never a secret)")
+    list_keys = add_command(keys, "list", "list keys (metadata only, never a secret)")
     list_keys.add_argument("--org", dest="org_id", help="only this organization's (platform)")
     list_keys.add_argument("--tenant", dest="tenant_id", help="only this workspace's (platform)")
     list_keys.set_defaults(run=runner(_list_keys))
-    revoke = _command(keys, "revoke", "revoke a key: refused from now on")
+    revoke = add_command(keys, "revoke", "revoke a key: refused from now on")
     revoke.add_argument("key_id")
     revoke.set_defaults(run=runner(_revoke_key))
 
 
-def _group(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
-) -> argparse._SubParsersAction[argparse.ArgumentParser]:
-    parser = commands.add_parser(name, help=help_text)
-    return parser.add_subparsers(required=True, metavar="ACTION")
-
-
-def _command(
-    group: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
-) -> argparse.ArgumentParser:
-    parser = group.add_parser(
-        name,
-        help=help_text,
-        description=help_text,
-        epilog=MODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+def _confirm_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--yes", action="store_true", required=True, help="confirm: nothing can be restored"
     )
-    add_target_arguments(parser, workspace=False)
-    return parser
 
 
 async def _create_org(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
@@ -115,6 +114,27 @@ async def _create_workspace(gateway: Gateway, args: argparse.Namespace) -> tuple
         lines.append(_issued(key))
         lines.append(f"use it: export KBGATE_KEY={key['key']}")
     return answer, "\n".join(lines)
+
+
+async def _delete_workspace(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    answer = await gateway.delete_workspace(args.org_id, args.tenant_id)
+    return answer, (
+        f"deleted workspace {answer['tenant_id']} in {answer['org_id']}: "
+        + _removed_words(answer["deleted"])
+    )
+
+
+async def _delete_org(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    answer = await gateway.delete_org(args.org_id)
+    dropped = "its collection dropped" if answer["collection_dropped"] else "no collection"
+    return answer, (
+        f"deleted organization {answer['org_id']} ({answer['workspaces']} workspaces, "
+        f"{dropped}): " + _removed_words(answer["deleted"])
+    )
+
+
+def _removed_words(deleted: dict[str, int]) -> str:
+    return ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in deleted.items())
 
 
 async def _create_key(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:

@@ -60,6 +60,8 @@ class Gateway(Protocol):
     async def create_workspace(
         self, org_id: str, tenant_id: str, created_at: str | None
     ) -> dict[str, Any]: ...
+    async def delete_workspace(self, org_id: str, tenant_id: str) -> dict[str, Any]: ...
+    async def delete_org(self, org_id: str) -> dict[str, Any]: ...
     async def create_key(self, body: dict[str, Any]) -> dict[str, Any]: ...
     async def list_keys(self, org_id: str | None, tenant_id: str | None) -> dict[str, Any]: ...
     async def revoke_key(self, key_id: str) -> dict[str, Any]: ...
@@ -96,6 +98,12 @@ class HttpGateway:
         if created_at is not None:
             body["created_at"] = created_at
         return self._call("POST", f"/v1/orgs/{_segment(org_id)}/workspaces", body)
+
+    async def delete_workspace(self, org_id: str, tenant_id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/v1/orgs/{_segment(org_id)}/workspaces/{_segment(tenant_id)}")
+
+    async def delete_org(self, org_id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/v1/orgs/{_segment(org_id)}")
 
     async def create_key(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._call("POST", "/v1/keys", body)
@@ -198,6 +206,24 @@ class EmbeddedGateway:
                 created_at=workspace.created_at,
             )
         )
+
+    async def delete_workspace(self, org_id: str, tenant_id: str) -> dict[str, Any]:
+        from gateway.admin import lifecycle
+        from gateway.admin.provisioning import PLATFORM
+        from gateway.http.routes.provisioning import workspace_deleted_out
+
+        removal = await self._core(
+            lifecycle.delete_workspace(self._services, org_id, tenant_id, PLATFORM)
+        )
+        return _json(workspace_deleted_out(org_id, tenant_id, removal))
+
+    async def delete_org(self, org_id: str) -> dict[str, Any]:
+        from gateway.admin import lifecycle
+        from gateway.admin.provisioning import PLATFORM
+        from gateway.http.routes.provisioning import org_deleted_out
+
+        done = await self._core(lifecycle.delete_org(self._services, org_id, PLATFORM))
+        return _json(org_deleted_out(org_id, done))
 
     async def create_key(self, body: dict[str, Any]) -> dict[str, Any]:
         from gateway.admin import provisioning

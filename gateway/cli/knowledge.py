@@ -15,17 +15,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.cli.gateway_client import Gateway, Refused
-from gateway.cli.target import MODES, add_target_arguments, runner
+from gateway.cli.target import WORKSPACE_MODES, add_command, add_group, add_target_arguments, runner
 
-_WORKSPACE_MODES = MODES.replace("(KBGATE_DATA_DIR)", "(KBGATE_DATA_DIR) with --tenant T")
 #: how much of each passage `kbgate ask` prints (`--json` has all of it)
 _EXCERPT_CHARS = 400
 
 
 def add_knowledge_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `kbs`, `agents` and `ask` on the `kbgate` parser."""
-    kbs = _group(commands, "kbs", "a workspace's knowledge bases (admin key)")
-    create_kb = _command(kbs, "create", "create a knowledge base")
+    kbs = add_group(commands, "kbs", "a workspace's knowledge bases (admin key)")
+    create_kb = add_command(kbs, "create", "create a knowledge base", workspace=True)
     create_kb.add_argument("kb_id")
     create_kb.add_argument("--name", default="", help="a name for people")
     create_kb.add_argument(
@@ -37,17 +36,25 @@ def add_knowledge_commands(commands: argparse._SubParsersAction[argparse.Argumen
     create_kb.add_argument("--grounding-floor", type=float, help="grounding check floor, 0..1")
     _replace_argument(create_kb)
     create_kb.set_defaults(run=runner(_create_kb, workspace=True))
-    list_kbs = _command(kbs, "list", "the workspace's knowledge bases with their counts")
+    list_kbs = add_command(
+        kbs, "list", "the workspace's knowledge bases with their counts", workspace=True
+    )
     list_kbs.set_defaults(run=runner(_list_kbs, workspace=True))
-    show_kb = _command(kbs, "show", "a knowledge base, its settings in force and its counts")
+    show_kb = add_command(
+        kbs, "show", "a knowledge base, its settings in force and its counts", workspace=True
+    )
     show_kb.add_argument("kb_id")
     show_kb.set_defaults(run=runner(_show_kb, workspace=True))
-    delete_kb = _command(kbs, "delete", "delete a knowledge base with its documents")
+    delete_kb = add_command(
+        kbs, "delete", "delete a knowledge base with its documents", workspace=True
+    )
     delete_kb.add_argument("kb_id")
     delete_kb.set_defaults(run=runner(_delete_kb, workspace=True))
 
-    agents = _group(commands, "agents", "a workspace's agents (admin key)")
-    create_agent = _command(agents, "create", "create an agent answering from knowledge bases")
+    agents = add_group(commands, "agents", "a workspace's agents (admin key)")
+    create_agent = add_command(
+        agents, "create", "create an agent answering from knowledge bases", workspace=True
+    )
     create_agent.add_argument("agent_id")
     create_agent.add_argument(
         "--kb", action="append", default=[], dest="kb_ids", help="a knowledge base, in order"
@@ -59,12 +66,18 @@ def add_knowledge_commands(commands: argparse._SubParsersAction[argparse.Argumen
     )
     _replace_argument(create_agent)
     create_agent.set_defaults(run=runner(_create_agent, workspace=True))
-    list_agents = _command(agents, "list", "the workspace's agents and their knowledge bases")
+    list_agents = add_command(
+        agents, "list", "the workspace's agents and their knowledge bases", workspace=True
+    )
     list_agents.set_defaults(run=runner(_list_agents, workspace=True))
-    show_agent = _command(agents, "show", "an agent and the knowledge bases a turn queries")
+    show_agent = add_command(
+        agents, "show", "an agent and the knowledge bases a turn queries", workspace=True
+    )
     show_agent.add_argument("agent_id")
     show_agent.set_defaults(run=runner(_show_agent, workspace=True))
-    delete_agent = _command(agents, "delete", "delete an agent (its knowledge bases stay)")
+    delete_agent = add_command(
+        agents, "delete", "delete an agent (its knowledge bases stay)", workspace=True
+    )
     delete_agent.add_argument("agent_id")
     delete_agent.set_defaults(run=runner(_delete_agent, workspace=True))
 
@@ -72,7 +85,7 @@ def add_knowledge_commands(commands: argparse._SubParsersAction[argparse.Argumen
         "ask",
         help="ask an agent a question: the passages a turn returns (retrieve key)",
         description="One retrieval turn, as POST /v1/retrieve: the passages or an abstention.",
-        epilog=_WORKSPACE_MODES,
+        epilog=WORKSPACE_MODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ask.add_argument("agent_id")
@@ -82,27 +95,6 @@ def add_knowledge_commands(commands: argparse._SubParsersAction[argparse.Argumen
     )
     add_target_arguments(ask, workspace=True)
     ask.set_defaults(run=runner(_ask, workspace=True))
-
-
-def _group(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
-) -> argparse._SubParsersAction[argparse.ArgumentParser]:
-    parser = commands.add_parser(name, help=help_text)
-    return parser.add_subparsers(required=True, metavar="ACTION")
-
-
-def _command(
-    group: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
-) -> argparse.ArgumentParser:
-    parser = group.add_parser(
-        name,
-        help=help_text,
-        description=help_text,
-        epilog=_WORKSPACE_MODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_target_arguments(parser, workspace=True)
-    return parser
 
 
 def _replace_argument(parser: argparse.ArgumentParser) -> None:

@@ -36,6 +36,8 @@ where:
   --url URL [--key KEY]     a running gateway (or KBGATE_URL, KBGATE_KEY)
   [--data-dir DIR]          the embedded data dir, no gateway serving it (KBGATE_DATA_DIR)
 """
+#: MODES for a workspace command, which names its workspace in the embedded data dir
+WORKSPACE_MODES = MODES.replace("(KBGATE_DATA_DIR)", "(KBGATE_DATA_DIR) with --tenant T")
 
 
 def add_target_arguments(parser: argparse.ArgumentParser, *, workspace: bool) -> None:
@@ -46,6 +48,33 @@ def add_target_arguments(parser: argparse.ArgumentParser, *, workspace: bool) ->
     if workspace:
         parser.add_argument("--tenant", help="the workspace to act in (embedded data dir only)")
     parser.add_argument("--json", action="store_true", help="print the API's JSON answer")
+
+
+def add_group(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """A command group, `kbgate NAME ACTION ...`, whose action is required."""
+    parser = commands.add_parser(name, help=help_text)
+    return parser.add_subparsers(required=True, metavar="ACTION")
+
+
+def add_command(
+    group: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help_text: str,
+    *,
+    workspace: bool = False,
+) -> argparse.ArgumentParser:
+    """An action of a group, with the target arguments and where they point as its epilog."""
+    parser = group.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=WORKSPACE_MODES if workspace else MODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_target_arguments(parser, workspace=workspace)
+    return parser
 
 
 def runner(action: Action, *, workspace: bool = False) -> Callable[[argparse.Namespace], int]:

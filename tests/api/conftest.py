@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import io
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+import redis.asyncio
 from litestar.testing import AsyncTestClient
 
 from gateway.http.app import create_app
@@ -16,7 +19,9 @@ from gateway.runtime.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedder
 from ingest.qdrant_server import ServerIndex
 from settings.config import Config, load_config
+from tests.support.asgi import asgi_client
 from tests.support.redactor import shared_redactor
+from tests.support.redis_server import RedisServer
 
 PLATFORM_KEY = "test-platform-key-0123456789"
 
@@ -56,6 +61,54 @@ async def start_gateway(
         redactor=shared_redactor(),
     )
     return services, logs, config
+
+
+@asynccontextmanager
+async def serving(
+    tmp_path: Path, embedder: Embedder, engine: str = "edge", **overrides: object
+) -> AsyncIterator[Gateway]:
+    """A gateway on a fresh data dir, its lifespan running (so its start-up upkeep too).
+    Requests run on the test's own event loop (httpx's ASGI transport), as a Redis client's
+    connections belong to the loop that opened them."""
+    services, logs, config = await start_gateway(tmp_path, embedder, engine, **overrides)
+    app = create_app(config, services)
+    try:
+        async with asgi_client(app) as client:
+            yield Gateway(client=cast(Any, client), services=services, logs=logs, config=config)
+    finally:
+        await services.close()
+
+
+@asynccontextmanager
+async def serving_stack(
+    request: pytest.FixtureRequest, tmp_path: Path, embedder: Embedder, **overrides: object
+) -> AsyncIterator[Gateway]:
+    """`serving` on the stack `request.param` names: "edge+sqlite" (Qdrant Edge, SQLite) or
+    "local+redis" (qdrant-client local mode, the module's redis-server flushed first)."""
+    engine = "edge"
+    if request.param == "local+redis":
+        engine = "local"
+        url: str = request.getfixturevalue("redis_url")
+        await flush_redis(url)
+        overrides["redis_url"] = url
+    async with serving(tmp_path, embedder, engine, **overrides) as gw:
+        yield gw
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real redis-server shared by a module's tests (`flush_redis` it between them)."""
+    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
+        yield server.url
+
+
+async def flush_redis(url: str) -> None:
+    """Empty the Redis database at `url`."""
+    client = redis.asyncio.Redis.from_url(url)
+    try:
+        await client.flushdb()
+    finally:
+        await client.aclose()
 
 
 @pytest.fixture

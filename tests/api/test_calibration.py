@@ -19,16 +19,13 @@ import math
 from collections.abc import AsyncIterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-import httpx
 import pytest
 
-from gateway.http.app import create_app
 from ingest.embedding import Embedder
-from tests.api.conftest import Gateway, start_gateway
+from tests.api.conftest import Gateway, serving
 from tests.api.tenants import Tenant, provision
-from tests.isolation.conftest import asgi_lifespan
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio
@@ -269,19 +266,8 @@ async def store_gateway(
         overrides: dict[str, object] = {}
         if request.param == "redis":
             overrides["redis_url"] = stack.enter_context(RedisServer(tmp_path / "redis")).url
-        services, logs, config = await start_gateway(tmp_path, embedder, "edge", **overrides)
-        app = create_app(config, services)
-        try:
-            async with (
-                asgi_lifespan(app),
-                httpx.AsyncClient(
-                    transport=httpx.ASGITransport(app=app),  # type: ignore[arg-type]  # Litestar types __call__ with its own ASGI event unions
-                    base_url="http://kbgate.test",
-                ) as client,
-            ):
-                yield Gateway(client=cast(Any, client), services=services, logs=logs, config=config)
-        finally:
-            await services.close()
+        async with serving(tmp_path, embedder, "edge", **overrides) as gw:
+            yield gw
 
 
 async def test_apply_writes_the_recommendation_and_records_who_and_which(

@@ -287,3 +287,33 @@ async def test_an_abstention_is_shown_as_an_outcome_not_as_a_success(gateway: Ga
     assert "<strong>Abstained:</strong>" in page
     assert 'class="notice"' not in page
     assert 'class="passage"' not in page
+
+
+async def test_the_kb_form_sets_drop_copies_and_keeps_it_when_other_fields_change(
+    gateway: Gateway,
+) -> None:
+    """The KB form turns `drop_copies` off; a later save that changes only top_k keeps it off
+    (the form shows the stored choice); choosing the default clears it; a forged choice is
+    refused with 422 and changes nothing."""
+    tenant = await admin(gateway)
+    await tenant.kb("kb1")
+    await post(gateway, "knowledge-bases", kb_id="kb1", drop_copies="off")
+    stored = await gateway.client.get("/v1/knowledge-bases/kb1", headers=tenant.headers())
+    assert stored.json()["settings"] == {"drop_copies": False}
+    assert stored.json()["effective"]["drop_copies"]["value"] is False
+    page = (await gateway.client.get("/console/knowledge-bases")).text
+    assert re.search(r'<option value="off" selected>off</option>', page)
+    await post(gateway, "knowledge-bases", kb_id="kb1", top_k="4", drop_copies="off")
+    kept = await gateway.client.get("/v1/knowledge-bases/kb1", headers=tenant.headers())
+    assert kept.json()["settings"] == {"top_k": 4, "drop_copies": False}
+    await post(gateway, "knowledge-bases", kb_id="kb1", top_k="4", drop_copies="")
+    cleared = await gateway.client.get("/v1/knowledge-bases/kb1", headers=tenant.headers())
+    assert cleared.json()["settings"] == {"top_k": 4}
+    forged = await gateway.client.post(
+        "/console/knowledge-bases",
+        data={"kb_id": "kb1", "drop_copies": "maybe", "csrf_token": await csrf_token(gateway)},
+    )
+    assert forged.status_code == 422
+    assert 'data-error-for="drop_copies"' in forged.text
+    after = await gateway.client.get("/v1/knowledge-bases/kb1", headers=tenant.headers())
+    assert after.json()["settings"] == {"top_k": 4}

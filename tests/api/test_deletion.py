@@ -3,22 +3,17 @@ organizations, on real engines (Qdrant Edge + SQLite, qdrant-client local mode +
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-import httpx
 import pytest
-import redis.asyncio
 
-from gateway.http.app import create_app
 from ingest.embedding import Embedder
 from ingest.index import SHARED_COLLECTION, org_collection
 from ingest.payload import Scope
-from tests.api.conftest import Gateway, start_gateway
+from tests.api.conftest import Gateway, serving_stack
 from tests.api.tenants import Tenant, provision
-from tests.isolation.conftest import asgi_lifespan
-from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio
 
@@ -29,47 +24,14 @@ TEXTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
-        yield server.url
-
-
 @pytest.fixture(params=["edge+sqlite", "local+redis"])
 async def stack_gateway(
     request: pytest.FixtureRequest, tmp_path: Path, embedder: Embedder
 ) -> AsyncIterator[Gateway]:
     """The gateway on Qdrant Edge with SQLite, and on qdrant-client local mode with Redis
-    (flushed first). Requests run on the test's own event loop (httpx's ASGI transport), as
-    the Redis client's connections belong to the loop that opened them."""
-    overrides: dict[str, object] = {}
-    engine = "edge"
-    if request.param == "local+redis":
-        engine = "local"
-        url: str = request.getfixturevalue("redis_url")
-        overrides["redis_url"] = url
-        await _flush(url)
-    services, logs, config = await start_gateway(tmp_path, embedder, engine, **overrides)
-    app = create_app(config, services)
-    try:
-        async with (
-            asgi_lifespan(app),
-            httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app),  # type: ignore[arg-type]  # Litestar types __call__ with its own ASGI event unions
-                base_url="http://kbgate.test",
-            ) as client,
-        ):
-            yield Gateway(client=cast(Any, client), services=services, logs=logs, config=config)
-    finally:
-        await services.close()
-
-
-async def _flush(url: str) -> None:
-    client = redis.asyncio.Redis.from_url(url)
-    try:
-        await client.flushdb()
-    finally:
-        await client.aclose()
+    (flushed first)."""
+    async with serving_stack(request, tmp_path, embedder) as gw:
+        yield gw
 
 
 async def _stocked(gw: Gateway, tenant_id: str, org_id: str = "acme") -> Tenant:

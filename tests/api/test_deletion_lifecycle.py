@@ -6,31 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-import httpx
 import pytest
 
 from gateway.admin.transfer import model_id
-from gateway.http.app import create_app
 from ingest.embedding import Embedder
 from ingest.index import SHARED_COLLECTION, org_collection
 from ingest.sync import Document, DocumentWriter, SyncOutcome, Target
-from tests.api.conftest import Gateway, start_gateway
+from tests.api.conftest import Gateway, serving
 from tests.api.tenants import Tenant, provision
 from tests.api.test_deletion import (  # the deletion suite's stacks and workspace
     _passages,
     _stocked,
     _view,
-    redis_url,
     stack_gateway,
 )
-from tests.isolation.conftest import asgi_lifespan
 
-__all__ = ["redis_url", "stack_gateway"]  # fixtures, used by name
+__all__ = ["stack_gateway"]  # a fixture, used by name
 
 pytestmark = pytest.mark.anyio
 
@@ -168,7 +162,7 @@ async def test_deletions_left_marked_are_finished_when_the_gateway_starts(
     """A workspace and an org left marked `deleting` (a crash right after marking) are
     deleted by the next start without any call: their keys answer 401, their passages
     are gone, the ids are free again, and a neighbour keeps its counts and turn."""
-    async with _serving(tmp_path, embedder) as gw:
+    async with serving(tmp_path, embedder) as gw:
         gone = await _stocked(gw, "t1")
         neighbour = await _stocked(gw, "t2")
         doomed = await _stocked(gw, "t3", org_id="doomed")
@@ -176,7 +170,7 @@ async def test_deletions_left_marked_are_finished_when_the_gateway_starts(
         await gw.services.store.mark_workspace_deleting("t1")
         await gw.services.store.mark_org_deleting("doomed")
 
-    async with _serving(tmp_path, embedder) as gw:
+    async with serving(tmp_path, embedder) as gw:
         await _until_nothing_pending(gw)
         for tenant in (gone, neighbour, doomed):
             tenant.gw = gw
@@ -186,25 +180,6 @@ async def test_deletions_left_marked_are_finished_when_the_gateway_starts(
             assert denied.status_code == 401
         assert (await _counts(gw, neighbour), await _view(neighbour)) == before
         await provision(gw, "doomed", "t1")
-
-
-@asynccontextmanager
-async def _serving(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Gateway]:
-    """The gateway on Qdrant Edge and SQLite in `tmp_path`, its lifespan running (so its
-    start-up upkeep too), requests on this loop."""
-    services, logs, config = await start_gateway(tmp_path, embedder)
-    app = create_app(config, services)
-    try:
-        async with (
-            asgi_lifespan(app),
-            httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app),  # type: ignore[arg-type]  # Litestar types __call__ with its own ASGI event unions
-                base_url="http://kbgate.test",
-            ) as client,
-        ):
-            yield Gateway(client=cast(Any, client), services=services, logs=logs, config=config)
-    finally:
-        await services.close()
 
 
 async def _until_nothing_pending(gw: Gateway) -> None:

@@ -5,32 +5,21 @@ Qdrant Edge with SQLite and on qdrant-client local mode with a real Redis."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-import httpx
 import pytest
-import redis.asyncio
 
 from gateway.admin.upkeep import purge_retained
-from gateway.http.app import create_app
 from ingest.embedding import Embedder
-from tests.api.conftest import Gateway, start_gateway
+from tests.api.conftest import Gateway, serving_stack
 from tests.api.tenants import Tenant, provision
-from tests.isolation.conftest import asgi_lifespan
-from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio
 
 QUESTION = "Which beacon guides ships past the reef?"
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
-        yield server.url
 
 
 @pytest.fixture(params=["edge+sqlite", "local+redis"])
@@ -39,30 +28,10 @@ async def retaining(
 ) -> AsyncIterator[Gateway]:
     """A gateway that keeps settings history 30 days and lets workspaces keep turn
     records up to 10 minutes (platform default: one hour, clamped)."""
-    overrides: dict[str, object] = {"settings_history_days": 30, "turn_ttl_max_s": 7200}
-    engine = "edge"
-    if request.param == "local+redis":
-        engine = "local"
-        url: str = request.getfixturevalue("redis_url")
-        overrides["redis_url"] = url
-        flushed = redis.asyncio.Redis.from_url(url)
-        try:
-            await flushed.flushdb()
-        finally:
-            await flushed.aclose()
-    services, logs, config = await start_gateway(tmp_path, embedder, engine, **overrides)
-    app = create_app(config, services)
-    try:
-        async with (
-            asgi_lifespan(app),
-            httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app),  # type: ignore[arg-type]  # Litestar types __call__ with its own ASGI event unions
-                base_url="http://kbgate.test",
-            ) as client,
-        ):
-            yield Gateway(client=cast(Any, client), services=services, logs=logs, config=config)
-    finally:
-        await services.close()
+    async with serving_stack(
+        request, tmp_path, embedder, settings_history_days=30, turn_ttl_max_s=7200
+    ) as gw:
+        yield gw
 
 
 async def _turn(tenant: Tenant) -> dict[str, Any]:

@@ -6,24 +6,20 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, cast
 
 import httpx
 import pytest
-import redis.asyncio
 
-from gateway.http.app import create_app
 from ingest.embedding import Embedder
 from ingest.index import Passage
 from ingest.sync import Target
 from settings.golden import GoldenQuestion, GoldenSet
-from tests.api.conftest import Gateway, start_gateway
+from tests.api.conftest import Gateway, flush_redis, serving
 from tests.api.tenants import Tenant, provision
-from tests.isolation.conftest import asgi_lifespan
-from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio
 
@@ -36,31 +32,6 @@ DOCS = {
     ],
     "shared-kb": [("tides", "Tide tables tell pilots when ships may cross the bar.", "public")],
 }
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
-        yield server.url
-
-
-@asynccontextmanager
-async def _deployment(
-    tmp_path: Path, embedder: Embedder, engine: str, **overrides: object
-) -> AsyncIterator[Gateway]:
-    services, logs, config = await start_gateway(tmp_path, embedder, engine, **overrides)
-    app = create_app(config, services)
-    try:
-        async with (
-            asgi_lifespan(app),
-            httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app),  # type: ignore[arg-type]  # Litestar types __call__ with its own ASGI event unions
-                base_url="http://kbgate.test",
-            ) as client,
-        ):
-            yield Gateway(client=cast(Any, client), services=services, logs=logs, config=config)
-    finally:
-        await services.close()
 
 
 @pytest.fixture(params=["edge+sqlite", "local+redis"])
@@ -77,20 +48,12 @@ async def deployments(
                 engine = "local"
                 base: str = request.getfixturevalue("redis_url")
                 overrides["redis_url"] = base.rsplit("/", 1)[0] + f"/{number}"
-                await _flush(cast(str, overrides["redis_url"]))
+                await flush_redis(cast(str, overrides["redis_url"]))
             gw = await stack.enter_async_context(
-                _deployment(tmp_path / f"d{number}", embedder, engine, **overrides)
+                serving(tmp_path / f"d{number}", embedder, engine, **overrides)
             )
             pair.append(gw)
         yield pair[0], pair[1]
-
-
-async def _flush(url: str) -> None:
-    client = redis.asyncio.Redis.from_url(url)
-    try:
-        await client.flushdb()
-    finally:
-        await client.aclose()
 
 
 async def _stocked(gw: Gateway, org_id: str, tenant_id: str) -> Tenant:

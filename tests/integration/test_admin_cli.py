@@ -5,36 +5,15 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
-import pytest
 
-from ingest.embedding import Embedder
 from tests.support.gateway_process import GatewayProcess
+from tests.support.kbgate_cli import kbgate_at
 
 CONFIGURED_KEY = "configured-platform-key-0123456789"
 _GENERATED = re.compile(r"^\s+(kbg_\S+)$", re.MULTILINE)
-
-
-def _kbgate(*args: str, url: str, key: str) -> subprocess.CompletedProcess[str]:
-    kbgate = Path(sys.executable).with_name("kbgate")
-    return subprocess.run(  # noqa: S603 — our own console script, fixed arguments
-        [str(kbgate), *args, "--url", url, "--key", key],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-@pytest.fixture
-def model_env(model_dir: Path, embedder: Embedder) -> dict[str, str]:
-    """The model folder the shared embedder assembled, so each process reuses it."""
-    assert embedder.dense_dim > 0
-    return {"KBGATE_EMBEDDING_THREADS": "1", "KBGATE_MODEL_CACHE_DIR": str(model_dir)}
 
 
 def test_a_configured_platform_key_retires_the_generated_one_and_the_cli_manages_keys(
@@ -43,7 +22,9 @@ def test_a_configured_platform_key_retires_the_generated_one_and_the_cli_manages
     """A first start without KBGATE_PLATFORM_KEY generates a platform key; a restart with one
     configured retires it (401) while the configured key works. The CLI then creates an
     org, a workspace and a key (JSON for scripts), lists keys without secrets and revokes
-    the key, which is refused from then on; a refused call exits 1 with the problem."""
+    the key, which is refused from then on; a refused call exits 1 with the problem.
+    `workspaces delete` and `orgs delete` refuse to run without `--yes` (exit 2), then
+    delete and say what went; deleting a deleted organization exits 1 (404)."""
     data_dir = tmp_path / "data"
     with GatewayProcess(data_dir, env=model_env) as first:
         found = _GENERATED.search(first.log_path.read_text())
@@ -60,12 +41,12 @@ def test_a_configured_platform_key_retires_the_generated_one_and_the_cli_manages
             new = client.get("/v1/keys", headers={"Authorization": f"Bearer {CONFIGURED_KEY}"})
             assert new.status_code == 200
 
-        org = _kbgate("orgs", "create", "acme", url=gw.url, key=CONFIGURED_KEY)
+        org = kbgate_at("orgs", "create", "acme", url=gw.url, key=CONFIGURED_KEY)
         assert org.returncode == 0, org.stderr
         assert "acme" in org.stdout
-        ws = _kbgate("workspaces", "create", "acme", "support", url=gw.url, key=CONFIGURED_KEY)
+        ws = kbgate_at("workspaces", "create", "acme", "support", url=gw.url, key=CONFIGURED_KEY)
         assert ws.returncode == 0, ws.stderr
-        made = _kbgate(
+        made = kbgate_at(
             "keys", "create", "--org", "acme", "--tenant", "support", "--role", "retrieve",
             "--ttl", "3600", "--json", url=gw.url, key=CONFIGURED_KEY,
         )  # fmt: skip
@@ -74,12 +55,12 @@ def test_a_configured_platform_key_retires_the_generated_one_and_the_cli_manages
         assert issued["roles"] == ["retrieve"]
         assert issued["expires_at"]
 
-        listed = _kbgate("keys", "list", "--tenant", "support", url=gw.url, key=CONFIGURED_KEY)
+        listed = kbgate_at("keys", "list", "--tenant", "support", url=gw.url, key=CONFIGURED_KEY)
         assert listed.returncode == 0, listed.stderr
         assert issued["key_id"] in listed.stdout
         assert issued["key"] not in listed.stdout
 
-        revoked = _kbgate("keys", "revoke", issued["key_id"], url=gw.url, key=CONFIGURED_KEY)
+        revoked = kbgate_at("keys", "revoke", issued["key_id"], url=gw.url, key=CONFIGURED_KEY)
         assert revoked.returncode == 0, revoked.stderr
         assert f"revoked {issued['key_id']}" in revoked.stdout
         refused = httpx.post(
@@ -89,12 +70,34 @@ def test_a_configured_platform_key_retires_the_generated_one_and_the_cli_manages
         )
         assert refused.status_code == 401
 
-        again = _kbgate("keys", "revoke", issued["key_id"], url=gw.url, key=CONFIGURED_KEY)
+        again = kbgate_at("keys", "revoke", issued["key_id"], url=gw.url, key=CONFIGURED_KEY)
         assert again.returncode == 1
         assert "404" in again.stderr
-        low = _kbgate(
+        low = kbgate_at(
             "keys", "create", "--org", "acme", "--tenant", "support", "--role", "ingest",
             "--clearance", "public", url=gw.url, key=CONFIGURED_KEY,
         )  # fmt: skip
         assert low.returncode == 1
         assert "(clearance)" in low.stderr
+
+        _delete_the_workspace_then_the_org(gw.url)
+
+
+def _delete_the_workspace_then_the_org(url: str) -> None:
+    unconfirmed = kbgate_at("workspaces", "delete", "acme", "support", url=url, key=CONFIGURED_KEY)
+    assert unconfirmed.returncode == 2
+    assert "--yes" in unconfirmed.stderr
+    gone = kbgate_at(
+        "workspaces", "delete", "acme", "support", "--yes", url=url, key=CONFIGURED_KEY
+    )
+    assert gone.returncode == 0, gone.stderr
+    assert gone.stdout.startswith("deleted workspace support in acme: ")
+    assert "0 keys" in gone.stdout  # its one key was revoked above
+    kbgate_at("workspaces", "create", "acme", "billing", url=url, key=CONFIGURED_KEY)
+    org_gone = kbgate_at("orgs", "delete", "acme", "--yes", "--json", url=url, key=CONFIGURED_KEY)
+    assert org_gone.returncode == 0, org_gone.stderr
+    answer = json.loads(org_gone.stdout)
+    assert (answer["workspaces"], answer["collection_dropped"]) == (1, True)
+    deleted_again = kbgate_at("orgs", "delete", "acme", "--yes", url=url, key=CONFIGURED_KEY)
+    assert deleted_again.returncode == 1
+    assert "404" in deleted_again.stderr

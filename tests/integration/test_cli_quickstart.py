@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from ingest.embedding import Embedder
 from tests.support.gateway_process import GatewayProcess
 
 PLATFORM_KEY = "quickstart-platform-key-0123456789"
@@ -30,13 +29,6 @@ def kbgate(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[st
         timeout=300,
         check=False,
     )
-
-
-@pytest.fixture
-def model_env(model_dir: Path, embedder: Embedder) -> dict[str, str]:
-    """The model folder the shared embedder assembled, so each process reuses it."""
-    assert embedder.dense_dim > 0
-    return {"KBGATE_EMBEDDING_THREADS": "1", "KBGATE_MODEL_CACHE_DIR": str(model_dir)}
 
 
 @pytest.fixture
@@ -122,7 +114,7 @@ def test_the_same_commands_work_on_the_embedded_data_dir(
     """With no gateway serving the data dir, the same three commands (`--data-dir`, and
     `--tenant` for the workspace) create the workspace, ingest into a new KB attached to a
     new agent, and answer the question, and `agents list` shows the agent; a workspace
-    command without `--tenant` exits 2."""
+    command without `--tenant` exits 2; `workspaces delete` erases the workspace."""
     env = {**model_env, "KBGATE_DATA_DIR": str(tmp_path / "data")}
     setup = kbgate("workspaces", "create", "demo", "docs", "--create-org", env=env)
     assert setup.returncode == 0, setup.stderr
@@ -143,3 +135,11 @@ def test_the_same_commands_work_on_the_embedded_data_dir(
     assert kbgate("ask", "helper", QUESTION, env=env).returncode == 2
     agents = kbgate("agents", "list", "--tenant", "docs", env=env)
     assert agents.stdout.splitlines() == ["helper  answers from docs"]
+    gone = kbgate("workspaces", "delete", "demo", "docs", "--yes", env=env)
+    assert gone.returncode == 0, gone.stderr
+    assert gone.stdout.startswith("deleted workspace docs in demo: 2 passages, 1 knowledge bases")
+    after = kbgate("agents", "list", "--tenant", "docs", env=env)
+    assert (after.returncode, after.stderr.strip()) == (
+        2,
+        f"kbgate: no workspace 'docs' in {env['KBGATE_DATA_DIR']}",
+    )

@@ -3,39 +3,13 @@
 from __future__ import annotations
 
 import gzip
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
-from ingest.embedding import Embedder
 from tests.support.gateway_process import GatewayProcess
+from tests.support.kbgate_cli import kbgate_at
 from tests.support.workspace_http import workspace_headers
 
 PLATFORM_KEY = "transfer-cli-platform-key-0001"
-
-
-def _kbgate(*args: str, url: str, key: str) -> subprocess.CompletedProcess[str]:
-    kbgate = Path(sys.executable).with_name("kbgate")
-    return subprocess.run(  # noqa: S603 — our own console script, fixed arguments
-        [str(kbgate), *args, "--url", url, "--key", key],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-@pytest.fixture
-def model_env(model_dir: Path, embedder: Embedder) -> dict[str, str]:
-    """The model folder the shared embedder assembled, so the process reuses it."""
-    assert embedder.dense_dim > 0
-    return {
-        "KBGATE_EMBEDDING_THREADS": "1",
-        "KBGATE_MODEL_CACHE_DIR": str(model_dir),
-        "KBGATE_PLATFORM_KEY": PLATFORM_KEY,
-    }
 
 
 def test_the_cli_exports_a_workspace_and_imports_it_under_another_org(
@@ -46,7 +20,8 @@ def test_the_cli_exports_a_workspace_and_imports_it_under_another_org(
     org and prints what it wrote; the copy lists the same documents. A refused import (the
     tenant id is now taken) exits 1 with the problem; a missing file exits 2."""
     archive = tmp_path / "alpha.kbgate.ndjson.gz"
-    with GatewayProcess(tmp_path / "data", env=model_env) as gw, gw.client() as client:
+    env = {**model_env, "KBGATE_PLATFORM_KEY": PLATFORM_KEY}
+    with GatewayProcess(tmp_path / "data", env=env) as gw, gw.client() as client:
         admin = workspace_headers(client, PLATFORM_KEY, "acme", "alpha")
         client.put("/v1/knowledge-bases/kb", json={}, headers=admin)
         written = client.put(
@@ -61,10 +36,12 @@ def test_the_cli_exports_a_workspace_and_imports_it_under_another_org(
         client.post("/v1/orgs", json={"org_id": "beta"}, headers=_platform())
         admin_key = admin["Authorization"].removeprefix("Bearer ")
 
-        exported = _kbgate("export", "acme", "alpha", "-o", str(archive), url=gw.url, key=admin_key)
-        imported = _kbgate("import", "beta", "alpha2", str(archive), url=gw.url, key=PLATFORM_KEY)
-        again = _kbgate("import", "beta", "alpha2", str(archive), url=gw.url, key=PLATFORM_KEY)
-        missing = _kbgate(
+        exported = kbgate_at(
+            "export", "acme", "alpha", "-o", str(archive), url=gw.url, key=admin_key
+        )
+        imported = kbgate_at("import", "beta", "alpha2", str(archive), url=gw.url, key=PLATFORM_KEY)
+        again = kbgate_at("import", "beta", "alpha2", str(archive), url=gw.url, key=PLATFORM_KEY)
+        missing = kbgate_at(
             "import", "beta", "x", str(tmp_path / "none.gz"), url=gw.url, key=PLATFORM_KEY
         )
         key = client.post(

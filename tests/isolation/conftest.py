@@ -33,7 +33,6 @@ from typing import Any
 import httpx
 import pytest
 from hypothesis import Phase, settings
-from litestar import Litestar
 
 from gateway.http.app import create_app
 from gateway.runtime.services import Services, build_services
@@ -50,6 +49,7 @@ from ingest.qdrant_server import ServerIndex
 from ingest.sync import Document, Target
 from settings.config import Config, load_config
 from tests.isolation.faults import CLAUSES, break_scope_filters
+from tests.support.asgi import asgi_client
 from tests.support.redis_server import RedisServer
 from tests.support.services import require_docker
 
@@ -197,51 +197,10 @@ async def live_gateway(
     )
     app = create_app(config, services)
     try:
-        async with (
-            asgi_lifespan(app),
-            httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app),  # type: ignore[arg-type]  # Litestar types __call__ with its own ASGI event unions
-                base_url="http://kbgate.test",
-            ) as client,
-        ):
+        async with asgi_client(app) as client:
             yield LiveGateway(engine, client, services, logs, config)
     finally:
         await services.close()
-
-
-@asynccontextmanager
-async def asgi_lifespan(app: Litestar) -> AsyncIterator[None]:
-    """Run the app's ASGI lifespan around a block.
-
-    Litestar's AsyncTestClient serves each request synchronously through a blocking portal,
-    so requests never overlap; httpx's ASGI transport runs them as real concurrent tasks on
-    this loop, but does not run the lifespan itself.
-    """
-    incoming: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    started, stopped = asyncio.Event(), asyncio.Event()
-    failed: list[str] = []
-
-    async def receive() -> dict[str, Any]:
-        return await incoming.get()
-
-    async def send(message: Any) -> None:
-        kind = str(message["type"])
-        if kind.endswith(".failed"):
-            failed.append(str(message.get("message", kind)))
-        (started if kind.startswith("lifespan.startup") else stopped).set()
-
-    scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"}, "state": {}}
-    task = asyncio.create_task(app(scope, receive, send))  # type: ignore[arg-type]  # a plain dict scope
-    await incoming.put({"type": "lifespan.startup"})
-    await started.wait()
-    if failed:
-        raise RuntimeError(f"app start-up failed: {failed[0]}")
-    try:
-        yield
-    finally:
-        await incoming.put({"type": "lifespan.shutdown"})
-        await stopped.wait()
-        await task
 
 
 def legacy_writer(services: Services) -> Any:

@@ -32,10 +32,11 @@ from gateway.http.console.controller import (
     _checked_form,
     _notice,
     _page,
+    _posted_kb,
     _services,
     _text,
 )
-from gateway.http.console.forms import FORM, FormErrors, convert, domain_errors
+from gateway.http.console.forms import FORM, FormErrors, convert, form_errors
 from gateway.http.console.plots import report_plots
 from gateway.http.routes.calibration import golden_questions
 from settings.golden import EvaluationStatus
@@ -77,9 +78,8 @@ class CalibrationConsoleController(Controller):
         self, request: ConsoleRequest, who: NamedDependency[SignedIn]
     ) -> Response[Any]:
         """The uploaded file as a PUT of the KB's golden set."""
-        form = await _checked_form(request, who)
+        form, kb = await _posted_kb(request, who)
         services = _services(request)
-        kb = await knowledge.knowledge_base_of(services, who.principal, _text(form, "kb_id"))
         try:
             data = convert(PutGoldenSet, golden_set_body(await _file_text(form.get("golden_file"))))
             stored = await calibration.put_golden_set(
@@ -90,8 +90,8 @@ class CalibrationConsoleController(Controller):
                 request, who, kb.kb_id, status_code=422, errors={"golden_file": str(error)}
             )
         except (FormErrors, InvalidInputError) as error:
-            errors = error if isinstance(error, FormErrors) else domain_errors(error)
-            return await _calibration(request, who, kb.kb_id, status_code=422, errors=errors.errors)
+            errors = form_errors(error).errors
+            return await _calibration(request, who, kb.kb_id, status_code=422, errors=errors)
         off_topic = (
             f"{len(stored.off_topic)} off-topic"
             if stored.off_topic

@@ -37,7 +37,7 @@ from gateway.errors import (
     UnauthenticatedError,
 )
 from gateway.http.console import views
-from gateway.http.console.forms import FormErrors, convert, domain_errors, scalar
+from gateway.http.console.forms import FormErrors, convert, domain_errors, form_errors, scalar
 from gateway.http.console.sessions import COOKIE, COOKIE_PATH, ConsoleSession, ConsoleSessions
 from gateway.http.dependencies import services_of
 from gateway.http.problems import gateway_problem
@@ -48,7 +48,7 @@ from gateway.http.security import authenticate_counted, client_address
 from gateway.retrieval import turn
 from gateway.runtime.services import Services
 from ingest.index import IndexUnavailableError
-from settings.records import Role
+from settings.records import KnowledgeBase, Role
 from settings.store import StoreUnavailableError
 
 ConsoleRequest = Request[Any, Any, State]
@@ -164,6 +164,16 @@ async def _checked_form(request: ConsoleRequest, who: NamedDependency[SignedIn])
         _services(request).telemetry.count("console_csrf_refused")
         raise CsrfRefused(detail="this form did not come from this console session")
     return form
+
+
+async def _posted_kb(
+    request: ConsoleRequest, who: NamedDependency[SignedIn]
+) -> tuple[FormMultiDict, KnowledgeBase]:
+    """The checked form and the knowledge base its `kb_id` names (NotFoundError when the
+    workspace has none)."""
+    form = await _checked_form(request, who)
+    kb = await knowledge.knowledge_base_of(_services(request), who.principal, _text(form, "kb_id"))
+    return form, kb
 
 
 def _text(form: FormMultiDict, name: str) -> str:
@@ -380,7 +390,7 @@ class ConsoleController(Controller):
                 services, who.principal, settings_changes(data)
             )
         except (FormErrors, InvalidInputError) as error:
-            errors = error if isinstance(error, FormErrors) else domain_errors(error)
+            errors = form_errors(error)
             page = await views.settings_page(services, who.principal)
             return _page(
                 "settings.html",
@@ -424,10 +434,9 @@ class ConsoleController(Controller):
         self, request: ConsoleRequest, who: NamedDependency[SignedIn]
     ) -> Response[Any]:
         """A PUT of the KB: the form's settings, its storage unchanged."""
-        form = await _checked_form(request, who)
+        form, kb = await _posted_kb(request, who)
         services = _services(request)
-        kb = await knowledge.knowledge_base_of(services, who.principal, _text(form, "kb_id"))
-        values = {name: _text(form, name) for name in ("name", *views.KB_FIELDS)}
+        values = {name: _text(form, name) for name in ("name", *views.KB_FIELDS, "drop_copies")}
         weights = {
             "dense": scalar(values["fusion_dense"]),
             "keyword": scalar(values["fusion_keyword"]),
@@ -437,6 +446,8 @@ class ConsoleController(Controller):
             "storage": kb.storage,
             **{name: scalar(values[name]) for name in views.KB_FIELDS[:4]},
             "fusion": {k: v for k, v in weights.items() if v is not None} or None,
+            # an unknown choice is sent as typed, and refused like any other wrong type
+            "drop_copies": views.TOGGLE_VALUES.get(values["drop_copies"], values["drop_copies"]),
         }
         try:
             data = convert(PutKnowledgeBase, body, fields=_KB_ERROR_FIELDS)
@@ -449,7 +460,7 @@ class ConsoleController(Controller):
                 settings=knowledge_base_settings(data),
             )
         except (FormErrors, InvalidInputError) as error:
-            errors = error if isinstance(error, FormErrors) else domain_errors(error)
+            errors = form_errors(error)
             rows = await views.knowledge_base_views(
                 services, who.principal, rejected=(kb.kb_id, values, errors.errors)
             )
@@ -505,7 +516,7 @@ class ConsoleController(Controller):
                 agent_settings(data),
             )
         except (FormErrors, InvalidInputError) as error:
-            errors = error if isinstance(error, FormErrors) else domain_errors(error)
+            errors = form_errors(error)
             rows = await views.agent_views(
                 services, who.principal, rejected=(agent.agent_id, values, errors.errors)
             )

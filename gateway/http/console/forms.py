@@ -129,6 +129,11 @@ def domain_errors(error: GatewayError, default_field: str = FORM) -> FormErrors:
     return FormErrors({error.field or default_field: error.message})
 
 
+def form_errors(error: FormErrors | GatewayError) -> FormErrors:
+    """A form's refusal as it is, or a core-function refusal as a form error."""
+    return error if isinstance(error, FormErrors) else domain_errors(error)
+
+
 #: decoder messages (by pattern) and their plain words; the first match wins
 _PLAIN: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
     (_WRONG_TYPE, _wrong_type),

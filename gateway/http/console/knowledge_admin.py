@@ -34,10 +34,11 @@ from gateway.http.console.controller import (
     _checked_form,
     _notice,
     _page,
+    _posted_kb,
     _services,
     _text,
 )
-from gateway.http.console.forms import FormErrors, convert, domain_errors
+from gateway.http.console.forms import FormErrors, convert, form_errors
 from gateway.http.console.uploads import UploadOutcome, upload_document
 from gateway.http.schemas import PutKnowledgeBase
 from gateway.runtime.services import Services
@@ -88,7 +89,7 @@ class KnowledgeAdminController(Controller):
                 status_code=422,
                 rows=rows,
                 create_values=values,
-                create_errors=_form_errors(error).errors,
+                create_errors=form_errors(error).errors,
             )
         return await _after_change(
             request,
@@ -129,9 +130,8 @@ class KnowledgeAdminController(Controller):
         self, request: ConsoleRequest, who: NamedDependency[SignedIn]
     ) -> Response[Any]:
         """Each file read and written as a document of the KB; one outcome per file."""
-        form = await _checked_form(request, who)
+        form, kb = await _posted_kb(request, who)
         services = _services(request)
-        kb = await knowledge.knowledge_base_of(services, who.principal, _text(form, "kb_id"))
         classification = _text(form, "classification")
         outcomes: list[UploadOutcome] = []
         for item in form.getall("files", []):
@@ -197,7 +197,7 @@ class KnowledgeAdminController(Controller):
                 who,
                 status_code=422,
                 create_values={"agent_id": agent_id, "knowledge_base_ids": kb_ids},
-                create_errors=_form_errors(error).errors,
+                create_errors=form_errors(error).errors,
             )
         attached = ", ".join(kb_ids) if kb_ids else "no knowledge base yet"
         return await _after_change(
@@ -268,10 +268,6 @@ async def _refuse_taken(
     except NotFoundError:
         return
     raise FormErrors({field: "is taken: this workspace has one with this id"})
-
-
-def _form_errors(error: FormErrors | InvalidInputError) -> FormErrors:
-    return error if isinstance(error, FormErrors) else domain_errors(error)
 
 
 async def _agents_page(

@@ -243,8 +243,18 @@ def kb_form_values(kb: KnowledgeBase) -> dict[str, str]:
     values = {name: field_text(kb.settings.get(name)) for name in KB_FIELDS[:4]}
     values["fusion_dense"] = field_text(weights.get("dense"))
     values["fusion_keyword"] = field_text(weights.get("keyword"))
+    values["drop_copies"] = toggle_text(kb.settings.get("drop_copies"))
     values["name"] = kb.name
     return values
+
+
+#: The console's choice for a KB's yes/no setting: "" leaves it to the default.
+TOGGLE_VALUES: dict[str, bool | None] = {"": None, "on": True, "off": False}
+
+
+def toggle_text(stored: Any) -> str:
+    """A stored yes/no setting as its choice in the form ("" when not set)."""
+    return next((text for text, value in TOGGLE_VALUES.items() if value is stored), "")
 
 
 async def knowledge_base_views(

@@ -30,6 +30,23 @@ from settings.records import Role
 AnyRequest = Request[Principal, str, State]
 
 
+def workspace_deleted_out(
+    org_id: str, tenant_id: str, removal: lifecycle.Removal
+) -> WorkspaceDeletedOut:
+    """A workspace deletion as the API answers it. Shared with the CLI."""
+    return WorkspaceDeletedOut(tenant_id=tenant_id, org_id=org_id, deleted=_removed(removal))
+
+
+def org_deleted_out(org_id: str, done: lifecycle.OrgRemoval) -> OrgDeletedOut:
+    """An organization deletion as the API answers it. Shared with the CLI."""
+    return OrgDeletedOut(
+        org_id=org_id,
+        workspaces=done.workspaces,
+        deleted=_removed(done.removal),
+        collection_dropped=done.collection_dropped,
+    )
+
+
 def _removed(removal: lifecycle.Removal) -> WorkspaceRemoved:
     return WorkspaceRemoved(
         passages=removal.passages,
@@ -90,7 +107,7 @@ class ProvisioningController(Controller):
         tenant_id: FromPath[str],
     ) -> WorkspaceDeletedOut:
         removal = await lifecycle.delete_workspace(services, org_id, tenant_id, request.user)
-        return WorkspaceDeletedOut(tenant_id=tenant_id, org_id=org_id, deleted=_removed(removal))
+        return workspace_deleted_out(org_id, tenant_id, removal)
 
     @get(
         "/deletions",
@@ -117,9 +134,4 @@ class ProvisioningController(Controller):
         self, request: AnyRequest, services: Injected[Services], org_id: FromPath[str]
     ) -> OrgDeletedOut:
         done = await lifecycle.delete_org(services, org_id, request.user)
-        return OrgDeletedOut(
-            org_id=org_id,
-            workspaces=done.workspaces,
-            deleted=_removed(done.removal),
-            collection_dropped=done.collection_dropped,
-        )
+        return org_deleted_out(org_id, done)
