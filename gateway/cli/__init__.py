@@ -18,12 +18,14 @@ from gateway.cli.model import add_model_commands
 from gateway.cli.pii import add_pii_command
 from gateway.cli.serve import add_serve_command
 from gateway.cli.transfer import add_transfer_commands
+from gateway.runtime.blas import single_threaded_blas
 from gateway.tools.evaluation.command import add_eval_command
 from gateway.tools.probe.command import add_probe_command
 from settings.config import ConfigError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    single_threaded_blas()  # before any command imports numpy
     parser = _parser()
     args = parser.parse_args(argv)
     try:
