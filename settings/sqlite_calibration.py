@@ -12,7 +12,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from settings.golden import EVALUATIONS_KEPT, Evaluation, EvaluationStatus, GoldenSet
 from settings.records import SettingChange
@@ -62,9 +62,9 @@ class SqliteCalibration:
 
     _decode: RecordDecoder
 
-    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `work` on the connection (the store defines it)."""
-        raise NotImplementedError
+    if TYPE_CHECKING:  # defined by the store this is mixed into
+
+        async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T: ...
 
     async def put_golden_set(self, golden: GoldenSet) -> None:
         """Create or replace the KB's golden set. NotFoundError if the workspace is unknown."""

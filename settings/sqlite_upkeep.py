@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from settings.records import DeletionRecord, Lifecycle, Org, Workspace
 from settings.store_rules import RecordDecoder, encode
@@ -23,8 +23,9 @@ class SqliteUpkeep:
 
     _decode: RecordDecoder
 
-    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        raise NotImplementedError  # SqliteStore's
+    if TYPE_CHECKING:  # defined by the store this is mixed into
+
+        async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T: ...
 
     async def pending_deletions(self) -> tuple[list[Org], list[Workspace]]:
         """Orgs and workspaces marked `deleting`, each ordered by id."""
