@@ -34,9 +34,11 @@ SCROLL_PAGE = 256
 #: The filtered search both engines run (docs/decisions/filtered-search.md): each tenant
 #: large enough for a graph has its own, of `GRAPH_M` links per point and none over the
 #: whole collection; the dense leg's graph search keeps `DENSE_EF` candidates and follows
-#: the Scope's filter (ACORN) when it is narrow.
+#: the Scope's filter (ACORN) however many of the collection's points it keeps
+#: (`ACORN_MAX_SELECTIVITY`: a tenant filling most of its org's collection too).
 GRAPH_M = 16
 DENSE_EF = 512
+ACORN_MAX_SELECTIVITY = 1.0
 
 
 class StoredPoint(Protocol):

@@ -81,6 +81,7 @@ from ingest.index import (
 )
 from ingest.index import SparseVector as PassageSparse
 from ingest.index_common import (
+    ACORN_MAX_SELECTIVITY,
     DENSE_EF,
     GRAPH_M,
     SCROLL_PAGE,
@@ -583,12 +584,15 @@ def _engine_errors(collection: str) -> Iterator[None]:
 #: Edge's own threshold (KB of vectors) from which a segment is indexed and a filtered
 #: search takes the graph rather than the exact path.
 _EDGE_THRESHOLD_KB = 10_000
-#: The dense leg's graph search follows the Scope's filter (ACORN) when the filter keeps
-#: under 40% of the points, and keeps `DENSE_EF` candidates: without them a scope of a
-#: few percent of a large collection misses about half its exact top 10, and a wide one
-#: some (docs/decisions/filtered-search.md). Scopes small enough for Qdrant's exact path
+#: The dense leg's graph search follows the Scope's filter (ACORN) whatever share of the
+#: points it keeps, and keeps `DENSE_EF` candidates: without them a scope of a few
+#: percent of a large collection misses about half its exact top 10, and a wide one some
+#: (docs/decisions/filtered-search.md). Scopes small enough for Qdrant's exact path
 #: search as before.
-_FILTERED_DENSE = SearchParams(hnsw_ef=DENSE_EF, acorn=AcornSearchParams(enable=True))
+_FILTERED_DENSE = SearchParams(
+    hnsw_ef=DENSE_EF,
+    acorn=AcornSearchParams(enable=True, max_selectivity=ACORN_MAX_SELECTIVITY),
+)
 
 
 def _graphs(full_scan_threshold_kb: int) -> HnswIndexConfig:

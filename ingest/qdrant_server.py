@@ -42,6 +42,7 @@ from ingest.index import (
     droppable_collection,
 )
 from ingest.index_common import (
+    ACORN_MAX_SELECTIVITY,
     DENSE_EF,
     GRAPH_M,
     SCROLL_PAGE,
@@ -73,7 +74,10 @@ from ingest.payload import (
 
 #: Per-scope IDF (`SearchParams.idf.corpus`) arrived in Qdrant 1.19.
 MIN_SERVER_VERSION = (1, 19, 0)
-_FILTERED_DENSE = models.SearchParams(hnsw_ef=DENSE_EF, acorn=models.AcornSearchParams(enable=True))
+_FILTERED_DENSE = models.SearchParams(
+    hnsw_ef=DENSE_EF,
+    acorn=models.AcornSearchParams(enable=True, max_selectivity=ACORN_MAX_SELECTIVITY),
+)
 #: One graph per tenant, none over the whole collection, as on Qdrant Edge
 #: (`ingest.qdrant_edge._graphs`): every search carries its tenant.
 _GRAPHS = models.HnswConfigDiff(m=0, payload_m=GRAPH_M)

@@ -1,19 +1,16 @@
 """The embedded SettingsStore: one SQLite file in the data dir.
 
-Open it with `await SqliteStore.open(path)`; the constructor takes a connection
-that `open` has already configured. One connection (WAL, foreign keys on) is
-shared by every call and guarded by a lock; statements run in worker threads
-(`asyncio.to_thread`), never on the event loop. Every commit is fully synchronous except
-a turn record's (`SqliteStore.put_turn`). Records are kept as msgspec JSON in a `record`
-column beside the key columns used for lookups and uniqueness.
+Open it with `await SqliteStore.open(path)`. One connection (WAL, foreign keys on,
+every commit fully synchronous) is shared by every call; its statements run one at a
+time in its own thread, never on the event loop (`settings.sqlite_connection`). Turn records have a
+connection of their own (`settings.sqlite_turns`). Records are kept as msgspec JSON in a
+`record` column beside the key columns used for lookups and uniqueness.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,7 +30,9 @@ from settings.records import (
     Workspace,
 )
 from settings.sqlite_calibration import SqliteCalibration
+from settings.sqlite_connection import SerialConnection, connect
 from settings.sqlite_schema import SCHEMA, SCHEMA_VERSION
+from settings.sqlite_turns import SqliteTurns
 from settings.sqlite_upkeep import SqliteUpkeep
 from settings.store import StoreUnavailableError
 from settings.store_rules import (
@@ -46,7 +45,6 @@ from settings.store_rules import (
     no_workspace,
     org_not_empty,
     org_taken,
-    own_turn,
     with_last_use,
     workspace_taken,
 )
@@ -56,10 +54,6 @@ T = TypeVar("T")
 
 def _encode(record: msgspec.Struct) -> str:
     return encode(record).decode()
-
-
-#: how long a statement waits for another process's lock on the database (SQLite's busy timeout)
-_BUSY_TIMEOUT_MS = 5000
 
 
 @contextmanager
@@ -79,46 +73,29 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
     """SettingsStore on one SQLite file; see the module docstring (its upkeep:
     `settings.sqlite_upkeep`)."""
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        """Wrap a connection prepared by `open` (use `await SqliteStore.open(path)`)."""
-        self._conn: sqlite3.Connection | None = connection
-        self._lock = threading.Lock()
+    def __init__(self, connection: sqlite3.Connection, turns: sqlite3.Connection) -> None:
+        """Wrap connections prepared by `open` (use `await SqliteStore.open(path)`)."""
+        self._conn = SerialConnection(connection, "sqlite")
         self._decode = RecordDecoder()
+        self._turns = SqliteTurns(SerialConnection(turns, "sqlite-turns"), self._decode)
 
     @classmethod
     async def open(cls, path: Path) -> SqliteStore:
         """Open (creating if needed) the database file and its schema."""
-        return cls(await asyncio.to_thread(cls._connect, path))
+        return cls(*await asyncio.to_thread(cls._connect, path))
 
     @staticmethod
-    def _connect(path: Path) -> sqlite3.Connection:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-            )
-        except (OSError, sqlite3.Error) as error:
-            raise StoreUnavailableError(f"cannot open {path}: {error}") from error
+    def _connect(path: Path) -> tuple[sqlite3.Connection, sqlite3.Connection]:
+        conn = connect(path)
         try:
             _prepare(conn, path)
+            return conn, SqliteTurns.connect(path)
         except BaseException:
             conn.close()
             raise
-        return conn
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.to_thread(self._locked, work)
-
-    def _locked(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        # A thread lock, not an asyncio one: a cancelled caller must not let the
-        # next statement start while its thread is still using the connection.
-        with self._lock:
-            if self._conn is None:
-                raise StoreUnavailableError("the settings store is closed")
-            try:
-                return work(self._conn)
-            except sqlite3.Error as error:
-                raise StoreUnavailableError(f"sqlite: {error}") from error
+        return await self._conn.run(work)
 
     # organizations and workspaces
 
@@ -491,54 +468,22 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
     # turn records
 
     async def put_turn(self, turn: TurnRecord, ttl_s: int) -> None:
-        """Keep the turn for ttl_s seconds; expired turns are purged on the way."""
+        """Keep the turn for ttl_s seconds."""
         if ttl_s < 1:
             raise ValueError("ttl_s must be at least 1")
-
-        def insert(conn: sqlite3.Connection) -> None:
-            now = time.time()
-            with _transaction(conn):
-                conn.execute("DELETE FROM turns WHERE expires_at <= ?", (now,))
-                conn.execute(
-                    "INSERT OR REPLACE INTO turns (turn_id, expires_at, record) VALUES (?, ?, ?)",
-                    (turn.turn_id, now + ttl_s, _encode(turn)),
-                )
-
-        def write(conn: sqlite3.Connection) -> None:
-            # A turn record is written on every retrieval turn and lives an hour: its
-            # commit skips the fsync (WAL with synchronous=NORMAL: it survives a crash
-            # of the process, an OS crash may lose the last ones, and those turns' later
-            # citation checks answer 404). Measured: 4 ms -> 0.2 ms per turn. Every other
-            # write stays fully synchronous.
-            conn.execute("PRAGMA synchronous=NORMAL")
-            try:
-                insert(conn)
-            finally:
-                conn.execute("PRAGMA synchronous=FULL")
-
-        await self._run(write)
+        await self._turns.put(turn, ttl_s)
 
     async def get_turn(self, tenant_id: str, turn_id: str) -> TurnRecord | None:
         """The tenant's turn if it exists and has not expired."""
-
-        def work(conn: sqlite3.Connection) -> TurnRecord | None:
-            row = conn.execute(
-                "SELECT record FROM turns WHERE turn_id = ? AND expires_at > ?",
-                (turn_id, time.time()),
-            ).fetchone()
-            return own_turn(self._decode.one_or_none(TurnRecord, _record(row)), tenant_id)
-
-        return await self._run(work)
+        return await self._turns.get(tenant_id, turn_id)
 
     async def delete_turns(self, tenant_id: str) -> int:
-        """Remove every turn record of the tenant (the tenant id is inside the record)."""
+        """Remove every turn record of the tenant."""
+        return await self._turns.delete_tenant(tenant_id)
 
-        def work(conn: sqlite3.Connection) -> int:
-            return conn.execute(
-                "DELETE FROM turns WHERE json_extract(record, '$.tenant_id') = ?", (tenant_id,)
-            ).rowcount
-
-        return await self._run(work)
+    async def purge_expired_turns(self) -> int:
+        """Delete expired turn records now; returns how many went."""
+        return await self._turns.purge()
 
     # operations
 
@@ -547,22 +492,16 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
         await self._run(lambda conn: conn.execute("SELECT 1 FROM orgs LIMIT 1").fetchall())
 
     async def close(self) -> None:
-        """Close the connection; later calls raise StoreUnavailableError."""
-
-        def work() -> None:
-            with self._lock:
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
-
-        await asyncio.to_thread(work)
+        """Close both connections; later calls raise StoreUnavailableError."""
+        await self._turns.close()
+        await self._conn.close()
 
 
 def _prepare(conn: sqlite3.Connection, path: Path) -> None:
     """WAL, foreign keys, schema; refuses a file written by a newer schema."""
     try:
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        conn.execute("PRAGMA synchronous=FULL")  # every commit durable (turn records aside)
+        conn.execute("PRAGMA synchronous=FULL")  # every commit durable
         conn.execute("PRAGMA foreign_keys=ON")
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         if version <= SCHEMA_VERSION:

@@ -1,4 +1,5 @@
-"""The SQLite store's upkeep: deletions left unfinished, and what retention purges.
+"""The SQLite store's upkeep: deletions left unfinished, the deletions' audit, and the
+settings history retention purges.
 
 Mixed into `settings.sqlite_store.SqliteStore`, whose `_run` runs each statement in a
 worker thread under the connection's lock.
@@ -7,7 +8,6 @@ worker thread under the connection's lock.
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -18,8 +18,7 @@ T = TypeVar("T")
 
 
 class SqliteUpkeep:
-    """`pending_deletions`, the deletions' audit records, `purge_expired_turns` and
-    `purge_settings_history`."""
+    """`pending_deletions`, the deletions' audit records and `purge_settings_history`."""
 
     _decode: RecordDecoder
 
@@ -62,14 +61,6 @@ class SqliteUpkeep:
         def work(conn: sqlite3.Connection) -> list[DeletionRecord]:
             rows = conn.execute("SELECT record FROM deletions ORDER BY seq").fetchall()
             return self._decode.each(DeletionRecord, (str(row[0]) for row in rows))
-
-        return await self._run(work)
-
-    async def purge_expired_turns(self) -> int:
-        """Delete expired turn records now; returns how many went."""
-
-        def work(conn: sqlite3.Connection) -> int:
-            return conn.execute("DELETE FROM turns WHERE expires_at <= ?", (time.time(),)).rowcount
 
         return await self._run(work)
 

@@ -151,6 +151,7 @@ class Services:
         await self.workspace_limiter.close()
         await self.auth_failures.close()
         self.expensive.close()
+        self.query_embeddings.close()
         await self.store.close()
         await asyncio.to_thread(self.index.close)
         if self.redis is not None:

@@ -774,12 +774,15 @@ async def test_ping_answers_when_up(store: SettingsStore) -> None:
 
 
 async def test_sqlite_purges_expired_turns_and_refuses_after_close(tmp_path: Path) -> None:
-    """Expired turn rows are purged when a turn is written; a closed store is unavailable."""
+    """An expired turn row stays unreadable until the retention sweep purges it (and only
+    it); a closed store is unavailable."""
     store = await SqliteStore.open(tmp_path / "nested" / "settings.sqlite3")
     try:
         await store.put_turn(turn("old"), ttl_s=1)
         await asyncio.sleep(1.1)
-        await store.put_turn(turn("new"), ttl_s=60)  # purges "old" on the way
+        await store.put_turn(turn("new"), ttl_s=60)
+        assert await store.get_turn(TURN_TENANT, "old") is None
+        assert await store.purge_expired_turns() == 1
         assert await store.purge_expired_turns() == 0
         assert await store.get_turn(TURN_TENANT, "new") == turn("new")
     finally:

@@ -52,11 +52,11 @@ async def test_a_question_asked_twice_in_one_call_is_embedded_once() -> None:
 
 
 async def test_concurrent_turns_embed_side_by_side_without_blocking_the_loop() -> None:
-    """Two turns' questions are in the model at the same time (worker threads), and the
-    event loop keeps running while both wait on it."""
+    """With two question threads, two turns' questions are in the model at the same time,
+    and the event loop keeps running while both wait on it."""
     model = GatedModel()
     model.gate.clear()
-    embeddings = QueryEmbeddings(model.embed_queries, LruCache(0))
+    embeddings = QueryEmbeddings(model.embed_queries, LruCache(0), threads=2)
     first = asyncio.create_task(embeddings.embed("t", ["first"]))
     second = asyncio.create_task(embeddings.embed("t", ["second"]))
     await _until(lambda: len(model.batches) == 2)
@@ -65,6 +65,25 @@ async def test_concurrent_turns_embed_side_by_side_without_blocking_the_loop() -
     model.gate.set()
     assert await first == model.expected(["first"])
     assert await second == model.expected(["second"])
+    embeddings.close()
+
+
+async def test_questions_beyond_the_question_threads_wait_for_a_free_one() -> None:
+    """With one question thread, a second turn's question reaches the model only once the
+    first's call has returned: never more model runs at once than threads."""
+    model = GatedModel()
+    model.gate.clear()
+    embeddings = QueryEmbeddings(model.embed_queries, LruCache(0), threads=1)
+    first = asyncio.create_task(embeddings.embed("t", ["first"]))
+    second = asyncio.create_task(embeddings.embed("t", ["second"]))
+    await _until(lambda: len(model.batches) == 1)
+    await asyncio.sleep(0.05)
+    assert model.batches == [["first"]]
+    model.gate.set()
+    assert await first == model.expected(["first"])
+    assert await second == model.expected(["second"])
+    assert model.batches == [["first"], ["second"]]
+    embeddings.close()
 
 
 async def test_cached_questions_are_not_embedded_again_within_a_partition() -> None:
