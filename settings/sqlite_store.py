@@ -2,9 +2,9 @@
 
 Open it with `await SqliteStore.open(path)`. One connection (WAL, foreign keys on,
 every commit fully synchronous) is shared by every call; its statements run one at a
-time in its own thread, never on the event loop (`settings.sqlite_connection`). Turn records have a
-connection of their own (`settings.sqlite_turns`). Records are kept as msgspec JSON in a
-`record` column beside the key columns used for lookups and uniqueness.
+time in its own thread, never on the event loop (`settings.sqlite_connection`). Turn
+records have a connection of their own (`settings.sqlite_turns`). Records are kept as
+msgspec JSON in a `record` column beside the key columns used for lookups and uniqueness.
 """
 
 from __future__ import annotations

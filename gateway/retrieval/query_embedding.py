@@ -6,10 +6,8 @@ embedding holds no tenant data, but a shared entry would let one tenant tell by
 timing whether another asked the same question, so entries are never shared.
 Questions not in the cache are embedded one call per turn in the question threads (the
 model releases the GIL), one fewer than the cores: concurrent turns' questions run side
-by side while the event loop, which runs every turn's index calls, keeps a core. With a
-thread per waiting question instead (asyncio's default pool, six here), eight callers on
-2 cores made the loop wait its turn among the model runs: 79 turns/s against 88 with one
-question thread (docs/benchmarks.md, "Turn latency").
+by side while the event loop, which runs every turn's index calls, keeps a core rather
+than waiting its turn among model runs (docs/decisions/query-batching.md).
 """
 
 from __future__ import annotations

@@ -51,14 +51,25 @@ async def test_a_question_asked_twice_in_one_call_is_embedded_once() -> None:
     assert model.batches == [["a question", "a variation"]]
 
 
+Question = asyncio.Task[list[Embedding]]
+Turns = tuple[GatedModel, QueryEmbeddings, Question, Question]
+
+
+def _two_gated_turns(threads: int) -> Turns:
+    """A closed-gate model behind `threads` question threads, and two turns' questions
+    ("first", then "second") sent to it."""
+    model = GatedModel()
+    model.gate.clear()
+    embeddings = QueryEmbeddings(model.embed_queries, LruCache(0), threads=threads)
+    first = asyncio.create_task(embeddings.embed("t", ["first"]))
+    second = asyncio.create_task(embeddings.embed("t", ["second"]))
+    return model, embeddings, first, second
+
+
 async def test_concurrent_turns_embed_side_by_side_without_blocking_the_loop() -> None:
     """With two question threads, two turns' questions are in the model at the same time,
     and the event loop keeps running while both wait on it."""
-    model = GatedModel()
-    model.gate.clear()
-    embeddings = QueryEmbeddings(model.embed_queries, LruCache(0), threads=2)
-    first = asyncio.create_task(embeddings.embed("t", ["first"]))
-    second = asyncio.create_task(embeddings.embed("t", ["second"]))
+    model, embeddings, first, second = _two_gated_turns(threads=2)
     await _until(lambda: len(model.batches) == 2)
     assert not first.done()
     assert not second.done()
@@ -71,11 +82,7 @@ async def test_concurrent_turns_embed_side_by_side_without_blocking_the_loop() -
 async def test_questions_beyond_the_question_threads_wait_for_a_free_one() -> None:
     """With one question thread, a second turn's question reaches the model only once the
     first's call has returned: never more model runs at once than threads."""
-    model = GatedModel()
-    model.gate.clear()
-    embeddings = QueryEmbeddings(model.embed_queries, LruCache(0), threads=1)
-    first = asyncio.create_task(embeddings.embed("t", ["first"]))
-    second = asyncio.create_task(embeddings.embed("t", ["second"]))
+    model, embeddings, first, second = _two_gated_turns(threads=1)
     await _until(lambda: len(model.batches) == 1)
     await asyncio.sleep(0.05)
     assert model.batches == [["first"]]
