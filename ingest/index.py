@@ -157,9 +157,12 @@ class QueryResult:
 
 @dataclass(frozen=True, slots=True)
 class RankResult:
-    """The ranked points of each leg, in the order the legs were given."""
+    """The ranked points of each leg, in the order the legs were given, and how many
+    dense legs were searched again exactly because their first answer was weak
+    (`ingest.index_common.EXACT_CHECK_BELOW`)."""
 
     legs: tuple[tuple[RankedPoint, ...], ...] = field(default_factory=tuple)
+    exact_checks: int = 0
 
 
 class IndexUnavailableError(RuntimeError):

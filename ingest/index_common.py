@@ -39,6 +39,12 @@ SCROLL_PAGE = 256
 GRAPH_M = 16
 DENSE_EF = 512
 ACORN_MAX_SELECTIVITY = 1.0
+#: A dense leg whose search answers weakly (nothing, or a best cosine below this) is
+#: searched again exactly in its Scope. A graph search misses most for a question far from
+#: everything in a large Scope, and such a question is the one with a low best score
+#: (docs/decisions/filtered-search.md). It is decided by the Scope's own scores, never by
+#: a count or estimate that other tenants' points would move.
+EXACT_CHECK_BELOW = 0.5
 
 
 class StoredPoint(Protocol):
@@ -136,6 +142,20 @@ def scroll_all(read_page: Callable[[Any], tuple[Sequence[Item], Any]]) -> list[I
         items.extend(page)
         if offset is None:
             return items
+
+
+# ---- weak dense answers -------------------------------------------------------------
+
+
+def weak_dense_legs(legs: Sequence[Leg], found: Sequence[Sequence[ScoredPoint]]) -> list[int]:
+    """The positions of the dense legs to search again exactly: those that found nothing
+    (a Scope with no point above the leg's floor, or a graph search that missed) or whose
+    best score is below `EXACT_CHECK_BELOW`."""
+    return [
+        position
+        for position, (leg, points) in enumerate(zip(legs, found, strict=True))
+        if leg.kind is LegKind.DENSE and (not points or points[0].score < EXACT_CHECK_BELOW)
+    ]
 
 
 # ---- keyword IDF, probed ------------------------------------------------------------

@@ -64,6 +64,7 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
+from ingest.edge_log_pages import page_out_log
 from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
@@ -93,6 +94,7 @@ from ingest.index_common import (
     scroll_all,
     sparse_values,
     stored_passages,
+    weak_dense_legs,
 )
 from ingest.index_common import hit as _hit
 from ingest.index_common import ranked_point as _ranked
@@ -202,12 +204,15 @@ class EdgeIndex:
         return held is not None and held.document_keywords
 
     def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
-        found = self._query_batch(collection, scope, legs, with_payload=True)
+        found, _ = self._query_batch(collection, scope, legs, with_payload=True)
         return QueryResult(legs=tuple(tuple(map(_hit, points)) for points in found))
 
     def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
-        found = self._query_batch(collection, scope, legs, with_payload=list(REF_KEYS))
-        return RankResult(legs=tuple(tuple(map(_ranked, points)) for points in found))
+        found, exact_checks = self._query_batch(
+            collection, scope, legs, with_payload=list(REF_KEYS)
+        )
+        legs_found = tuple(tuple(map(_ranked, points)) for points in found)
+        return RankResult(legs=legs_found, exact_checks=exact_checks)
 
     def keyword_idf(
         self, collection: str, scope: Scope, legs: Sequence[Leg]
@@ -494,6 +499,7 @@ class EdgeIndex:
                 shard.update(UpdateOperation.create_field_index(key, _keyword_index(key)))
             if stale:
                 shard.flush()
+            page_out_log(path)  # read whole by the load, not again until the next one
         except BaseException:
             shard.close()  # release the directory lock
             raise
@@ -519,8 +525,10 @@ class EdgeIndex:
 
     def _query_batch(
         self, collection: str, scope: Scope, legs: Sequence[Leg], *, with_payload: bool | list[str]
-    ) -> list[list[ScoredPoint]]:
-        """Every leg in one engine call, with the payload keys asked for.
+    ) -> tuple[list[list[ScoredPoint]], int]:
+        """Every leg in one engine call, with the payload keys asked for; then the weak dense
+        legs (`weak_dense_legs`) again, exactly, in a second call. Answers each leg's points
+        and how many legs were searched again.
 
         Keyword legs compute IDF over the Scope's own points (`where`): never more, and
         never a cheaper filter chosen by what else the tenant holds, so neither the scores
@@ -529,24 +537,35 @@ class EdgeIndex:
         queries = [self._leg_query(leg) for leg in legs]  # checked before anything is read
         held = self._existing(collection)
         if held is None or not legs:
-            return [[] for _ in legs]
+            return [[] for _ in legs], 0
         # A collection made before document keyword vectors finds nothing on that leg.
         runs = [held.document_keywords or leg.kind is not LegKind.DOCUMENT_KEYWORD for leg in legs]
-        requests = [
-            QueryRequest(
+
+        def request(leg: Leg, query: Query, params: SearchParams) -> QueryRequest:
+            return QueryRequest(
                 limit=leg.limit,
                 query=query,
                 filter=where,
                 score_threshold=leg.floor,
                 with_payload=with_payload,
-                params=_FILTERED_DENSE if leg.kind is LegKind.DENSE else _idf_over(where),
+                params=params,
             )
+
+        requests = [
+            request(leg, query, _FILTERED_DENSE if leg.kind is LegKind.DENSE else _idf_over(where))
             for leg, query, run in zip(legs, queries, runs, strict=True)
             if run
         ]
         with _engine_errors(collection):
             found = iter(held.shard.query_batch(QueryBatchRequest(requests)))
-            return [list(next(found)) if run else [] for run in runs]
+            results = [list(next(found)) if run else [] for run in runs]
+            weak = weak_dense_legs(legs, results)
+            if weak:
+                again = [request(legs[i], queries[i], _EXACT) for i in weak]
+                exact = held.shard.query_batch(QueryBatchRequest(again))
+                for position, points in zip(weak, exact, strict=True):
+                    results[position] = list(points)
+        return results, len(weak)
 
     def _leg_query(self, leg: Leg) -> Query:
         if leg.kind is LegKind.DENSE and leg.dense is not None:
@@ -593,6 +612,8 @@ _FILTERED_DENSE = SearchParams(
     hnsw_ef=DENSE_EF,
     acorn=AcornSearchParams(enable=True, max_selectivity=ACORN_MAX_SELECTIVITY),
 )
+#: A weak dense answer's second search (`weak_dense_legs`).
+_EXACT = SearchParams(exact=True)
 
 
 def _graphs(full_scan_threshold_kb: int) -> HnswIndexConfig:

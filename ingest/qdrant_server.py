@@ -56,6 +56,7 @@ from ingest.index_common import (
     scroll_all,
     sparse_values,
     stored_passages,
+    weak_dense_legs,
 )
 from ingest.payload import (
     INDEXED_KEYS,
@@ -78,6 +79,8 @@ _FILTERED_DENSE = models.SearchParams(
     hnsw_ef=DENSE_EF,
     acorn=models.AcornSearchParams(enable=True, max_selectivity=ACORN_MAX_SELECTIVITY),
 )
+#: A weak dense answer's second search (`weak_dense_legs`).
+_EXACT = models.SearchParams(exact=True)
 #: One graph per tenant, none over the whole collection, as on Qdrant Edge
 #: (`ingest.qdrant_edge._graphs`): every search carries its tenant.
 _GRAPHS = models.HnswConfigDiff(m=0, payload_m=GRAPH_M)
@@ -247,12 +250,15 @@ class ServerIndex:
         return known
 
     def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
-        responses = self._query_batch(collection, scope, legs, with_payload=True)
+        responses, _ = self._query_batch(collection, scope, legs, with_payload=True)
         return QueryResult(legs=tuple(tuple(map(hit, points)) for points in responses))
 
     def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
-        responses = self._query_batch(collection, scope, legs, with_payload=list(REF_KEYS))
-        return RankResult(legs=tuple(tuple(map(ranked_point, points)) for points in responses))
+        found, exact_checks = self._query_batch(
+            collection, scope, legs, with_payload=list(REF_KEYS)
+        )
+        legs_found = tuple(tuple(map(ranked_point, points)) for points in found)
+        return RankResult(legs=legs_found, exact_checks=exact_checks)
 
     def keyword_idf(
         self, collection: str, scope: Scope, legs: Sequence[Leg]
@@ -317,18 +323,28 @@ class ServerIndex:
         legs: Sequence[Leg],
         *,
         with_payload: bool | list[str],
-    ) -> list[list[models.ScoredPoint]]:
+    ) -> tuple[list[list[models.ScoredPoint]], int]:
+        """Every leg in one call, then the weak dense legs (`weak_dense_legs`) again,
+        exactly, as on Qdrant Edge. Answers each leg's points and how many were searched
+        again."""
         where = _scope_filter(scope)
         requests = [self._leg_request(leg, where, with_payload) for leg in legs]
         if not requests or not self._exists(collection):
-            return [[] for _ in legs]
+            return [[] for _ in legs], 0
         # A collection made before document keyword vectors finds nothing on that leg.
         document_keywords = self.document_keywords(collection)
         runs = [document_keywords or leg.kind is not LegKind.DOCUMENT_KEYWORD for leg in legs]
         wanted = [request for request, run in zip(requests, runs, strict=True) if run]
         with self._serialized(), self._calling(collection):
             responses = iter(self._client.query_batch_points(collection, wanted) if wanted else [])
-        return [next(responses).points if run else [] for run in runs]
+            results = [next(responses).points if run else [] for run in runs]
+            weak = weak_dense_legs(legs, results)
+            if weak:
+                again = [requests[i].model_copy(update={"params": _EXACT}) for i in weak]
+                exact = self._client.query_batch_points(collection, again)
+                for position, response in zip(weak, exact, strict=True):
+                    results[position] = response.points
+        return results, len(weak)
 
     def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
         extra = () if document_id is None else (_match(PayloadKey.DOCUMENT_ID, document_id),)

@@ -89,6 +89,8 @@ def rank_plan(
     document_keywords = services.index.document_keywords(plan.collection)
     legs = legs_for(plan, embeddings, leg_limit, document_keywords=document_keywords)
     result: RankResult = services.index.rank(plan.collection, plan.scope, legs)
+    if result.exact_checks:
+        services.telemetry.count("dense_exact_checks", result.exact_checks)
     hits = _current_only([list(found) for found in result.legs])
     if not keywords_count(services.index, plan, legs, hits):
         hits = [

@@ -369,6 +369,21 @@ def _event_total(metrics: str, event: str) -> float:
     return float(lines[0].removeprefix(prefix)) if lines else 0.0
 
 
+async def test_a_weak_dense_answer_is_counted_as_an_exact_check(gateway: Gateway) -> None:
+    """A turn whose dense leg finds nothing strong (an off-topic question) counts one
+    `dense_exact_checks` event for its KB; an on-topic turn counts none."""
+    tenant = await _tenant_with_corpus(gateway)
+    await tenant.agent("bot", ["kb"])
+
+    async def checks_after(question: str) -> float:
+        await tenant.retrieve("bot", question)
+        metrics = (await gateway.client.get("/metrics", headers=gateway.platform)).text
+        return _event_total(metrics, "dense_exact_checks")
+
+    assert await checks_after("Why do cats purr?") == 0
+    assert await checks_after("Which form do I file for quarterly sales tax?") == 1
+
+
 async def test_each_leg_ranks_five_passages_per_passage_returned(gateway: Gateway) -> None:
     """A turn's dense leg ranks 5 x top_k passages, at least 20: more than fusion needs is
     search time, and the turn's results stay the best of those candidates."""

@@ -24,6 +24,7 @@ import pytest
 from msgspec import structs
 from qdrant_client import QdrantClient, models
 from qdrant_edge import (
+    AcornSearchParams,
     Distance,
     EdgeConfig,
     EdgeShard,
@@ -31,6 +32,10 @@ from qdrant_edge import (
     EdgeVectorParams,
     KeywordIndexParams,
     Modifier,
+    Query,
+    QueryBatchRequest,
+    QueryRequest,
+    SearchParams,
 )
 from testcontainers.community.qdrant import QdrantContainer
 
@@ -45,6 +50,7 @@ from ingest.index import (
     SparseVector,
     org_collection,
 )
+from ingest.index_common import ACORN_MAX_SELECTIVITY, DENSE_EF, EXACT_CHECK_BELOW
 from ingest.keyword_scale import bm25_idf
 from ingest.payload import (
     INDEXED_KEYS,
@@ -58,6 +64,7 @@ from ingest.payload import (
     to_payload,
 )
 from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
+from ingest.qdrant_edge import _scope_filter as _edge_scope_filter
 from ingest.qdrant_server import ServerIndex
 from tests.support.services import require_docker
 
@@ -307,6 +314,34 @@ def test_rank_scores_like_query_and_reads_only_where_hits_belong(
         assert [h.payload.ref for h in full] == [r.ref for r in light]
     assert ranked.legs[0][0].ref == passages[0].payload.ref
     assert not hasattr(ranked.legs[0][0], "payload")
+
+
+def test_a_weak_dense_answer_is_searched_again_exactly(index: Index, collection: str) -> None:
+    """A dense leg that finds nothing above its floor, or whose best cosine is below
+    `EXACT_CHECK_BELOW`, is searched again exactly and counted in `exact_checks`; a
+    strong dense leg and the keyword legs are not. Each leg answers the points and
+    scores `query` answers."""
+    index.upsert(
+        collection, [passage(idx=k, dense=tilted(k), terms=(1, 100 + k)) for k in range(4)]
+    )
+
+    def toward_axis0(cosine: float) -> tuple[float, ...]:
+        """A unit vector at `cosine` to axis(0), orthogonal to every passage's other axis."""
+        return (cosine, *([0.0] * (DIM - 2)), math.sqrt(1 - cosine * cosine))
+
+    def checks(*legs: Leg) -> int:
+        ranked = index.rank(collection, scope(), legs)
+        queried = index.query(collection, scope(), legs)
+        for light, full in zip(ranked.legs, queried.legs, strict=True):
+            assert [(r.point_id, r.score) for r in light] == [(h.point_id, h.score) for h in full]
+        return ranked.exact_checks
+
+    assert 0.45 < EXACT_CHECK_BELOW < 0.7
+    assert checks(dense_leg(axis(0), limit=2), keyword_leg(1, limit=2), keyword_leg(200)) == 0
+    assert checks(dense_leg(toward_axis0(0.7)), dense_leg(toward_axis0(0.45))) == 1
+    assert checks(dense_leg(axis(DIM - 1), limit=2)) == 1  # orthogonal to every passage
+    assert checks(dense_leg(axis(0), floor=0.99), dense_leg(axis(0), floor=1.01)) == 1
+    assert index.rank(collection, scope(), [dense_leg(axis(0), floor=1.01)]).legs == ((),)
 
 
 def test_rank_reads_each_points_ref_as_last_written(index: Index, collection: str) -> None:
@@ -884,6 +919,64 @@ def test_edge_optimize_builds_the_graph_and_searches_stay_inside_the_scope(
             assert len(set(dense_after) & set(dense_before)) >= len(dense_before) - 1
     finally:
         index.close()
+
+
+def test_edge_answers_a_far_question_exactly_where_its_graph_misses(tmp_path: Path) -> None:
+    """Questions far from a tenant's content (a tight cluster of 3,000 passages, a few
+    scattered ones) are where a graph search misses: over 20 such questions the graph
+    alone finds only part of the exact top 10. Through the adapter, every question whose
+    exact best cosine is below `EXACT_CHECK_BELOW` gets exactly the exact top 10."""
+    dim, rng = 32, random.Random(2)
+
+    def around(axis_index: int, spread: float) -> tuple[float, ...]:
+        values = [(d == axis_index) + rng.gauss(0, spread) for d in range(dim)]
+        norm = math.sqrt(sum(v * v for v in values))
+        return tuple(v / norm for v in values)
+
+    corpus = [passage(doc=f"near{n}", dense=around(0, 0.05)) for n in range(3000)]
+    corpus += [passage(doc=f"far{n}", dense=around(dim - 1, 0.6)) for n in range(20)]
+    rng.shuffle(corpus)
+    questions = [around(dim - 1, 0.6) for _ in range(20)]
+    collection = org_collection(ORG)
+    index = EdgeIndex(tmp_path, dense_dim=dim, indexing_threshold_kb=1)
+    try:
+        index.upsert(collection, corpus)
+        assert index.optimize() == [collection]
+        answers = [index.rank(collection, scope(), [dense_leg(q, limit=10)]) for q in questions]
+    finally:
+        index.close()
+    shard = EdgeShard.load(str(tmp_path / EDGE_DIR / collection))
+    try:
+        exact = [_edge_dense(shard, q, SearchParams(exact=True)) for q in questions]
+        graph = [_edge_dense(shard, q, _GRAPH_SEARCH) for q in questions]
+    finally:
+        shard.close()
+    covered = [n for n, top in enumerate(exact) if top[0][1] < EXACT_CHECK_BELOW]
+    assert len(covered) >= 10
+    assert any({i for i, _ in graph[n]} != {i for i, _ in exact[n]} for n in covered)
+    for n in covered:
+        assert [point.point_id for point in answers[n].legs[0]] == [i for i, _ in exact[n]]
+        assert answers[n].exact_checks == 1
+
+
+_GRAPH_SEARCH = SearchParams(
+    hnsw_ef=DENSE_EF, acorn=AcornSearchParams(enable=True, max_selectivity=ACORN_MAX_SELECTIVITY)
+)
+
+
+def _edge_dense(
+    shard: EdgeShard, vector: tuple[float, ...], params: SearchParams
+) -> list[tuple[str, float]]:
+    """The top 10 of the dense vector in the default Scope, searched as `params` say."""
+    request = QueryRequest(
+        limit=10,
+        query=Query.Nearest(list(vector), using=DENSE_VECTOR),
+        filter=_edge_scope_filter(scope()),
+        params=params,
+        with_payload=False,
+    )
+    (found,) = shard.query_batch(QueryBatchRequest([request]))
+    return [(str(point.id), point.score) for point in found]
 
 
 def test_edge_threshold_zero_never_indexes(tmp_path: Path) -> None:
