@@ -2,10 +2,11 @@
 
 Edge maps each log segment (a 32 MB file) into the process and reads the log whole when a
 shard loads, to replay it. The pages then stay resident, file-backed, although nothing
-reads them again before the next load: about 38 MB a collection, 1.9 GB of a 1M-passage
-store's 4.9 GB (docs/decisions/edge-memory.md). `madvise(MADV_PAGEOUT)` on the log's
-mappings writes back anything dirty and frees them; a later write faults in only the page
-it appends to.
+reads them again before the next load: tens of MB a collection
+(docs/decisions/edge-memory.md). `madvise(MADV_PAGEOUT)` on the log's mappings writes back
+anything dirty and frees them; a later write faults in only the page it appends to. The
+advice never changes what memory holds, so a mapping that changed since `/proc` was read
+is at worst paged out to no purpose.
 
 Linux 5.4 or later; elsewhere nothing is paged out and the log stays resident.
 """
