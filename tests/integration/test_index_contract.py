@@ -24,7 +24,6 @@ import pytest
 from msgspec import structs
 from qdrant_client import QdrantClient, models
 from qdrant_edge import (
-    AcornSearchParams,
     Distance,
     EdgeConfig,
     EdgeShard,
@@ -50,7 +49,7 @@ from ingest.index import (
     SparseVector,
     org_collection,
 )
-from ingest.index_common import ACORN_MAX_SELECTIVITY, DENSE_EF, EXACT_CHECK_BELOW
+from ingest.index_common import EXACT_CHECK_BELOW
 from ingest.keyword_scale import bm25_idf
 from ingest.payload import (
     INDEXED_KEYS,
@@ -63,6 +62,7 @@ from ingest.payload import (
     text_checksum,
     to_payload,
 )
+from ingest.qdrant_edge import _FILTERED_DENSE as _EDGE_GRAPH_SEARCH
 from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from ingest.qdrant_edge import _scope_filter as _edge_scope_filter
 from ingest.qdrant_server import ServerIndex
@@ -948,7 +948,7 @@ def test_edge_answers_a_far_question_exactly_where_its_graph_misses(tmp_path: Pa
     shard = EdgeShard.load(str(tmp_path / EDGE_DIR / collection))
     try:
         exact = [_edge_dense(shard, q, SearchParams(exact=True)) for q in questions]
-        graph = [_edge_dense(shard, q, _GRAPH_SEARCH) for q in questions]
+        graph = [_edge_dense(shard, q, _EDGE_GRAPH_SEARCH) for q in questions]
     finally:
         shard.close()
     covered = [n for n, top in enumerate(exact) if top[0][1] < EXACT_CHECK_BELOW]
@@ -957,11 +957,6 @@ def test_edge_answers_a_far_question_exactly_where_its_graph_misses(tmp_path: Pa
     for n in covered:
         assert [point.point_id for point in answers[n].legs[0]] == [i for i, _ in exact[n]]
         assert answers[n].exact_checks == 1
-
-
-_GRAPH_SEARCH = SearchParams(
-    hnsw_ef=DENSE_EF, acorn=AcornSearchParams(enable=True, max_selectivity=ACORN_MAX_SELECTIVITY)
-)
 
 
 def _edge_dense(
