@@ -445,7 +445,7 @@ def _turns(url: str, work: list[tuple[str, str, str]], concurrency: int) -> dict
                     scope, key, question = waiting.popleft()
                 except IndexError:
                     return
-                caller = callers.setdefault(key, _Caller(url, key))
+                caller = callers.get(key) or callers.setdefault(key, _Caller(url, key))
                 started = time.perf_counter()
                 status, _ = caller.request(
                     "POST", "/v1/retrieve", {"agent_id": AGENT, "question": question}

@@ -203,6 +203,16 @@ class _Caller:
         self, method: str, path: str, body: dict[str, Any] | None = None
     ) -> tuple[int, bytes]:
         payload = json.dumps(body).encode() if body is not None else None
+        try:
+            return self._send(method, path, payload)
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # The server closes a keep-alive connection left idle past its timeout
+            # (uvicorn: 5 s); the request never reached it: send it on a new connection.
+            self._connection.close()
+            self._connection.connect()
+            return self._send(method, path, payload)
+
+    def _send(self, method: str, path: str, payload: bytes | None) -> tuple[int, bytes]:
         self._connection.request(method, path, body=payload, headers=self._headers)
         response = self._connection.getresponse()
         return response.status, response.read()

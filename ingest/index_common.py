@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ingest.index import (
@@ -158,7 +159,13 @@ def weak_dense_legs(legs: Sequence[Leg], found: Sequence[Sequence[ScoredPoint]])
     ]
 
 
-# ---- keyword IDF, probed ------------------------------------------------------------
+# ---- keyword IDF: counted, or probed term by term ----------------------------------
+
+#: The most points of the Scope holding a keyword vector for which `keyword_idf` counts
+#: each term's holders n by searching for the term alone, reading every point that holds
+#: it (`counted_idf`); over more, it reads n back from the engine's IDF (`probed_idf`),
+#: which costs less than listing so many points.
+IDF_COUNT_LIMIT = 4096
 
 
 def keyword_vector_name(kind: LegKind) -> str:
@@ -166,34 +173,91 @@ def keyword_vector_name(kind: LegKind) -> str:
     return SPARSE_VECTOR if kind is LegKind.KEYWORD else DOCUMENT_SPARSE_VECTOR
 
 
-def idf_probes(legs: Sequence[Leg]) -> list[tuple[str, int]]:
-    """The distinct (vector, term) pairs of the keyword legs: one search each, for the
-    term alone, finds its IDF (`probed_idf`)."""
-    probes: dict[tuple[str, int], None] = {}
+def keyword_terms(legs: Sequence[Leg]) -> dict[str, tuple[int, ...]]:
+    """The distinct terms of the keyword legs, per sparse vector they search."""
+    terms: dict[str, dict[int, None]] = {}
     for leg in legs:
         if leg.kind is not LegKind.DENSE and leg.sparse is not None:
-            name = keyword_vector_name(leg.kind)
-            probes.update(dict.fromkeys((name, term) for term in leg.sparse.indices))
-    return list(probes)
+            held = terms.setdefault(keyword_vector_name(leg.kind), {})
+            held.update(dict.fromkeys(leg.sparse.indices))
+    return {name: tuple(held) for name, held in terms.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class IdfSearches:
+    """The searches `keyword_idf` runs, one per (vector, term), in this order: `counted`,
+    the term alone (weight 1), as many points as the Scope holds the vector (`holders`),
+    reading neither payload nor vector; then `probed`, the term alone, limit 1, reading
+    the vector, with the IDF over the Scope the keyword legs score with."""
+
+    counted: tuple[tuple[str, int], ...]
+    probed: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def plan(cls, terms: Mapping[str, Sequence[int]], holders: Mapping[str, int]) -> IdfSearches:
+        """Count the terms of the vectors the Scope's points hold at most `IDF_COUNT_LIMIT`
+        times; probe the others. A vector no point of the Scope holds needs no search."""
+        pairs = [(name, term) for name in terms if holders[name] > 0 for term in terms[name]]
+        return cls(
+            counted=tuple(pair for pair in pairs if holders[pair[0]] <= IDF_COUNT_LIMIT),
+            probed=tuple(pair for pair in pairs if holders[pair[0]] > IDF_COUNT_LIMIT),
+        )
+
+    def idf(
+        self,
+        terms: Mapping[str, Sequence[int]],
+        holders: Mapping[str, int],
+        found: Sequence[Sequence[ScoredPoint]],
+    ) -> dict[tuple[str, int], float]:
+        """Every term's IDF over the Scope, from the searches' answers (`found`, in order)."""
+        idf = {
+            (name, term): bm25_idf(0, 0)
+            for name in terms
+            if holders[name] == 0
+            for term in terms[name]
+        }
+        counts = len(self.counted)
+        idf.update(counted_idf(self.counted, found[:counts], holders))
+        idf.update(probed_idf(self.probed, found[counts:], holders))
+        return idf
+
+
+def counted_idf(
+    counted: Sequence[tuple[str, int]],
+    found: Sequence[Sequence[ScoredPoint]],
+    holders: Mapping[str, int],
+) -> dict[tuple[str, int], float]:
+    """The IDFs of (vector, term) pairs, one search each for the term alone that read as
+    many points as the Scope holds the vector (N, `holders`): it found every point holding
+    the term (each scores above 0), so n is how many it found."""
+    return {
+        (name, term): bm25_idf(holders[name], len(points))
+        for (name, term), points in zip(counted, found, strict=True)
+    }
 
 
 def probed_idf(
-    legs: Sequence[Leg],
     probes: Sequence[tuple[str, int]],
     found: Sequence[Sequence[ScoredPoint]],
     holders: Mapping[str, int],
-) -> tuple[tuple[float, ...], ...]:
-    """Each keyword leg's term IDFs (dense legs: ()), from the probes' answers.
-
-    A probe asks for the term alone (weight 1) over the Scope, with the engine's IDF and
-    its best point's vector: that point scores idf x its weight for the term, so idf is
-    score / weight. A term no point of the Scope holds has n = 0: `bm25_idf(N, 0)`, with
-    N (`holders`) the Scope's points holding the vector. Terms not probed (a vector the
-    collection lacks, whose leg finds nothing) count 0."""
+) -> dict[tuple[str, int], float]:
+    """The IDFs of (vector, term) pairs, one search each for the term alone (weight 1)
+    over the Scope, with the engine's IDF over the Scope and its best point's vector:
+    that point scores idf x its weight for the term, so idf is score / weight. A term no
+    point of the Scope holds has n = 0: `bm25_idf(N, 0)`, with N (`holders`) the Scope's
+    points holding the vector."""
     idf: dict[tuple[str, int], float] = {}
     for (name, term), points in zip(probes, found, strict=True):
         probed = _probe_idf(name, term, points)
         idf[(name, term)] = bm25_idf(holders[name], 0) if probed is None else probed
+    return idf
+
+
+def legs_idf(
+    legs: Sequence[Leg], idf: Mapping[tuple[str, int], float]
+) -> tuple[tuple[float, ...], ...]:
+    """Each keyword leg's term IDFs, in the order of its terms (dense legs: ()). Terms not
+    found in `idf` (a vector the collection lacks, whose leg finds nothing) count 0."""
     return tuple(
         ()
         if leg.kind is LegKind.DENSE or leg.sparse is None

@@ -86,11 +86,12 @@ from ingest.index_common import (
     DENSE_EF,
     GRAPH_M,
     SCROLL_PAGE,
+    IdfSearches,
     checked_point_id,
     dense_values,
-    idf_probes,
+    keyword_terms,
+    legs_idf,
     passage_of,
-    probed_idf,
     scroll_all,
     sparse_values,
     stored_passages,
@@ -218,35 +219,58 @@ class EdgeIndex:
         self, collection: str, scope: Scope, legs: Sequence[Leg]
     ) -> tuple[tuple[float, ...], ...]:
         held = self._existing(collection)
-        probes = [
-            (name, term)
-            for name, term in idf_probes(legs)
-            if held is not None and (held.document_keywords or name != DOCUMENT_SPARSE_VECTOR)
-        ]
-        if held is None or not probes:
-            return probed_idf(legs, [], [], {})
+        if held is None:
+            return legs_idf(legs, {})
+        terms = {
+            name: held_terms
+            for name, held_terms in keyword_terms(legs).items()
+            if held.document_keywords or name != DOCUMENT_SPARSE_VECTOR
+        }
+        if not terms:
+            return legs_idf(legs, {})
         where = _scope_filter(scope)
-        requests = [
-            QueryRequest(
-                limit=1,
-                query=Query.Nearest(SparseVector(indices=[term], values=[1.0]), using=name),
-                filter=where,
-                with_vector=[name],
-                with_payload=False,
-                params=_idf_over(where),
-            )
-            for name, term in probes
-        ]
-        names = {name for name, _ in probes}
         with _engine_errors(collection):
-            found = held.shard.query_batch(QueryBatchRequest(requests))
             holders = {
                 name: held.shard.count(
                     CountRequest(exact=True, filter=_scope_filter(scope, HasVectorCondition(name)))
                 )
-                for name in names
+                for name in terms
             }
-        return probed_idf(legs, probes, found, holders)
+            searches = IdfSearches.plan(terms, holders)
+            requests = [
+                *(
+                    self._idf_count(name, term, holders[name], where)
+                    for name, term in searches.counted
+                ),
+                *(self._idf_probe(name, term, where) for name, term in searches.probed),
+            ]
+            found = held.shard.query_batch(QueryBatchRequest(requests)) if requests else []
+        idf = searches.idf(terms, holders, found)
+        return legs_idf(legs, idf)
+
+    @staticmethod
+    def _idf_count(name: str, term: int, holders: int, where: Filter) -> QueryRequest:
+        """Every point of the Scope holding the term, of the `holders` holding the vector.
+        Only how many there are is read, not the engine's scores."""
+        return QueryRequest(
+            limit=holders,
+            query=Query.Nearest(_term_query(term), using=name),
+            filter=where,
+            with_vector=False,
+            with_payload=False,
+        )
+
+    @staticmethod
+    def _idf_probe(name: str, term: int, where: Filter) -> QueryRequest:
+        """The term alone over the Scope, with the IDF the keyword legs score with."""
+        return QueryRequest(
+            limit=1,
+            query=Query.Nearest(_term_query(term), using=name),
+            filter=where,
+            with_vector=[name],
+            with_payload=False,
+            params=_idf_over(where),
+        )
 
     def fetch(
         self, collection: str, scope: Scope, point_ids: Sequence[str]
@@ -663,6 +687,11 @@ def _has_document_keywords(path: Path) -> bool:
 
 def _document(document_id: str) -> FieldCondition:
     return FieldCondition(key=PayloadKey.DOCUMENT_ID, match=MatchValue(document_id))
+
+
+def _term_query(term: int) -> SparseVector:
+    """A sparse query of one term, of weight 1."""
+    return SparseVector(indices=[term], values=[1.0])
 
 
 def _sparse(vector: PassageSparse) -> SparseVector:

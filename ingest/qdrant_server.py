@@ -46,12 +46,13 @@ from ingest.index_common import (
     DENSE_EF,
     GRAPH_M,
     SCROLL_PAGE,
+    IdfSearches,
     checked_point_id,
     dense_values,
     hit,
-    idf_probes,
+    keyword_terms,
+    legs_idf,
     passage_of,
-    probed_idf,
     ranked_point,
     scroll_all,
     sparse_values,
@@ -264,44 +265,41 @@ class ServerIndex:
         self, collection: str, scope: Scope, legs: Sequence[Leg]
     ) -> tuple[tuple[float, ...], ...]:
         if not self._exists(collection):
-            return probed_idf(legs, [], [], {})
+            return legs_idf(legs, {})
         document_keywords = self.document_keywords(collection)
-        probes = [
-            (name, term)
-            for name, term in idf_probes(legs)
+        terms = {
+            name: held_terms
+            for name, held_terms in keyword_terms(legs).items()
             if document_keywords or name != DOCUMENT_SPARSE_VECTOR
-        ]
-        if not probes:
-            return probed_idf(legs, [], [], {})
+        }
+        if not terms:
+            return legs_idf(legs, {})
         where = _scope_filter(scope)
-        # IDF over the scope only, as the keyword legs compute it.
-        params = models.SearchParams(idf=models.IdfCorpusParams(corpus=where))
-        requests = [
-            models.QueryRequest(
-                query=models.NearestQuery(
-                    nearest=models.SparseVector(indices=[term], values=[1.0])
-                ),
-                using=name,
-                filter=where,
-                params=params,
-                limit=1,
-                with_vector=[name],
-                with_payload=False,
-            )
-            for name, term in probes
-        ]
-        names = sorted({name for name, _ in probes})
+        # Probes compute IDF over the scope only, as the keyword legs do.
+        over_scope = models.SearchParams(idf=models.IdfCorpusParams(corpus=where))
         with self._serialized(), self._calling(collection):
-            responses = self._client.query_batch_points(collection, requests)
             holders = {
                 name: self._client.count(
                     collection,
                     _scope_filter(scope, models.HasVectorCondition(has_vector=name)),
                     exact=True,
                 ).count
-                for name in names
+                for name in terms
             }
-        return probed_idf(legs, probes, [r.points for r in responses], holders)
+            searches = IdfSearches.plan(terms, holders)
+            requests = [
+                *(
+                    _term_request(name, term, where, limit=holders[name], vector=False)
+                    for name, term in searches.counted
+                ),
+                *(
+                    _term_request(name, term, where, limit=1, vector=True, params=over_scope)
+                    for name, term in searches.probed
+                ),
+            ]
+            responses = self._client.query_batch_points(collection, requests) if requests else []
+        idf = searches.idf(terms, holders, [response.points for response in responses])
+        return legs_idf(legs, idf)
 
     def fetch(
         self, collection: str, scope: Scope, point_ids: Sequence[str]
@@ -667,3 +665,25 @@ def _match(key: PayloadKey, value: str) -> models.FieldCondition:
 def _sparse(vector: SparseVector) -> models.SparseVector:
     indices, values = sparse_values(vector)
     return models.SparseVector(indices=indices, values=values)
+
+
+def _term_request(
+    name: str,
+    term: int,
+    where: models.Filter,
+    *,
+    limit: int,
+    vector: bool,
+    params: models.SearchParams | None = None,
+) -> models.QueryRequest:
+    """A search of sparse vector `name` for one term (weight 1), reading no payload and,
+    when `vector`, each point's vector `name`."""
+    return models.QueryRequest(
+        query=models.NearestQuery(nearest=models.SparseVector(indices=[term], values=[1.0])),
+        using=name,
+        filter=where,
+        params=params,
+        limit=limit,
+        with_vector=[name] if vector else False,
+        with_payload=False,
+    )

@@ -49,7 +49,7 @@ from ingest.index import (
     SparseVector,
     org_collection,
 )
-from ingest.index_common import EXACT_CHECK_BELOW
+from ingest.index_common import EXACT_CHECK_BELOW, IDF_COUNT_LIMIT
 from ingest.keyword_scale import bm25_idf
 from ingest.payload import (
     INDEXED_KEYS,
@@ -772,9 +772,33 @@ def test_keyword_idf_is_what_the_keyword_legs_score_with(index: Index, collectio
     [keyword] = index.query(collection, scope(), [keyword_leg(1, 10, 99)]).legs
     first = {hit.point_id: hit.score for hit in keyword}[point_id("t1", "kb", "doc1", 0)]
     assert first == pytest.approx(passages[0] + passages[1])
+    # a scope with no point: every term is held by none of none
+    nobody = index.keyword_idf(collection, scope(tenant="t9"), legs)
+    assert nobody == ((bm25_idf(0, 0),) * 3, (), (bm25_idf(0, 0),) * 3)
     # a collection not created yet holds no term: nothing to weigh
     missing = index.keyword_idf(org_collection("never-created"), scope(), legs)
     assert missing == ((0.0, 0.0, 0.0), (), (0.0, 0.0, 0.0))
+
+
+def test_keyword_idf_holds_in_a_scope_too_large_to_count_term_by_term(
+    index: Index, collection: str
+) -> None:
+    """In a scope whose points holding the keyword vector are more than `keyword_idf`
+    counts term by term (`IDF_COUNT_LIMIT`), each term's IDF is still the one the keyword
+    leg scores with, over all of them."""
+    held = IDF_COUNT_LIMIT + 44
+    index.upsert(
+        collection,
+        [passage(idx=i, terms=(1, 2) if i % 3 == 0 else (1,)) for i in range(held)],
+    )
+    index.upsert(collection, [passage(tenant="t2", idx=i, terms=(2,)) for i in range(30)])
+    [idf] = index.keyword_idf(collection, scope(), [keyword_leg(1, 2, 99)])
+    thirds = len(range(0, held, 3))
+    expected = (bm25_idf(held, held), bm25_idf(held, thirds), bm25_idf(held, 0))
+    assert idf == pytest.approx(expected, rel=1e-4)  # the engine's scores are float32
+    [keyword] = index.query(collection, scope(), [keyword_leg(1, 2, 99, limit=held)]).legs
+    first = {hit.point_id: hit.score for hit in keyword}[point_id("t1", "kb", "doc1", 0)]
+    assert first == pytest.approx(idf[0] + idf[1])
 
 
 def test_bad_input_is_rejected(index: Index, collection: str) -> None:
