@@ -445,7 +445,9 @@ def _turns(url: str, work: list[tuple[str, str, str]], concurrency: int) -> dict
                     scope, key, question = waiting.popleft()
                 except IndexError:
                     return
-                caller = callers.get(key) or callers.setdefault(key, _Caller(url, key))
+                if key not in callers:
+                    callers[key] = _Caller(url, key)
+                caller = callers[key]
                 started = time.perf_counter()
                 status, _ = caller.request(
                     "POST", "/v1/retrieve", {"agent_id": AGENT, "question": question}

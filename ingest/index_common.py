@@ -188,37 +188,32 @@ class IdfSearches:
     """The searches `keyword_idf` runs, one per (vector, term), in this order: `counted`,
     the term alone (weight 1), as many points as the Scope holds the vector (`holders`),
     reading neither payload nor vector; then `probed`, the term alone, limit 1, reading
-    the vector, with the IDF over the Scope the keyword legs score with."""
+    the vector, with the IDF over the Scope the keyword legs score with. The terms of a
+    vector no point of the Scope holds (`unheld`) need no search."""
 
+    holders: Mapping[str, int]
     counted: tuple[tuple[str, int], ...]
     probed: tuple[tuple[str, int], ...]
+    unheld: tuple[tuple[str, int], ...]
 
     @classmethod
     def plan(cls, terms: Mapping[str, Sequence[int]], holders: Mapping[str, int]) -> IdfSearches:
         """Count the terms of the vectors the Scope's points hold at most `IDF_COUNT_LIMIT`
-        times; probe the others. A vector no point of the Scope holds needs no search."""
-        pairs = [(name, term) for name in terms if holders[name] > 0 for term in terms[name]]
+        times; probe the others."""
+        pairs = [(name, term) for name in terms for term in terms[name]]
         return cls(
-            counted=tuple(pair for pair in pairs if holders[pair[0]] <= IDF_COUNT_LIMIT),
-            probed=tuple(pair for pair in pairs if holders[pair[0]] > IDF_COUNT_LIMIT),
+            holders=holders,
+            counted=tuple(p for p in pairs if 0 < holders[p[0]] <= IDF_COUNT_LIMIT),
+            probed=tuple(p for p in pairs if holders[p[0]] > IDF_COUNT_LIMIT),
+            unheld=tuple(p for p in pairs if holders[p[0]] == 0),
         )
 
-    def idf(
-        self,
-        terms: Mapping[str, Sequence[int]],
-        holders: Mapping[str, int],
-        found: Sequence[Sequence[ScoredPoint]],
-    ) -> dict[tuple[str, int], float]:
+    def idf(self, found: Sequence[Sequence[ScoredPoint]]) -> dict[tuple[str, int], float]:
         """Every term's IDF over the Scope, from the searches' answers (`found`, in order)."""
-        idf = {
-            (name, term): bm25_idf(0, 0)
-            for name in terms
-            if holders[name] == 0
-            for term in terms[name]
-        }
+        idf = dict.fromkeys(self.unheld, bm25_idf(0, 0))
         counts = len(self.counted)
-        idf.update(counted_idf(self.counted, found[:counts], holders))
-        idf.update(probed_idf(self.probed, found[counts:], holders))
+        idf.update(counted_idf(self.counted, found[:counts], self.holders))
+        idf.update(probed_idf(self.probed, found[counts:], self.holders))
         return idf
 
 

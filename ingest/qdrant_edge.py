@@ -245,8 +245,7 @@ class EdgeIndex:
                 *(self._idf_probe(name, term, where) for name, term in searches.probed),
             ]
             found = held.shard.query_batch(QueryBatchRequest(requests)) if requests else []
-        idf = searches.idf(terms, holders, found)
-        return legs_idf(legs, idf)
+        return legs_idf(legs, searches.idf(found))
 
     @staticmethod
     def _idf_count(name: str, term: int, holders: int, where: Filter) -> QueryRequest:

@@ -298,8 +298,7 @@ class ServerIndex:
                 ),
             ]
             responses = self._client.query_batch_points(collection, requests) if requests else []
-        idf = searches.idf(terms, holders, [response.points for response in responses])
-        return legs_idf(legs, idf)
+        return legs_idf(legs, searches.idf([response.points for response in responses]))
 
     def fetch(
         self, collection: str, scope: Scope, point_ids: Sequence[str]
