@@ -18,8 +18,9 @@ For each size, in one run:
 4. **Index maintenance**: a burst of writes into the largest workspace (2% of the store,
    at least 10,000 passages: enough for Edge to index), then a gateway start, which builds
    their indexes before it serves (its time to live and the build it logged); then a
-   second burst whose build runs on a thread beside a turn's ranking calls, as a gateway
-   building while it serves would: the worst call is the longest a turn would wait.
+   second burst built while serving (`EdgeIndex.index_written`: a child process indexes
+   a copy, which is swapped in) beside a turn's ranking calls: the worst call is the
+   longest a turn waited.
 
 Stores are kept in the work dir and reused while their manifest matches (phase 4 changes
 a store: the next run builds it again).
@@ -312,9 +313,9 @@ def maintenance_phase(store: Store, env: dict[str, str], embedder: Embedder) -> 
 
     - at the next start (what `kbgate serve` does): a burst is written, then a gateway
       started; its time to live and the build it logged (`index_optimized`);
-    - while serving (rejected): another burst, then its build on a thread beside a turn's
-      ranking calls (the largest workspace's), as a gateway building in the background
-      would run it: the worst call is the longest a turn would wait.
+    - while serving (what `kbgate serve` does for what it is written): another burst,
+      then `EdgeIndex.index_written` on a thread beside a turn's ranking calls (the
+      largest workspace's): the worst call is the longest a turn waited.
     """
     store.save({**(store.manifest() or {}), "changed": "maintenance bursts written"})
     workspace = turn_workspaces(store.plan)["largest"]

@@ -102,7 +102,7 @@ def figure(rows: list[dict[str, Any]], path: Path) -> None:
             sizes,
             [m["while_serving"]["worst_call_during_build_ms"] / 1000 for m in maintenance],
             marker="s",
-            label="worst turn call if that build ran while serving",
+            label="worst ranking call while serving builds a burst (child process)",
         )
     if all("turns" in row for row in rows):
         axis.plot(

@@ -263,6 +263,11 @@ class Index(Protocol):
         `IndexUnavailableError` after trying every collection if any failed; searches
         still answer (exactly) where it did."""
 
+    def index_written(self) -> list[str]:
+        """While serving: build the search indexes of collections that took many writes,
+        without stopping reads or writes for long; return the collections that changed.
+        Raises `IndexUnavailableError` after trying every collection if any failed."""
+
     def ping(self) -> None:
         """Raise `IndexUnavailableError` when the engine cannot answer."""
 

@@ -14,9 +14,11 @@ Edge runs no background optimizer: written points land in plain segments, search
 exactly. `optimize()` builds the search indexes of the large ones (an HNSW graph per
 tenant large enough for one, compact sparse indexes), which cuts a SciFact turn's ranking
 call from 21 to 8 ms (README, "Search indexes on the embedded engine"). The binding holds
-the GIL while it runs (2.5 s for 13,000 passages), so the gateway calls it only at start,
-before it serves, and `kbgate ingest --data-dir`, the eval and the benchmarks after they
-ingest.
+the GIL while it runs (2.5 s for 13,000 passages), so the gateway calls it at start,
+before it serves, as do `kbgate ingest --data-dir`, the eval and the benchmarks after they
+ingest. While it serves, `index_written` builds the indexes of collections that took many
+writes in a child process, on a copy of the shard, and swaps the copy in
+(`ingest.edge_build`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import json
 import os
 import shutil
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -64,6 +67,7 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
+from ingest import edge_build
 from ingest.edge_log_pages import page_out_log
 from ingest.index import (
     DENSE_VECTOR,
@@ -143,14 +147,28 @@ def _scope_filter(
 @dataclass(slots=True)
 class _Shard:
     shard: EdgeShard
+    #: the shard's directory (a generation's after a swap: `ingest.edge_build`)
+    path: Path
     #: created with the whole-document BM25 vector (shards made before it was added lack it)
     document_keywords: bool
     writes: threading.Lock = field(default_factory=threading.Lock)
+    #: points written since the shard was opened or last indexed
+    unindexed: int = 0
+    #: while a copy is indexed beside it: every write since the copy, replayed onto it
+    journal: list[UpdateOperation] | None = None
+    #: swapped for its indexed copy: a writer that waited for `writes` writes to the copy
+    retired: bool = False
+    #: the collection was dropped: a writer that waited for `writes` fails
+    dropped: bool = False
 
-    def update(self, operation: UpdateOperation) -> None:
-        """Apply one write and make it durable; the caller holds `writes`."""
+    def update(self, operation: UpdateOperation, *, durable: bool = True) -> None:
+        """Apply one write (and make it durable unless told not to); the caller holds
+        `writes`."""
         self.shard.update(operation)
-        self.shard.flush()
+        if self.journal is not None:
+            self.journal.append(operation)
+        if durable:
+            self.shard.flush()
 
 
 class EdgeIndex:
@@ -184,6 +202,8 @@ class EdgeIndex:
         self._search_threads = search_threads or _search_threads_default()
         self._lock = threading.Lock()
         self._shards: dict[str, _Shard] = {}
+        self._builds = edge_build.BuildChildren()
+        self._building = threading.Lock()  # one build at a time: each keeps a journal
         self._closed = False
 
     def ensure_collection(self, collection: str) -> None:
@@ -196,9 +216,11 @@ class EdgeIndex:
         # Points are built (and checked) before a new shard is made; it gets the vector.
         document_keywords = existing is None or existing.document_keywords
         points = [self._point(passage, document_keywords) for passage in passages]
-        held = existing or self._open(collection)
-        with held.writes, _engine_errors(collection):
+        with self._writing(collection, create=True) as held:
+            if held is None:  # pragma: no cover - created when asked to
+                raise IndexUnavailableError(f"could not open collection {collection!r}")
             held.update(UpdateOperation.upsert_points(points))
+            held.unindexed += len(points)
 
     def document_keywords(self, collection: str) -> bool:
         held = self._existing(collection)
@@ -353,20 +375,21 @@ class EdgeIndex:
         return [passage_of(record) for record in records], None if after is None else str(after)
 
     def drop_collection(self, collection: str) -> int | None:
-        path = self._root / droppable_collection(collection)
+        droppable_collection(collection)
         # Under the open lock: no call can load or create the shard while it goes.
         with self._lock:
             if self._closed:
                 raise IndexUnavailableError("the Qdrant Edge index is closed")
             held = self._shards.pop(collection, None)
-            if held is None and not path.exists():
+            if held is None and not self._on_disk(collection):
                 return None
             with _engine_errors(collection):
-                held = held or self._load_or_create(path)
+                held = held or self._load_or_create(self._live_directory(collection))
                 with held.writes:
                     points = held.shard.info().points_count  # the whole collection goes
                     held.shard.close()
-                shutil.rmtree(path)
+                    held.dropped = True
+                edge_build.remove_collection(self._root, collection, held.path)
         return points
 
     def backfill_org(self, collection: str, scope: Scope) -> int:
@@ -375,10 +398,9 @@ class EdgeIndex:
         if not is_valid_org_id(scope.org_id):
             raise ValueError(f"cannot backfill an invalid org id: {scope.org_id!r}")
         where = _scope_filter(scope, IsEmptyCondition(key=PayloadKey.ORG_ID))
-        held = self._existing(collection)
-        if held is None:
-            return 0
-        with held.writes, _engine_errors(collection):
+        with self._writing(collection) as held:
+            if held is None:
+                return 0
             updated = held.shard.count(CountRequest(exact=True, filter=where))
             if updated:
                 held.update(
@@ -405,21 +427,23 @@ class EdgeIndex:
         ids: dict[PointId, PiiAnalysis] = {
             checked_point_id(pid): analysis for pid, analysis in analyses.items()
         }
-        held = self._existing(collection)
-        if held is None or not ids:
+        if not ids:
             return 0
-        with held.writes, _engine_errors(collection):
+        with self._writing(collection) as held:
+            if held is None:
+                return 0
             inside = held.shard.count(
                 CountRequest(exact=True, filter=_scope_filter(scope, HasIdCondition(set(ids))))
             )
             for pid, analysis in ids.items():
                 where = _scope_filter(scope, HasIdCondition({pid}))
                 payload = {PayloadKey.PII.value: pii_payload(analysis)}
-                held.shard.update(UpdateOperation.set_payload_by_filter(where, payload))
+                held.update(UpdateOperation.set_payload_by_filter(where, payload), durable=False)
             held.shard.flush()
         return inside
 
     def optimize(self) -> list[str]:
+        """Every collection's indexes, built in this process: it stops while they build."""
         if self._indexing_threshold_kb == 0:
             return []
         changed, failures = [], []
@@ -435,17 +459,165 @@ class EdgeIndex:
             raise IndexUnavailableError(f"indexing failed: {'; '.join(failures)}")
         return changed
 
+    def index_written(self) -> list[str]:
+        """Build, beside the serving process, the indexes of the open collections that took
+        enough writes to fill an indexed segment since they were opened or last indexed;
+        return the collections swapped for their indexed copy. Slow (the build's seconds,
+        in a child process), but reads and writes go on meanwhile: writes wait only while
+        the shard is copied and while the writes made during the build are replayed, and
+        the process stops only while it loads the indexed copy (a fraction of a second).
+        """
+        if self._indexing_threshold_kb == 0:
+            return []
+        swapped, failures = [], []
+        with self._building:
+            due = [name for name, held in list(self._shards.items()) if held.unindexed >= self._due]
+            for collection in due:
+                try:  # one collection failing must not keep the others plain
+                    if self._index_beside(collection):
+                        swapped.append(collection)
+                except IndexUnavailableError as error:
+                    failures.append(str(error))
+        if failures:
+            raise IndexUnavailableError(f"indexing failed: {'; '.join(failures)}")
+        return swapped
+
+    def optimize_directory(self, path: Path) -> bool:
+        """Build the indexes of the shard in `path` (not open elsewhere), in this process;
+        whether anything changed. The build child's work (`ingest.edge_build`)."""
+        held = self._load_or_create(path)
+        try:
+            with _engine_errors(path.name):
+                built = held.shard.optimize()
+                held.shard.flush()
+        finally:
+            held.shard.close()
+        return built
+
+    def _index_beside(self, collection: str) -> bool:
+        held = self._existing(collection)
+        if held is None:
+            return False
+        copy = edge_build.next_generation(self._root, collection)
+        with held.writes:
+            if self._let_go(held):
+                return False
+            with _engine_errors(collection):
+                held.shard.flush()
+            shutil.copytree(held.path, copy)
+            held.journal, written = [], held.unindexed
+        try:
+            built = self._builds.build(copy, self._dense_dim, self._indexing_threshold_kb)
+            fresh = self._load_copy(collection, copy) if built else None
+        except IndexUnavailableError:
+            self._forget_copy(held, copy, written=0)
+            if self._let_go(held):  # dropped or closed meanwhile: nothing to build
+                return False
+            raise
+        except BaseException:
+            self._forget_copy(held, copy, written=0)
+            raise
+        if fresh is None:  # nothing large enough to index: not tried again until more writes
+            self._forget_copy(held, copy, written)
+            return False
+        swapped = False
+        try:
+            swapped = self._swap(collection, held, fresh, written)
+        finally:
+            if not swapped:
+                fresh.shard.close()
+                shutil.rmtree(copy, ignore_errors=True)
+        if not swapped:
+            return False
+        # A reader may have taken the old shard just before the swap: it is closed only
+        # once any such call is long done.
+        time.sleep(_RETIRED_GRACE_S)
+        with _engine_errors(collection):
+            held.shard.close()
+        shutil.rmtree(held.path, ignore_errors=True)
+        return True
+
+    def _let_go(self, held: _Shard) -> bool:
+        """Whether the shard was dropped or swapped, or the index closed (by other threads)."""
+        return held.retired or held.dropped or self._closed
+
+    def _load_copy(self, collection: str, copy: Path) -> _Shard:
+        if not (copy / _EDGE_CONFIG_FILE).is_file():  # never create an empty one instead
+            raise IndexUnavailableError(f"the indexed copy of {collection!r} is gone")
+        try:
+            with _engine_errors(collection):
+                return self._load_or_create(copy)
+        except ValueError as error:
+            raise IndexUnavailableError(f"the indexed copy of {collection!r}: {error}") from error
+
+    @staticmethod
+    def _forget_copy(held: _Shard, copy: Path, written: int) -> None:
+        with held.writes:
+            held.journal = None
+            held.unindexed -= written
+        shutil.rmtree(copy, ignore_errors=True)
+
+    def _swap(self, collection: str, held: _Shard, fresh: _Shard, written: int) -> bool:
+        """Replay onto `fresh` the writes `held` took since it was copied, then put it in
+        `held`'s place; False (nothing changed) when the collection was dropped or the
+        index closed meanwhile."""
+        with held.writes:
+            journal, held.journal = held.journal or [], None
+            with self._lock:
+                if self._closed or self._shards.get(collection) is not held:
+                    return False
+                with _engine_errors(collection):
+                    for operation in journal:
+                        fresh.shard.update(operation)
+                    fresh.shard.flush()
+                    if fresh.shard.info().points_count != held.shard.info().points_count:
+                        raise IndexUnavailableError(f"the indexed copy of {collection!r} differs")
+                edge_build.point_to(self._root, collection, fresh.path)
+                self._shards[collection] = fresh
+            held.retired = True
+            fresh.unindexed = held.unindexed - written
+        return True
+
+    @contextmanager
+    def _writing(self, collection: str, *, create: bool = False) -> Iterator[_Shard | None]:
+        """The collection's shard with its write lock held; None when it has none and
+        `create` is not asked. A shard swapped for its indexed copy while the caller
+        waited for the lock hands the write to the copy."""
+        while True:
+            held = self._open(collection) if create else self._existing(collection)
+            if held is None:
+                yield None
+                return
+            with held.writes:
+                if held.retired:
+                    continue
+                if held.dropped:
+                    raise IndexUnavailableError(f"collection {collection!r} was dropped")
+                with _engine_errors(collection):
+                    yield held
+                return
+
     def _collections_on_disk(self) -> list[str]:
         if not self._root.is_dir():
             return []
-        names = sorted(path.name for path in self._root.iterdir() if path.is_dir())
-        return [name for name in names if is_collection_name(name)]
+        names = {path.name for path in self._root.iterdir() if path.is_dir()}
+        names |= set(edge_build.swapped_collections(self._root))
+        return sorted(name for name in names if is_collection_name(name))
+
+    def _on_disk(self, collection: str) -> bool:
+        return (self._root / collection).exists() or edge_build.pointer_file(
+            self._root, collection
+        ).exists()
+
+    def _live_directory(self, collection: str) -> Path:
+        return edge_build.live_directory(self._root, checked_collection(collection))
 
     def ping(self) -> None:
         if self._closed:
             raise IndexUnavailableError("the Qdrant Edge index is closed")
 
     def close(self) -> None:
+        self._builds.stop()
         with self._lock:
             self._closed = True
             shards, self._shards = self._shards, {}
@@ -461,10 +633,9 @@ class EdgeIndex:
             raise IndexUnavailableError(f"closing Qdrant Edge shards failed: {'; '.join(failures)}")
 
     def _delete(self, collection: str, where: Filter) -> int:
-        held = self._existing(collection)
-        if held is None:
-            return 0
-        with held.writes, _engine_errors(collection):
+        with self._writing(collection) as held:
+            if held is None:
+                return 0
             deleted = held.shard.count(CountRequest(exact=True, filter=where))
             if deleted:
                 held.update(UpdateOperation.delete_points_by_filter(where))
@@ -483,14 +654,14 @@ class EdgeIndex:
         held = self._shards.get(collection)  # open shards need no lock: loads hold it
         if held is not None and not self._closed:
             return held
-        path = self._root / checked_collection(collection)
+        checked_collection(collection)
         with self._lock:
             if self._closed:
                 raise IndexUnavailableError("the Qdrant Edge index is closed")
             held = self._shards.get(collection)
-            if held is None and (create or path.exists()):
+            if held is None and (create or self._on_disk(collection)):
                 with _engine_errors(collection):
-                    held = self._load_or_create(path)
+                    held = self._load_or_create(self._live_directory(collection))
                 self._shards[collection] = held
             return held
 
@@ -526,7 +697,14 @@ class EdgeIndex:
         except BaseException:
             shard.close()  # release the directory lock
             raise
-        return _Shard(shard, document_keywords)
+        return _Shard(shard, path, document_keywords)
+
+    @property
+    def _due(self) -> int:
+        """Points written from which `index_written` builds: enough dense vectors to pass
+        the indexing threshold, so that the build has a segment to index."""
+        threshold_kb = self._indexing_threshold_kb or _EDGE_THRESHOLD_KB
+        return max(1, threshold_kb * 1024 // (self._dense_dim * 4))
 
     def _indexing_config(self) -> dict[str, Any]:
         threshold = self._indexing_threshold_kb
@@ -635,6 +813,8 @@ _FILTERED_DENSE = SearchParams(
     hnsw_ef=DENSE_EF,
     acorn=AcornSearchParams(enable=True, max_selectivity=ACORN_MAX_SELECTIVITY),
 )
+#: How long a shard swapped for its indexed copy stays open for calls already under way.
+_RETIRED_GRACE_S = 1.0
 #: A weak dense answer's second search (`weak_dense_legs`).
 _EXACT = SearchParams(exact=True)
 

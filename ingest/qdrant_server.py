@@ -473,6 +473,10 @@ class ServerIndex:
         """Nothing to do: the server's own optimizer indexes segments in the background."""
         return []
 
+    def index_written(self) -> list[str]:
+        """Nothing to do: the server's own optimizer indexes segments in the background."""
+        return []
+
     def ping(self) -> None:
         if self._closed:
             raise IndexUnavailableError("the Qdrant index is closed")

@@ -117,6 +117,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     settings_history_days: int = 0
     #: How often the retention sweep purges expired turn records and old settings changes.
     retention_sweep_s: float = 300.0
+    #: How often the gateway looks for collections written enough to index while serving.
+    index_check_s: float = 30.0
     max_question_chars: int = 2000
     max_document_bytes: int = 5 * 1024 * 1024
     max_body_bytes: int = 8 * 1024 * 1024
@@ -227,6 +229,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "TURN_TTL_MAX_S": ("turn_ttl_max_s", _parse_int),
     "SETTINGS_HISTORY_DAYS": ("settings_history_days", _parse_int),
     "RETENTION_SWEEP_S": ("retention_sweep_s", _parse_float),
+    "INDEX_CHECK_S": ("index_check_s", _parse_float),
     "MAX_QUESTION_CHARS": ("max_question_chars", _parse_int),
     "MAX_DOCUMENT_BYTES": ("max_document_bytes", _parse_int),
     "MAX_BODY_BYTES": ("max_body_bytes", _parse_int),
@@ -313,6 +316,7 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
     ),
     (lambda c: c.settings_history_days >= 0, "SETTINGS_HISTORY_DAYS", "must be 0 or more"),
     (lambda c: c.retention_sweep_s > 0, "RETENTION_SWEEP_S", "must be positive"),
+    (lambda c: c.index_check_s > 0, "INDEX_CHECK_S", "must be positive"),
     (lambda c: c.max_question_chars > 0, "MAX_QUESTION_CHARS", "must be positive"),
     (lambda c: c.max_document_bytes > 0, "MAX_DOCUMENT_BYTES", "must be positive"),
     (lambda c: c.max_body_bytes >= 1024, "MAX_BODY_BYTES", "must be at least 1024"),

@@ -1,11 +1,14 @@
 """What the gateway does on its own while it runs: finish deletions a crash left
-unfinished, and purge what retention lets go.
+unfinished, purge what retention lets go, and index what was written.
 
 `run_upkeep` is started by the app's lifespan. At start it finishes every workspace and
 organization still marked `deleting` (as a platform DELETE would, audited as the
 platform); it tries again each period until that succeeded once. Every
 `KBGATE_RETENTION_SWEEP_S` it purges expired turn records (SQLite; Redis expires them
 itself) and, with `KBGATE_SETTINGS_HISTORY_DAYS` set, settings changes older than that.
+`run_index_upkeep`, started beside it, looks every `KBGATE_INDEX_CHECK_S` for collections
+written enough to index and builds their indexes without stopping the gateway
+(`Index.index_written`; Qdrant Edge only: a server indexes on its own).
 A failing step (store or index down) is logged and tried again next period. Logs carry
 ids and counts only.
 """
@@ -13,6 +16,7 @@ ids and counts only.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
@@ -76,6 +80,27 @@ async def run_upkeep(services: Services) -> None:
             pending = not await _step(services, "pending_deletions", finish_pending_deletions)
         await _step(services, "retention", purge_retained)
         await asyncio.sleep(services.config.retention_sweep_s)
+
+
+async def index_written(services: Services) -> list[str]:
+    """Build the indexes of the collections written enough since they were last indexed;
+    returns them (logged as a count, never by name)."""
+    started = time.perf_counter()
+    built = await asyncio.to_thread(services.index.index_written)
+    if built:
+        services.telemetry.log.info(
+            "index_built_beside",
+            collections=len(built),
+            duration_ms=round((time.perf_counter() - started) * 1000),
+        )
+    return built
+
+
+async def run_index_upkeep(services: Services) -> None:
+    """Index what was written, every period, until cancelled."""
+    while True:
+        await asyncio.sleep(services.config.index_check_s)
+        await _step(services, "index_build", index_written)
 
 
 async def _step(

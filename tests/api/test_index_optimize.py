@@ -1,9 +1,11 @@
 """A gateway start indexes what earlier runs wrote to Qdrant Edge, before it serves, and
-starts anyway when indexing fails.
+starts anyway when indexing fails; while it serves, it indexes what it was written beside
+the turns.
 
-Edge's optimizer holds the GIL while it builds a segment's HNSW graph, so the gateway
-runs it at start only. These tests lower the indexing threshold to 1 KB so that a few
-documents are enough to build the graph that a real store gets from about 6,500 passages.
+Edge's optimizer holds the GIL while it builds a segment's HNSW graph, so the serving
+gateway builds in a child process, on a copy of the shard. These tests lower the indexing
+threshold to 1 KB so that a few documents are enough to build the graph that a real store
+gets from about 6,500 passages.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
+import anyio
 import pytest
 from litestar.testing import AsyncTestClient
 
@@ -150,3 +153,41 @@ async def test_search_pool_setting_reaches_the_shards(tmp_path: Path, embedder: 
         finally:
             await services.close()
         assert json.loads(shard_config.read_text())["max_search_threads"] == recorded
+
+
+async def test_the_serving_gateway_indexes_what_it_was_written(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """Documents written over HTTP are indexed while the gateway serves: within a few
+    checks (`KBGATE_INDEX_CHECK_S`) it logs `index_built_beside` with a count and a
+    duration only, the collection lives in the swapped generation, and turns keep
+    answering from it."""
+    config = gateway_config(tmp_path / "data", edge_indexing_threshold_kb=1, index_check_s=0.2)
+    logs = io.StringIO()
+    services = await build_services(
+        config, Telemetry(build_logger("INFO", logs)), embedder=embedder
+    )
+    try:
+        async with AsyncTestClient(create_app(config, services)) as client:
+            gw = Gateway(client=client, services=services, logs=logs, config=config)
+            tenant = await provision(gw, "acme", "acme-support")
+            await tenant.kb("manuals")
+            await tenant.agent("bot", ["manuals"])
+            for name, text in MANUALS.items():
+                await tenant.doc("manuals", name, text)
+            with anyio.fail_after(60):
+                while not (built := _built_events(logs)):  # noqa: ASYNC110 — a log, not an event
+                    await anyio.sleep(0.1)
+            edge = config.data_dir / "qdrant-edge"
+            assert (edge / "kb_org_acme.live").read_text().startswith("kb_org_acme~")
+            assert set(built[0]) == {"event", "level", "timestamp", "collections", "duration_ms"}
+            assert built[0]["collections"] == 1
+            turn = await tenant.retrieve("bot", "How often is each pump inspected?")
+            assert turn.status_code == 200, turn.text
+            assert turn.json()["passages"][0]["document_id"] == "pumps.txt"
+    finally:
+        await services.close()
+
+
+def _built_events(logs: io.StringIO) -> list[dict[str, object]]:
+    return [line for line in _events(logs) if line.get("event") == "index_built_beside"]

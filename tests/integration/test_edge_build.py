@@ -1,0 +1,202 @@
+"""Qdrant Edge's indexes built beside a serving process (`EdgeIndex.index_written`,
+`ingest.edge_build`): on a copy of the shard, in a child process, swapped in with every
+write made meanwhile. Real Edge shards, small synthetic vectors (8-d) and an indexing
+threshold of 1 KB, so that a few dozen points are enough to build a graph."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from qdrant_edge import CountRequest
+
+from ingest import edge_build
+from ingest.index import IndexUnavailableError, Passage, org_collection
+from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
+from tests.integration.test_index_contract import (  # the contract suite's data
+    DIM,
+    dense_leg,
+    hit_ids,
+    passage,
+    random_unit,
+    scope,
+)
+
+COLLECTION = org_collection("acme")
+#: 1 KB of 8-d vectors: 32 points written make a collection due for a build
+THRESHOLD_KB = 1
+
+
+def _passages(start: int, count: int, rng: random.Random) -> list[Passage]:
+    return [
+        passage(idx=i, doc=f"doc{i}", dense=random_unit(rng)) for i in range(start, start + count)
+    ]
+
+
+def _count(index: EdgeIndex) -> int:
+    held = index._existing(COLLECTION)
+    assert held is not None
+    return held.shard.count(CountRequest(exact=True))
+
+
+def _indexed(index: EdgeIndex) -> int:
+    """Vectors in a search index: the sparse ones always, the dense ones once in a graph."""
+    held = index._existing(COLLECTION)
+    assert held is not None
+    return held.shard.info().indexed_vectors_count
+
+
+class _DuringBuild(EdgeIndex):
+    """Edge whose build runs `during` between the copy and the swap (after the child
+    built the copy, before it is loaded): what the gateway does meanwhile."""
+
+    during: Callable[[EdgeIndex], object] = staticmethod(lambda index: None)
+
+    def _load_copy(self, collection: str, copy: Path) -> Any:
+        self.during(self)
+        return super()._load_copy(collection, copy)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def index(data_dir: Path) -> Iterator[_DuringBuild]:
+    built = _DuringBuild(data_dir, dense_dim=DIM, indexing_threshold_kb=THRESHOLD_KB)
+    yield built
+    built.close()
+
+
+def test_a_written_collection_is_indexed_and_keeps_every_write_made_meanwhile(
+    index: _DuringBuild, data_dir: Path
+) -> None:
+    """A collection written past the threshold is indexed beside the process: the swapped
+    shard has graph-indexed vectors, holds the points written before the copy and those
+    written and deleted while the child built it, and searches find the latest writes."""
+    rng = random.Random(7)
+    index.upsert(COLLECTION, _passages(0, 200, rng))
+    assert _indexed(index) == 200  # BM25 only
+    late = _passages(200, 20, rng)
+
+    def meanwhile(during: EdgeIndex) -> None:
+        during.upsert(COLLECTION, late)
+        during.delete_document(COLLECTION, scope(), "doc0")
+
+    index.during = meanwhile
+    assert index.index_written() == [COLLECTION]
+    assert _indexed(index) >= 2 * 199  # the dense vectors too
+    assert _count(index) == 219
+    assert hit_ids(index, COLLECTION, scope(), dense_leg(late[-1].dense, limit=1)) == [
+        [late[-1].point_id]
+    ]
+    assert index.index_written() == []  # nothing written since
+
+
+def test_the_swapped_generation_is_the_collection_after_a_restart(data_dir: Path) -> None:
+    """After a swap the collection lives in a generation directory named by a pointer;
+    the next process opens it, folds it back into `<root>/<collection>` and finds every
+    point, indexed."""
+    rng = random.Random(8)
+    first = EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=THRESHOLD_KB)
+    first.upsert(COLLECTION, _passages(0, 100, rng))
+    assert first.index_written() == [COLLECTION]
+    root = data_dir / EDGE_DIR
+    assert (root / f"{COLLECTION}.live").read_text() == f"{COLLECTION}~1"
+    assert not (root / COLLECTION).exists()  # the old directory went after the swap
+    first.upsert(COLLECTION, _passages(100, 5, rng))  # written to the swapped shard
+    first.close()
+
+    again = EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=THRESHOLD_KB)
+    try:
+        assert _count(again) == 105
+        assert _indexed(again) >= 200 + 5
+        assert sorted(p.name for p in root.iterdir()) == [COLLECTION]
+    finally:
+        again.close()
+
+
+def test_a_collection_dropped_during_the_build_stays_dropped(index: _DuringBuild) -> None:
+    """Dropping a collection while its copy is built wins: the build swaps nothing in,
+    and nothing of the collection is left on disk."""
+    index.upsert(COLLECTION, _passages(0, 100, random.Random(9)))
+    index.during = lambda during: during.drop_collection(COLLECTION)
+    assert index.index_written() == []
+    assert index.count(COLLECTION, scope()) == 0
+    assert list((index._root).iterdir()) == []
+
+
+def test_reads_and_writes_go_on_while_the_child_builds(index: _DuringBuild) -> None:
+    """While the child builds, searches answer and writes land in a few milliseconds each
+    (the build runs in another process, not under this one's GIL)."""
+    rng = random.Random(10)
+    index.upsert(COLLECTION, _passages(0, 3000, rng))
+    done = threading.Event()
+    outcome: list[list[str]] = []
+
+    def build() -> None:
+        outcome.append(index.index_written())
+        done.set()
+
+    builder = threading.Thread(target=build)
+    builder.start()
+    slowest, calls, written = 0.0, 0, 3000
+    while not done.is_set():
+        started = time.perf_counter()
+        hit_ids(index, COLLECTION, scope(), dense_leg(random_unit(rng), limit=10))
+        index.upsert(COLLECTION, _passages(written, 1, rng))
+        slowest = max(slowest, time.perf_counter() - started)
+        calls, written = calls + 1, written + 1
+    builder.join()
+    assert outcome == [[COLLECTION]]
+    assert calls > 10
+    assert _count(index) == written
+    # The loads of the copy and closes of the old shard hold the GIL; at this size they
+    # take milliseconds, the build itself (not in this process) far longer.
+    assert slowest < 1.0
+
+
+def test_a_failed_build_leaves_the_collection_as_it_was(index: _DuringBuild) -> None:
+    """A build whose copy is lost (here: removed once the child built it) raises
+    IndexUnavailableError rather than swapping in an empty shard, leaves the shard as it
+    was and answering, and is tried again later."""
+    index.upsert(COLLECTION, _passages(0, 100, random.Random(11)))
+
+    def break_copy(during: EdgeIndex) -> None:
+        for copy in during._root.glob(f"{COLLECTION}~*"):
+            shutil.rmtree(copy)
+
+    index.during = break_copy
+    with pytest.raises(IndexUnavailableError):
+        index.index_written()
+    assert sorted(p.name for p in index._root.iterdir()) == [COLLECTION]
+    assert _count(index) == 100
+    index.during = lambda during: None
+    assert index.index_written() == [COLLECTION]
+
+
+def test_the_layout_folds_back_after_a_crash(tmp_path: Path) -> None:
+    """`live_directory` after a crash: with a pointer, its generation becomes the
+    collection (replacing the old directory); without one, unfinished copies go and the
+    collection's directory stays."""
+    root = tmp_path
+    (root / "kb_a").mkdir()
+    (root / "kb_a~2").mkdir()
+    (root / "kb_a~2" / "new").touch()
+    (root / "kb_a~3").mkdir()  # a copy being built when the crash came
+    edge_build.point_to(root, "kb_a", root / "kb_a~2")
+    (root / "kb_b").mkdir()
+    (root / "kb_b" / "old").touch()
+    (root / "kb_b~1").mkdir()
+    assert edge_build.live_directory(root, "kb_a") == root / "kb_a"
+    assert edge_build.live_directory(root, "kb_b") == root / "kb_b"
+    assert sorted(p.name for p in root.iterdir()) == ["kb_a", "kb_b"]
+    assert [p.name for p in (root / "kb_a").iterdir()] == ["new"]
+    assert [p.name for p in (root / "kb_b").iterdir()] == ["old"]
