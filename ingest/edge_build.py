@@ -45,7 +45,8 @@ def pointer_file(root: Path, collection: str) -> Path:
 
 def next_generation(root: Path, collection: str) -> Path:
     """A fresh directory name for the collection's next indexed copy."""
-    taken = [_generation(path.name, collection) for path in root.glob(f"{collection}~*")]
+    copies = root.glob(f"{collection}{GENERATION_MARK}*")
+    taken = [_generation(path.name, collection) for path in copies]
     return root / f"{collection}{GENERATION_MARK}{max([0, *taken]) + 1}"
 
 
@@ -149,14 +150,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     built = index.optimize_directory(args.path)
     if built:
         read_through(args.path)
-    print("built" if built else "unchanged")  # noqa: T201 — read by build_in_child
+    print("built" if built else "unchanged")  # noqa: T201 — read by BuildChildren.build
     return 0
 
 
 def read_through(path: Path) -> None:
-    """Read every file under `path` once, into the page cache. The serving process then
-    loads the copy from memory, not disk, and loading holds its GIL: measured on a
-    44,000-passage collection, 140-185 ms against 320-400 ms from disk."""
+    """Read every file under `path` once, into the page cache: the serving process then
+    loads the copy from memory rather than disk, and loading holds its GIL
+    (docs/decisions/edge-index-builds.md)."""
     for part in sorted(path.rglob("*")):
         if part.is_file():
             with part.open("rb") as handle:
