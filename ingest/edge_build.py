@@ -1,7 +1,7 @@
 """Qdrant Edge's search indexes built beside a serving process, on a copy of a shard.
 
 Edge's optimizer holds the GIL for as long as it runs (seconds per 10,000 passages), so
-a process that serves must not run it. `EdgeIndex.index_written` copies a shard that has
+a process that serves must not run it. `EdgeShards.index_written` copies a shard that has
 taken many writes into a sibling directory, runs this module on the copy in a child
 process (niced: turns come first), loads the indexed copy, replays the writes made
 since the copy and swaps it in. This module holds the parts that are not the shard's:
@@ -136,7 +136,7 @@ class BuildChildren:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ingest.qdrant_edge import EdgeIndex
+    from ingest.edge_shards import EdgeShards
 
     parser = argparse.ArgumentParser(prog="python -m ingest.edge_build")
     parser.add_argument("path", type=Path)
@@ -144,10 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threshold-kb", type=int, default=None)
     args = parser.parse_args(argv)
     os.nice(CHILD_NICENESS)
-    index = EdgeIndex(
+    shards = EdgeShards(
         args.path.parent, args.dense_dim, indexing_threshold_kb=args.threshold_kb, search_threads=1
     )
-    built = index.optimize_directory(args.path)
+    built = shards.optimize_directory(args.path)
     if built:
         read_through(args.path)
     print("built" if built else "unchanged")  # noqa: T201 — read by BuildChildren.build

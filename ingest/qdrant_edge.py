@@ -23,39 +23,23 @@ writes in a child process, on a copy of the shard, and swaps the copy in
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import threading
-import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qdrant_edge import (
     AcornSearchParams,
     CountRequest,
-    Distance,
-    EdgeConfig,
-    EdgeOptimizersConfig,
-    EdgeShard,
-    EdgeSparseVectorParams,
-    EdgeVectorParams,
     FacetRequest,
     FieldCondition,
     Filter,
     HasIdCondition,
     HasVectorCondition,
-    HnswIndexConfig,
     IdfParams,
     IsEmptyCondition,
-    KeywordIndexParams,
     MatchAny,
     MatchValue,
-    Memory,
-    Modifier,
     Point,
     Query,
     QueryBatchRequest,
@@ -67,8 +51,7 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
-from ingest import edge_build
-from ingest.edge_log_pages import page_out_log
+from ingest.edge_shards import EdgeShards, Shard, engine_errors
 from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
@@ -80,15 +63,11 @@ from ingest.index import (
     QueryResult,
     RankResult,
     StoredPassage,
-    checked_collection,
-    droppable_collection,
-    is_collection_name,
 )
 from ingest.index import SparseVector as PassageSparse
 from ingest.index_common import (
     ACORN_MAX_SELECTIVITY,
     DENSE_EF,
-    GRAPH_M,
     SCROLL_PAGE,
     IdfSearches,
     checked_point_id,
@@ -104,10 +83,8 @@ from ingest.index_common import (
 from ingest.index_common import hit as _hit
 from ingest.index_common import ranked_point as _ranked
 from ingest.payload import (
-    INDEXED_KEYS,
     PII_ANALYZER_PATH,
     REF_KEYS,
-    TENANT_KEY,
     PassagePayload,
     PayloadKey,
     PiiAnalysis,
@@ -119,7 +96,7 @@ from ingest.payload import (
 )
 
 if TYPE_CHECKING:
-    from qdrant_edge import ConditionType, PayloadIndexInfo, PointId, Record
+    from qdrant_edge import ConditionType, PointId, Record
 
 
 EDGE_DIR = "qdrant-edge"
@@ -142,33 +119,6 @@ def _scope_filter(
     if scope.strict:
         must.append(FieldCondition(key=PayloadKey.ORG_ID, match=MatchValue(scope.org_id)))
     return Filter(must=[*must, *extra], must_not=list(excluding) or None)
-
-
-@dataclass(slots=True)
-class _Shard:
-    shard: EdgeShard
-    #: the shard's directory (a generation's after a swap: `ingest.edge_build`)
-    path: Path
-    #: created with the whole-document BM25 vector (shards made before it was added lack it)
-    document_keywords: bool
-    writes: threading.Lock = field(default_factory=threading.Lock)
-    #: points written since the shard was opened or last indexed
-    unindexed: int = 0
-    #: while a copy is indexed beside it: every write since the copy, replayed onto it
-    journal: list[UpdateOperation] | None = None
-    #: swapped for its indexed copy: a writer that waited for `writes` writes to the copy
-    retired: bool = False
-    #: the collection was dropped: a writer that waited for `writes` fails
-    dropped: bool = False
-
-    def update(self, operation: UpdateOperation, *, durable: bool = True) -> None:
-        """Apply one write (and make it durable unless told not to); the caller holds
-        `writes`."""
-        self.shard.update(operation)
-        if self.journal is not None:
-            self.journal.append(operation)
-        if durable:
-            self.shard.flush()
 
 
 class EdgeIndex:
@@ -194,17 +144,13 @@ class EdgeIndex:
         the HNSW graph. `search_threads`: each shard's search pool, set on every open (a
         shard keeps the count it was last opened with, and Edge would apply that); None:
         one per core this process may use (`_search_threads_default`)."""
-        if search_threads is not None and search_threads < 1:
-            raise ValueError("search_threads must be at least 1")
-        self._root = Path(data_dir) / EDGE_DIR
         self._dense_dim = dense_dim
-        self._indexing_threshold_kb = indexing_threshold_kb
-        self._search_threads = search_threads or _search_threads_default()
-        self._lock = threading.Lock()
-        self._shards: dict[str, _Shard] = {}
-        self._builds = edge_build.BuildChildren()
-        self._building = threading.Lock()  # one build at a time: each keeps a journal
-        self._closed = False
+        self._shards = EdgeShards(
+            Path(data_dir) / EDGE_DIR,
+            dense_dim,
+            indexing_threshold_kb=indexing_threshold_kb,
+            search_threads=search_threads,
+        )
 
     def ensure_collection(self, collection: str) -> None:
         self._open(collection)
@@ -251,7 +197,7 @@ class EdgeIndex:
         if not terms:
             return legs_idf(legs, {})
         where = _scope_filter(scope)
-        with _engine_errors(collection):
+        with engine_errors(collection):
             holders = {
                 name: held.shard.count(
                     CountRequest(exact=True, filter=_scope_filter(scope, HasVectorCondition(name)))
@@ -301,7 +247,7 @@ class EdgeIndex:
         if held is None or not ids:
             return {}
         where = _scope_filter(scope, HasIdCondition(ids))
-        with _engine_errors(collection):
+        with engine_errors(collection):
             records, _ = held.shard.scroll(
                 ScrollRequest(limit=len(ids), filter=where, with_payload=True)
             )
@@ -312,7 +258,7 @@ class EdgeIndex:
         held = self._existing(collection)
         if held is None:
             return 0
-        with _engine_errors(collection):
+        with engine_errors(collection):
             return held.shard.count(CountRequest(exact=True, filter=_scope_filter(scope, *extra)))
 
     def scroll_document(
@@ -328,7 +274,7 @@ class EdgeIndex:
                 ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=where, with_payload=True)
             )
 
-        with _engine_errors(collection):
+        with engine_errors(collection):
             return stored_passages(scroll_all(page))
 
     def document_ids(self, collection: str, scope: Scope) -> set[str]:
@@ -336,7 +282,7 @@ class EdgeIndex:
         held = self._existing(collection)
         if held is None:
             return set()
-        with _engine_errors(collection):
+        with engine_errors(collection):
             # A facet returns its top `limit` values: the point count bounds the distinct ones.
             points = held.shard.count(CountRequest(exact=True, filter=where))
             if points == 0:
@@ -366,7 +312,7 @@ class EdgeIndex:
         held = self._existing(collection)
         if held is None:
             return [], None
-        with _engine_errors(collection):
+        with engine_errors(collection):
             records, after = held.shard.scroll(
                 ScrollRequest(
                     offset=start, limit=limit, filter=where, with_payload=True, with_vector=True
@@ -375,22 +321,7 @@ class EdgeIndex:
         return [passage_of(record) for record in records], None if after is None else str(after)
 
     def drop_collection(self, collection: str) -> int | None:
-        droppable_collection(collection)
-        # Under the open lock: no call can load or create the shard while it goes.
-        with self._lock:
-            if self._closed:
-                raise IndexUnavailableError("the Qdrant Edge index is closed")
-            held = self._shards.pop(collection, None)
-            if held is None and not self._on_disk(collection):
-                return None
-            with _engine_errors(collection):
-                held = held or self._load_or_create(self._live_directory(collection))
-                with held.writes:
-                    points = held.shard.info().points_count  # the whole collection goes
-                    held.shard.close()
-                    held.dropped = True
-                edge_build.remove_collection(self._root, collection, held.path)
-        return points
+        return self._shards.drop(collection)
 
     def backfill_org(self, collection: str, scope: Scope) -> int:
         if scope.strict:
@@ -417,7 +348,7 @@ class EdgeIndex:
         held = self._existing(collection)
         if held is None:
             return [], None
-        with _engine_errors(collection):
+        with engine_errors(collection):
             records, after = held.shard.scroll(
                 ScrollRequest(offset=start, limit=limit, filter=where, with_payload=True)
             )
@@ -444,193 +375,19 @@ class EdgeIndex:
 
     def optimize(self) -> list[str]:
         """Every collection's indexes, built in this process: it stops while they build."""
-        if self._indexing_threshold_kb == 0:
-            return []
-        changed, failures = [], []
-        for collection in self._collections_on_disk():
-            try:  # one collection failing must not keep the others plain
-                held = self._open(collection)
-                with held.writes, _engine_errors(collection):
-                    if held.shard.optimize():
-                        changed.append(collection)
-            except IndexUnavailableError as error:
-                failures.append(str(error))
-        if failures:
-            raise IndexUnavailableError(f"indexing failed: {'; '.join(failures)}")
-        return changed
+        return self._shards.optimize()
 
     def index_written(self) -> list[str]:
-        """Build, beside the serving process, the indexes of the open collections that took
-        enough writes to fill an indexed segment since they were opened or last indexed;
-        return the collections swapped for their indexed copy. Slow (the build's seconds,
-        in a child process), but reads and writes go on meanwhile: writes wait only while
-        the shard is copied and while the writes made during the build are replayed, and
-        the process stops only while it loads the indexed copy (a fraction of a second).
-        """
-        if self._indexing_threshold_kb == 0:
-            return []
-        swapped, failures = [], []
-        with self._building:
-            due = [name for name, held in list(self._shards.items()) if held.unindexed >= self._due]
-            for collection in due:
-                try:  # one collection failing must not keep the others plain
-                    if self._index_beside(collection):
-                        swapped.append(collection)
-                except IndexUnavailableError as error:
-                    failures.append(str(error))
-        if failures:
-            raise IndexUnavailableError(f"indexing failed: {'; '.join(failures)}")
-        return swapped
-
-    def optimize_directory(self, path: Path) -> bool:
-        """Build the indexes of the shard in `path` (not open elsewhere), in this process;
-        whether anything changed. The build child's work (`ingest.edge_build`)."""
-        held = self._load_or_create(path)
-        try:
-            with _engine_errors(path.name):
-                built = held.shard.optimize()
-                held.shard.flush()
-        finally:
-            held.shard.close()
-        return built
-
-    def _index_beside(self, collection: str) -> bool:
-        held = self._existing(collection)
-        if held is None:
-            return False
-        copy = edge_build.next_generation(self._root, collection)
-        with held.writes:
-            if self._let_go(held):
-                return False
-            with _engine_errors(collection):
-                held.shard.flush()
-            shutil.copytree(held.path, copy)
-            held.journal, written = [], held.unindexed
-        try:
-            built = self._builds.build(copy, self._dense_dim, self._indexing_threshold_kb)
-            fresh = self._load_copy(collection, copy) if built else None
-        except IndexUnavailableError:
-            self._forget_copy(held, copy, written=0)
-            if self._let_go(held):  # dropped or closed meanwhile: nothing to build
-                return False
-            raise
-        except BaseException:
-            self._forget_copy(held, copy, written=0)
-            raise
-        if fresh is None:  # nothing large enough to index: not tried again until more writes
-            self._forget_copy(held, copy, written)
-            return False
-        swapped = False
-        try:
-            swapped = self._swap(collection, held, fresh, written)
-        finally:
-            if not swapped:
-                fresh.shard.close()
-                shutil.rmtree(copy, ignore_errors=True)
-        if not swapped:
-            return False
-        # A reader may have taken the old shard just before the swap: it is closed only
-        # once any such call is long done.
-        time.sleep(_RETIRED_GRACE_S)
-        with _engine_errors(collection):
-            held.shard.close()
-        shutil.rmtree(held.path, ignore_errors=True)
-        return True
-
-    def _let_go(self, held: _Shard) -> bool:
-        """Whether the shard was dropped or swapped, or the index closed (by other threads)."""
-        return held.retired or held.dropped or self._closed
-
-    def _load_copy(self, collection: str, copy: Path) -> _Shard:
-        if not (copy / _EDGE_CONFIG_FILE).is_file():  # never create an empty one instead
-            raise IndexUnavailableError(f"the indexed copy of {collection!r} is gone")
-        try:
-            with _engine_errors(collection):
-                return self._load_or_create(copy)
-        except ValueError as error:
-            raise IndexUnavailableError(f"the indexed copy of {collection!r}: {error}") from error
-
-    @staticmethod
-    def _forget_copy(held: _Shard, copy: Path, written: int) -> None:
-        with held.writes:
-            held.journal = None
-            held.unindexed -= written
-        shutil.rmtree(copy, ignore_errors=True)
-
-    def _swap(self, collection: str, held: _Shard, fresh: _Shard, written: int) -> bool:
-        """Replay onto `fresh` the writes `held` took since it was copied, then put it in
-        `held`'s place; False (nothing changed) when the collection was dropped or the
-        index closed meanwhile."""
-        with held.writes:
-            journal, held.journal = held.journal or [], None
-            with self._lock:
-                if self._closed or self._shards.get(collection) is not held:
-                    return False
-                with _engine_errors(collection):
-                    for operation in journal:
-                        fresh.shard.update(operation)
-                    fresh.shard.flush()
-                    if fresh.shard.info().points_count != held.shard.info().points_count:
-                        raise IndexUnavailableError(f"the indexed copy of {collection!r} differs")
-                edge_build.point_to(self._root, collection, fresh.path)
-                self._shards[collection] = fresh
-            held.retired = True
-            fresh.unindexed = held.unindexed - written
-        return True
-
-    @contextmanager
-    def _writing(self, collection: str, *, create: bool = False) -> Iterator[_Shard | None]:
-        """The collection's shard with its write lock held; None when it has none and
-        `create` is not asked. A shard swapped for its indexed copy while the caller
-        waited for the lock hands the write to the copy."""
-        while True:
-            held = self._open(collection) if create else self._existing(collection)
-            if held is None:
-                yield None
-                return
-            with held.writes:
-                if held.retired:
-                    continue
-                if held.dropped:
-                    raise IndexUnavailableError(f"collection {collection!r} was dropped")
-                with _engine_errors(collection):
-                    yield held
-                return
-
-    def _collections_on_disk(self) -> list[str]:
-        if not self._root.is_dir():
-            return []
-        names = {path.name for path in self._root.iterdir() if path.is_dir()}
-        names |= set(edge_build.swapped_collections(self._root))
-        return sorted(name for name in names if is_collection_name(name))
-
-    def _on_disk(self, collection: str) -> bool:
-        return (self._root / collection).exists() or edge_build.pointer_file(
-            self._root, collection
-        ).exists()
-
-    def _live_directory(self, collection: str) -> Path:
-        return edge_build.live_directory(self._root, checked_collection(collection))
+        """The indexes of collections written enough, built beside this process
+        (`EdgeShards.index_written`)."""
+        return self._shards.index_written()
 
     def ping(self) -> None:
-        if self._closed:
+        if self._shards.closed:
             raise IndexUnavailableError("the Qdrant Edge index is closed")
 
     def close(self) -> None:
-        self._builds.stop()
-        with self._lock:
-            self._closed = True
-            shards, self._shards = self._shards, {}
-        failures = []
-        for collection, held in shards.items():
-            with held.writes:
-                try:
-                    held.shard.flush()
-                    held.shard.close()
-                except Exception as exc:  # one failure must not keep the others open
-                    failures.append(f"{collection}: {exc}")
-        if failures:
-            raise IndexUnavailableError(f"closing Qdrant Edge shards failed: {'; '.join(failures)}")
+        self._shards.close()
 
     def _delete(self, collection: str, where: Filter) -> int:
         with self._writing(collection) as held:
@@ -641,79 +398,16 @@ class EdgeIndex:
                 held.update(UpdateOperation.delete_points_by_filter(where))
         return deleted
 
-    def _existing(self, collection: str) -> _Shard | None:
-        return self._get(collection, create=False)
+    def _existing(self, collection: str) -> Shard | None:
+        return self._shards.existing(collection)
 
-    def _open(self, collection: str) -> _Shard:
-        held = self._get(collection, create=True)
-        if held is None:  # pragma: no cover - _get creates when asked to
-            raise IndexUnavailableError(f"could not open collection {collection!r}")
-        return held
+    def _open(self, collection: str) -> Shard:
+        return self._shards.open(collection)
 
-    def _get(self, collection: str, *, create: bool) -> _Shard | None:
-        held = self._shards.get(collection)  # open shards need no lock: loads hold it
-        if held is not None and not self._closed:
-            return held
-        checked_collection(collection)
-        with self._lock:
-            if self._closed:
-                raise IndexUnavailableError("the Qdrant Edge index is closed")
-            held = self._shards.get(collection)
-            if held is None and (create or self._on_disk(collection)):
-                with _engine_errors(collection):
-                    held = self._load_or_create(self._live_directory(collection))
-                self._shards[collection] = held
-            return held
-
-    def _load_or_create(self, path: Path) -> _Shard:
-        document_keywords = not path.exists() or _has_document_keywords(path)
-        sparse = [SPARSE_VECTOR, *([DOCUMENT_SPARSE_VECTOR] if document_keywords else [])]
-        config = EdgeConfig(
-            vectors={
-                # Read from the page cache as searches need them, not loaded whole at start:
-                # a shard's open segment alone maps 32 MB (docs/decisions/edge-memory.md).
-                DENSE_VECTOR: EdgeVectorParams(
-                    size=self._dense_dim, distance=Distance.Cosine, memory=Memory.Cold
-                )
-            },
-            sparse_vectors={name: EdgeSparseVectorParams(modifier=Modifier.Idf) for name in sparse},
-            max_search_threads=self._search_threads,
-            **self._indexing_config(),
-        )
-        # Loading with the config checks it against the stored segments, and also
-        # recovers a directory left half-created by a crash.
-        if path.exists():
-            shard = EdgeShard.load(str(path), config)
-        else:
-            shard = EdgeShard.create(str(path), config)
-        try:
-            indexed = shard.info().payload_schema
-            stale = [key for key in INDEXED_KEYS if not _index_as_wanted(indexed.get(key), key)]
-            for key in stale:
-                shard.update(UpdateOperation.create_field_index(key, _keyword_index(key)))
-            if stale:
-                shard.flush()
-            page_out_log(path)  # read whole by the load, not again until the next one
-        except BaseException:
-            shard.close()  # release the directory lock
-            raise
-        return _Shard(shard, path, document_keywords)
-
-    @property
-    def _due(self) -> int:
-        """Points written from which `index_written` builds: enough dense vectors to pass
-        the indexing threshold, so that the build has a segment to index."""
-        threshold_kb = self._indexing_threshold_kb or _EDGE_THRESHOLD_KB
-        return max(1, threshold_kb * 1024 // (self._dense_dim * 4))
-
-    def _indexing_config(self) -> dict[str, Any]:
-        threshold = self._indexing_threshold_kb
-        if threshold == 0:
-            return {}
-        config: dict[str, Any] = {"hnsw_config": _graphs(threshold or _EDGE_THRESHOLD_KB)}
-        if threshold:
-            config["optimizers"] = EdgeOptimizersConfig(indexing_threshold=threshold)
-        return config
+    def _writing(
+        self, collection: str, *, create: bool = False
+    ) -> AbstractContextManager[Shard | None]:
+        return self._shards.writing(collection, create=create)
 
     def _point(self, passage: Passage, document_keywords: bool) -> Point:
         vectors: dict[str, Any] = {
@@ -757,7 +451,7 @@ class EdgeIndex:
             for leg, query, run in zip(legs, queries, runs, strict=True)
             if run
         ]
-        with _engine_errors(collection):
+        with engine_errors(collection):
             found = iter(held.shard.query_batch(QueryBatchRequest(requests)))
             results = [list(next(found)) if run else [] for run in runs]
             weak = weak_dense_legs(legs, results)
@@ -780,30 +474,6 @@ class EdgeIndex:
         return dense_values(vector, self._dense_dim)
 
 
-def _search_threads_default() -> int:
-    """One search thread per core the process may use. Edge's own default (eight threads
-    on two cores here) took 1.3 ms more CPU a turn and served eight callers fewer turns a
-    second; one thread (searching in the calling thread, on the question model's core)
-    made one caller's turn about 1 ms slower (docs/benchmarks.md). Edge holds the GIL
-    for a whole call, so the gateway never runs two searches at once: the pool only
-    spreads one call's segments."""
-    return len(os.sched_getaffinity(0))
-
-
-@contextmanager
-def _engine_errors(collection: str) -> Iterator[None]:
-    """Edge reports engine failures (I/O, a closed shard) as bare `Exception`s."""
-    try:
-        yield
-    except (TypeError, ValueError):
-        raise
-    except Exception as exc:
-        raise IndexUnavailableError(f"Qdrant Edge failed on {collection!r}: {exc}") from exc
-
-
-#: Edge's own threshold (KB of vectors) from which a segment is indexed and a filtered
-#: search takes the graph rather than the exact path.
-_EDGE_THRESHOLD_KB = 10_000
 #: The dense leg's graph search follows the Scope's filter (ACORN) whatever share of the
 #: points it keeps, and keeps `DENSE_EF` candidates: without them a scope of a few
 #: percent of a large collection misses about half its exact top 10, and a wide one some
@@ -813,55 +483,12 @@ _FILTERED_DENSE = SearchParams(
     hnsw_ef=DENSE_EF,
     acorn=AcornSearchParams(enable=True, max_selectivity=ACORN_MAX_SELECTIVITY),
 )
-#: How long a shard swapped for its indexed copy stays open for calls already under way.
-_RETIRED_GRACE_S = 1.0
 #: A weak dense answer's second search (`weak_dense_legs`).
 _EXACT = SearchParams(exact=True)
 
 
-def _graphs(full_scan_threshold_kb: int) -> HnswIndexConfig:
-    """One graph per tenant, none over the whole collection: every search carries its
-    tenant (the Scope), so a tenant with more vectors than the threshold searches its own
-    graph (`payload_m` links on `tenantId`, the only key with graph links) and a smaller
-    one is searched exactly. Built in about half the time of a collection-wide graph
-    with links for every key's values (docs/decisions/edge-graphs.md)."""
-    return HnswIndexConfig(
-        m=0, ef_construct=100, full_scan_threshold=full_scan_threshold_kb, payload_m=GRAPH_M
-    )
-
-
-def _keyword_index(key: str) -> KeywordIndexParams:
-    """The tenant key groups each tenant's points together and carries the graph links;
-    the Scope's other keys only filter."""
-    tenant = key == TENANT_KEY
-    return KeywordIndexParams(is_tenant=tenant, enable_hnsw=tenant)
-
-
-def _index_as_wanted(info: PayloadIndexInfo | None, key: str) -> bool:
-    """Whether a shard's index of `key` is `_keyword_index(key)` (Edge builds graph links
-    for an index's values unless told not to); a different one is made again."""
-    params = None if info is None else info.params
-    wanted = _keyword_index(key)
-    return (
-        isinstance(params, KeywordIndexParams)
-        and params.is_tenant is wanted.is_tenant
-        and (params.enable_hnsw is not False) is wanted.enable_hnsw
-    )
-
-
 def _idf_over(corpus: Filter) -> SearchParams:
     return SearchParams(idf=IdfParams(corpus=corpus))
-
-
-def _has_document_keywords(path: Path) -> bool:
-    """Whether an existing shard was created with the whole-document BM25 vector, as the
-    config Edge keeps in its directory says. A directory without that file was left
-    half-created by a crash (Edge writes it first): it is created afresh, with it."""
-    try:
-        config = json.loads((path / _EDGE_CONFIG_FILE).read_text())
-    except FileNotFoundError:
-        return True
-    return DOCUMENT_SPARSE_VECTOR in config.get("sparse_vectors", {})
 
 
 def _document(document_id: str) -> FieldCondition:

@@ -11,12 +11,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from qdrant_edge import CountRequest
 
 from ingest import edge_build
+from ingest.edge_shards import Shard
 from ingest.index import IndexUnavailableError, Passage, org_collection
 from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from tests.integration.test_index_contract import (  # the contract suite's data
@@ -56,11 +56,16 @@ class _DuringBuild(EdgeIndex):
     """Edge whose build runs `during` between the copy and the swap (after the child
     built the copy, before it is loaded): what the gateway does meanwhile."""
 
-    during: Callable[[EdgeIndex], object] = staticmethod(lambda index: None)
+    def __init__(self, data_dir: Path) -> None:
+        super().__init__(data_dir, dense_dim=DIM, indexing_threshold_kb=THRESHOLD_KB)
+        self.during: Callable[[EdgeIndex], object] = lambda index: None
+        load_copy = self._shards._load_copy
 
-    def _load_copy(self, collection: str, copy: Path) -> Any:
-        self.during(self)
-        return super()._load_copy(collection, copy)
+        def hooked(collection: str, copy: Path) -> Shard:
+            self.during(self)
+            return load_copy(collection, copy)
+
+        self._shards._load_copy = hooked  # type: ignore[method-assign]  # the test's hook
 
 
 @pytest.fixture
@@ -70,7 +75,7 @@ def data_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def index(data_dir: Path) -> Iterator[_DuringBuild]:
-    built = _DuringBuild(data_dir, dense_dim=DIM, indexing_threshold_kb=THRESHOLD_KB)
+    built = _DuringBuild(data_dir)
     yield built
     built.close()
 
@@ -123,14 +128,16 @@ def test_the_swapped_generation_is_the_collection_after_a_restart(data_dir: Path
         again.close()
 
 
-def test_a_collection_dropped_during_the_build_stays_dropped(index: _DuringBuild) -> None:
+def test_a_collection_dropped_during_the_build_stays_dropped(
+    index: _DuringBuild, data_dir: Path
+) -> None:
     """Dropping a collection while its copy is built wins: the build swaps nothing in,
     and nothing of the collection is left on disk."""
     index.upsert(COLLECTION, _passages(0, 100, random.Random(9)))
     index.during = lambda during: during.drop_collection(COLLECTION)
     assert index.index_written() == []
     assert index.count(COLLECTION, scope()) == 0
-    assert list((index._root).iterdir()) == []
+    assert list((data_dir / EDGE_DIR).iterdir()) == []
 
 
 def test_reads_and_writes_go_on_while_the_child_builds(index: _DuringBuild) -> None:
@@ -163,20 +170,22 @@ def test_reads_and_writes_go_on_while_the_child_builds(index: _DuringBuild) -> N
     assert slowest < 1.0
 
 
-def test_a_failed_build_leaves_the_collection_as_it_was(index: _DuringBuild) -> None:
+def test_a_failed_build_leaves_the_collection_as_it_was(
+    index: _DuringBuild, data_dir: Path
+) -> None:
     """A build whose copy is lost (here: removed once the child built it) raises
     IndexUnavailableError rather than swapping in an empty shard, leaves the shard as it
     was and answering, and is tried again later."""
     index.upsert(COLLECTION, _passages(0, 100, random.Random(11)))
 
     def break_copy(during: EdgeIndex) -> None:
-        for copy in during._root.glob(f"{COLLECTION}~*"):
+        for copy in (data_dir / EDGE_DIR).glob(f"{COLLECTION}~*"):
             shutil.rmtree(copy)
 
     index.during = break_copy
     with pytest.raises(IndexUnavailableError):
         index.index_written()
-    assert sorted(p.name for p in index._root.iterdir()) == [COLLECTION]
+    assert sorted(p.name for p in (data_dir / EDGE_DIR).iterdir()) == [COLLECTION]
     assert _count(index) == 100
     index.during = lambda during: None
     assert index.index_written() == [COLLECTION]
