@@ -264,13 +264,10 @@ class EdgeShards:
         try:
             built = self._builds.build(copy, self._dense_dim, self._indexing_threshold_kb)
             fresh = self._load_copy(collection, copy) if built else None
-        except IndexUnavailableError:
+        except BaseException as error:
             self._forget_copy(held, copy, written=0)
-            if self._let_go(held):  # dropped or closed meanwhile: nothing to build
-                return False
-            raise
-        except BaseException:
-            self._forget_copy(held, copy, written=0)
+            if isinstance(error, IndexUnavailableError) and self._let_go(held):
+                return False  # dropped or closed meanwhile: nothing to build
             raise
         if fresh is None:  # nothing large enough to index: not tried again until more writes
             self._forget_copy(held, copy, written)
