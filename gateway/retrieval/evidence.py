@@ -26,6 +26,7 @@ PREAMBLE = (
     "Cite a block by its id."
 )
 _WHITESPACE = re.compile(r"\s+")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 #: The characters that delimit blocks and attributes.
 _DELIMITERS = frozenset("<>&\"'")
 #: Words in the Unicode names of characters that read as an angle bracket.
@@ -59,15 +60,17 @@ def escape_attribute(value: str) -> str:
 
 def _neutralise_look_alikes(escaped: str) -> str:
     """Every look-alike of a delimiter as a numeric character reference (`&#xFF1C;`)."""
-    if escaped.isascii():
-        return escaped
-    return "".join(f"&#x{ord(ch):X};" if _is_look_alike(ch) else ch for ch in escaped)
+    return _NON_ASCII.sub(_reference_if_look_alike, escaped)
+
+
+def _reference_if_look_alike(match: re.Match[str]) -> str:
+    ch = match[0]
+    return f"&#x{ord(ch):X};" if _is_look_alike(ch) else ch
 
 
 @functools.cache
 def _is_look_alike(ch: str) -> bool:
-    if ch.isascii():
-        return False  # the ASCII delimiters themselves are already escaped
+    """Whether a non-ASCII character reads as a delimiter (the ASCII ones are escaped)."""
     if _DELIMITERS.intersection(unicodedata.normalize("NFKC", ch)):
         return True
     name = unicodedata.name(ch, "")
