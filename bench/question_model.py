@@ -4,11 +4,13 @@ Both ONNX files come from one assembled model folder (`ingest.embedding.assemble
 `model.onnx` as packaged (int8 weights, fp32 arithmetic; passages use it) and
 `model_questions.onnx`, its re-quantization for onnxruntime's integer kernels (questions
 use it). Each gets a single-thread session with the CPU arena off, as the gateway's
-question session has. Over the golden set's questions this reports:
+question session has. Over the golden set's questions, and over the passages of its first
+documents (chunked as ingest chunks them: what the integer model would cost passages),
+this reports:
 
-- fidelity: the cosine between a question's two vectors (mean-pooled, unit length);
-- cost: CPU per question with one question per run, the two models alternated in blocks
-  of 25 questions so the machine's drift hits both alike (medians over blocks);
+- fidelity: the cosine between a text's two vectors (mean-pooled, unit length);
+- cost: CPU per text with one text per run, the two models alternated in blocks of 25
+  texts so the machine's drift hits both alike (medians over blocks);
 - batching: CPU per question on the integer model in batches of 1, 4 and 8 (padding).
 
     uv run python -m bench.question_model [--dataset ../shared/datasets/scifact]
@@ -28,6 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ingest.chunking import chunk_text
 from ingest.embedding import MAX_TOKENS, MINILM_QUESTION_FILE, assemble_minilm
 
 RESULTS = Path(__file__).parent / "results" / "question_model.json"
@@ -83,46 +86,69 @@ def _quantiles(values: Sequence[float]) -> dict[str, float]:
     }
 
 
-def measure(folder: Path, questions: Sequence[str]) -> dict[str, Any]:
-    packaged = _Model(folder, "model.onnx")
-    integer = _Model(folder, MINILM_QUESTION_FILE)
-    cosines = [float(packaged.embed([q])[0] @ integer.embed([q])[0]) for q in questions]
-    blocks = [questions[i : i + BLOCK] for i in range(0, len(questions), BLOCK)]
+def _side_by_side(packaged: _Model, integer: _Model, texts: Sequence[str]) -> dict[str, Any]:
+    """Fidelity and CPU per text, one text per run, the two models alternated in blocks."""
+    cosines = [float(packaged.embed([text])[0] @ integer.embed([text])[0]) for text in texts]
+    blocks = [texts[i : i + BLOCK] for i in range(0, len(texts), BLOCK)]
     packaged_ms, integer_ms = [], []
     for block in blocks:
         packaged_ms.append(_cpu_ms_per_text(packaged, block, 1))
         integer_ms.append(_cpu_ms_per_text(integer, block, 1))
+    packaged_median = statistics.median(packaged_ms)
+    integer_median = statistics.median(integer_ms)
+    return {
+        "texts": len(texts),
+        "cosine_integer_to_packaged": _quantiles(cosines),
+        "cpu_ms_per_text": {
+            "packaged": round(packaged_median, 2),
+            "integer": round(integer_median, 2),
+            "ratio": round(integer_median / packaged_median, 2),
+        },
+    }
+
+
+def measure(folder: Path, questions: Sequence[str], passages: Sequence[str]) -> dict[str, Any]:
+    packaged = _Model(folder, "model.onnx")
+    integer = _Model(folder, MINILM_QUESTION_FILE)
+    blocks = [questions[i : i + BLOCK] for i in range(0, len(questions), BLOCK)]
     batched = {
         str(size): round(
             statistics.median(_cpu_ms_per_text(integer, block, size) for block in blocks), 2
         )
         for size in BATCH_SIZES
     }
-    packaged_median = statistics.median(packaged_ms)
-    integer_median = statistics.median(integer_ms)
     return {
-        "questions": len(questions),
-        "cosine_integer_to_packaged": _quantiles(cosines),
-        "cpu_ms_per_question": {
-            "packaged": round(packaged_median, 2),
-            "integer": round(integer_median, 2),
-            "ratio": round(integer_median / packaged_median, 2),
-        },
+        "questions": _side_by_side(packaged, integer, questions),
+        "passages": _side_by_side(packaged, integer, passages),
         "integer_cpu_ms_per_question_by_batch_size": batched,
     }
+
+
+def _passages(corpus: Path, count: int) -> list[str]:
+    """The first `count` passages of the corpus's documents, as ingest chunks them."""
+    passages: list[str] = []
+    with corpus.open(encoding="utf-8") as lines:
+        for line in lines:
+            document = json.loads(line)
+            passages += chunk_text(document["text"])
+            if len(passages) >= count:
+                break
+    return passages[:count]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=Path("../shared/datasets/scifact"))
     parser.add_argument("--model-dir", type=Path, help="reuse an assembled model dir")
+    parser.add_argument("--passages", type=int, default=300)
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     with (args.dataset / "queries.jsonl").open(encoding="utf-8") as lines:
         questions = [json.loads(line)["text"] for line in lines if line.strip()]
     with tempfile.TemporaryDirectory() as scratch:
         folder = assemble_minilm(args.model_dir or Path(scratch))
-        report = measure(folder, questions)
+        passages = _passages(args.dataset / "corpus.jsonl", args.passages)
+        report = measure(folder, questions, passages)
     report["command"] = "uv run python -m bench.question_model"
     args.output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(report, indent=2))
