@@ -18,6 +18,7 @@ from gateway.cli.model import add_model_commands
 from gateway.cli.pii import add_pii_command
 from gateway.cli.serve import add_serve_command
 from gateway.cli.transfer import add_transfer_commands
+from gateway.cli.workspace_settings import add_settings_commands
 from gateway.runtime.blas import single_threaded_blas
 from gateway.tools.evaluation.command import add_eval_command
 from gateway.tools.probe.command import add_probe_command
@@ -50,4 +51,5 @@ def _parser() -> argparse.ArgumentParser:
     add_admin_commands(commands)
     add_transfer_commands(commands)
     add_knowledge_commands(commands)
+    add_settings_commands(commands)
     return parser

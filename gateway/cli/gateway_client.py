@@ -75,6 +75,9 @@ class Gateway(Protocol):
     async def put_agent(self, agent_id: str, body: dict[str, Any]) -> dict[str, Any]: ...
     async def delete_agent(self, agent_id: str) -> dict[str, Any]: ...
     async def retrieve(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def workspace_settings(self) -> dict[str, Any]: ...
+    async def change_workspace_settings(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def settings_history(self) -> dict[str, Any]: ...
 
 
 def _segment(value: str) -> str:
@@ -145,6 +148,15 @@ class HttpGateway:
 
     async def retrieve(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._call("POST", "/v1/retrieve", body)
+
+    async def workspace_settings(self) -> dict[str, Any]:
+        return self._call("GET", "/v1/workspace/settings")
+
+    async def change_workspace_settings(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call("PATCH", "/v1/workspace/settings", body)
+
+    async def settings_history(self) -> dict[str, Any]:
+        return self._call("GET", "/v1/workspace/settings/history")
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         data = None if body is None else json.dumps(body).encode("utf-8")
@@ -380,6 +392,31 @@ class EmbeddedGateway:
             )
         )
         return _json(retrieve_out(result))
+
+    async def workspace_settings(self) -> dict[str, Any]:
+        from gateway.admin import workspace
+        from gateway.http.routes.workspace import workspace_settings_out
+
+        found = await self._core(workspace.workspace_of(self._services, self._admin()))
+        return _json(workspace_settings_out(self._services, found))
+
+    async def change_workspace_settings(self, body: dict[str, Any]) -> dict[str, Any]:
+        from gateway.admin import workspace
+        from gateway.http.routes.workspace import settings_changes, workspace_settings_out
+        from gateway.http.schemas import PatchWorkspaceSettings
+
+        changes = settings_changes(_strict(PatchWorkspaceSettings, body))
+        updated = await self._core(
+            workspace.change_settings(self._services, self._admin(), changes)
+        )
+        return _json(workspace_settings_out(self._services, updated))
+
+    async def settings_history(self) -> dict[str, Any]:
+        from gateway.admin import workspace
+        from gateway.http.routes.workspace import history_out
+
+        changes = await self._core(workspace.history(self._services, self._admin()))
+        return _json(history_out(changes))
 
     def _admin(self) -> Principal:
         if self._workspace is None:

@@ -47,7 +47,10 @@ exit status: 0 all files in step, 1 some files failed (or the run stopped early)
 def add_ingest_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ingest = commands.add_parser(
         "ingest",
-        help="sync a directory of .txt/.md/.html/.pdf files into a knowledge base",
+        help=(
+            "sync a directory of .txt, .md, .rst, .html, .pdf, .docx and .pptx files into a "
+            "knowledge base"
+        ),
         description=(
             "Add new files, rewrite changed ones, leave unchanged ones alone and delete "
             "documents whose files are gone."

@@ -1,10 +1,12 @@
-"""`kbgate kbs|agents create|show|delete` and `kbgate ask`: a workspace's knowledge bases
-and agents, and a question to one of its agents.
+"""`kbgate kbs|agents create|set|list|show|delete` and `kbgate ask`: a workspace's knowledge
+bases and agents, and a question to one of its agents.
 
 Against a running gateway with a workspace key (`--url`/KBGATE_URL, `--key`/KBGATE_KEY) or
 the embedded data dir with `--tenant` (`gateway.cli.target`). `create` refuses an id the
 workspace already has unless `--replace` is given (then the whole record is replaced, as
-by the API's PUT).
+by the API's PUT). `set` changes only the settings it is given (`--reset NAME` returns one
+to its default): it reads the record and writes it back with those changes, so of two
+admins changing the same record at the same moment, the later write wins.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 from gateway.cli.gateway_client import Gateway, Refused
 from gateway.cli.target import WORKSPACE_MODES, add_command, add_group, add_target_arguments, runner
@@ -21,8 +23,17 @@ from gateway.cli.target import WORKSPACE_MODES, add_command, add_group, add_targ
 _EXCERPT_CHARS = 400
 
 
-def add_knowledge_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def add_knowledge_commands(commands: Commands) -> None:
     """Register `kbs`, `agents` and `ask` on the `kbgate` parser."""
+    _add_kb_commands(commands)
+    _add_agent_commands(commands)
+    _add_ask_command(commands)
+
+
+def _add_kb_commands(commands: Commands) -> None:
     kbs = add_group(commands, "kbs", "a workspace's knowledge bases (admin key)")
     create_kb = add_command(kbs, "create", "create a knowledge base", workspace=True)
     create_kb.add_argument("kb_id")
@@ -30,12 +41,17 @@ def add_knowledge_commands(commands: argparse._SubParsersAction[argparse.Argumen
     create_kb.add_argument(
         "--storage", choices=("org", "shared"), help="its collection: the org's (default)"
     )
-    create_kb.add_argument("--top-k", type=int, help="passages per turn (default: the agent's)")
-    create_kb.add_argument("--score-threshold", type=float, help="cosine floor, 0..1")
-    create_kb.add_argument("--keyword-floor", type=float, help="BM25 floor (lower for small KBs)")
-    create_kb.add_argument("--grounding-floor", type=float, help="grounding check floor, 0..1")
+    _kb_setting_arguments(create_kb)
     _replace_argument(create_kb)
     create_kb.set_defaults(run=runner(_create_kb, workspace=True))
+    set_kb = add_command(
+        kbs, "set", "change some settings of a knowledge base, the rest kept", workspace=True
+    )
+    set_kb.add_argument("kb_id")
+    set_kb.add_argument("--name", help="a name for people")
+    _kb_setting_arguments(set_kb)
+    _reset_argument(set_kb, _KB_SETTINGS)
+    set_kb.set_defaults(run=runner(_set_kb, workspace=True))
     list_kbs = add_command(
         kbs, "list", "the workspace's knowledge bases with their counts", workspace=True
     )
@@ -51,6 +67,8 @@ def add_knowledge_commands(commands: argparse._SubParsersAction[argparse.Argumen
     delete_kb.add_argument("kb_id")
     delete_kb.set_defaults(run=runner(_delete_kb, workspace=True))
 
+
+def _add_agent_commands(commands: Commands) -> None:
     agents = add_group(commands, "agents", "a workspace's agents (admin key)")
     create_agent = add_command(
         agents, "create", "create an agent answering from knowledge bases", workspace=True
@@ -59,13 +77,26 @@ def add_knowledge_commands(commands: argparse._SubParsersAction[argparse.Argumen
     create_agent.add_argument(
         "--kb", action="append", default=[], dest="kb_ids", help="a knowledge base, in order"
     )
-    create_agent.add_argument("--top-k", type=int, help="passages per turn")
-    create_agent.add_argument("--score-threshold", type=float, help="cosine floor, 0..1")
-    create_agent.add_argument(
-        "--pii-redaction", choices=("on", "off"), help="the agent's redaction gate"
-    )
+    _agent_setting_arguments(create_agent)
     _replace_argument(create_agent)
     create_agent.set_defaults(run=runner(_create_agent, workspace=True))
+    set_agent = add_command(
+        agents, "set", "change an agent's knowledge bases or settings, the rest kept",
+        workspace=True,
+    )  # fmt: skip
+    set_agent.add_argument("agent_id")
+    set_agent.add_argument(
+        "--kb", action="append", dest="kb_ids", help="its knowledge bases, in order (all of them)"
+    )
+    set_agent.add_argument(
+        "--add-kb", action="append", default=[], help="a knowledge base to add, last"
+    )
+    set_agent.add_argument(
+        "--remove-kb", action="append", default=[], help="a knowledge base to take out"
+    )
+    _agent_setting_arguments(set_agent)
+    _reset_argument(set_agent, _AGENT_SETTINGS)
+    set_agent.set_defaults(run=runner(_set_agent, workspace=True))
     list_agents = add_command(
         agents, "list", "the workspace's agents and their knowledge bases", workspace=True
     )
@@ -81,6 +112,8 @@ def add_knowledge_commands(commands: argparse._SubParsersAction[argparse.Argumen
     delete_agent.add_argument("agent_id")
     delete_agent.set_defaults(run=runner(_delete_agent, workspace=True))
 
+
+def _add_ask_command(commands: Commands) -> None:
     ask = commands.add_parser(
         "ask",
         help="ask an agent a question: the passages a turn returns (retrieve key)",
@@ -95,6 +128,73 @@ def add_knowledge_commands(commands: argparse._SubParsersAction[argparse.Argumen
     )
     add_target_arguments(ask, workspace=True)
     ask.set_defaults(run=runner(_ask, workspace=True))
+
+
+#: the settings a KB's record stores, as the API names them
+_KB_SETTINGS = (
+    "top_k", "score_threshold", "keyword_floor", "grounding_floor", "fusion", "drop_copies",
+)  # fmt: skip
+#: the settings an agent's record stores, as the API names them
+_AGENT_SETTINGS = ("top_k", "score_threshold", "pii_redaction")
+
+
+def _kb_setting_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--top-k", type=int, help="passages per turn (default: the agent's)")
+    parser.add_argument(
+        "--score-threshold", type=float, help="dense floor: the best passage's cosine, 0..1"
+    )
+    parser.add_argument(
+        "--keyword-floor",
+        type=float,
+        help="keyword floor: the best passage's share of the attainable BM25 score, 0..1",
+    )
+    parser.add_argument("--grounding-floor", type=float, help="grounding check floor, 0..1")
+    parser.add_argument(
+        "--fusion",
+        type=_fusion_weights,
+        metavar="DENSE,KEYWORD",
+        help="the channels' weights in the fused ranking, e.g. 1,0.4",
+    )
+    parser.add_argument(
+        "--drop-copies", choices=("on", "off"), help="drop passages that copy a better one"
+    )
+
+
+def _agent_setting_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--top-k", type=int, help="passages per turn")
+    parser.add_argument(
+        "--score-threshold", type=float, help="dense floor: the best passage's cosine, 0..1"
+    )
+    parser.add_argument("--pii-redaction", choices=("on", "off"), help="the agent's redaction gate")
+
+
+def _reset_argument(parser: argparse.ArgumentParser, settings: tuple[str, ...]) -> None:
+    parser.add_argument(
+        "--reset",
+        action="append",
+        default=[],
+        choices=settings,
+        metavar="SETTING",
+        help=f"return a setting to its default: {', '.join(settings)}",
+    )
+
+
+def _fusion_weights(value: str) -> dict[str, float]:
+    """`DENSE,KEYWORD` as the API's `fusion` object; the API checks the values."""
+    parts = value.split(",")
+    try:
+        dense, keyword = (float(part) for part in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError("two numbers, DENSE,KEYWORD (e.g. 1,0.4)") from None
+    return {"dense": dense, "keyword": keyword}
+
+
+def _settings_given(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
+    """The settings options given, by their API names (on/off as booleans)."""
+    given = _given(args, *(name for name in names if hasattr(args, name)))
+    return {
+        name: value == "on" if value in ("on", "off") else value for name, value in given.items()
+    }
 
 
 def _replace_argument(parser: argparse.ArgumentParser) -> None:
@@ -155,13 +255,31 @@ async def attach_to_agent(gateway: Gateway, agent_id: str, kb_id: str) -> str:
 
 async def _create_kb(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
     await _refuse_existing(lambda: gateway.get_knowledge_base(args.kb_id), "knowledge base", args)
-    body = {"name": args.name, **_given(args, "storage", "top_k", "score_threshold")}
-    body |= _given(args, "keyword_floor", "grounding_floor")
+    body = {"name": args.name, **_given(args, "storage"), **_settings_given(args, _KB_SETTINGS)}
     answer = await gateway.put_knowledge_base(args.kb_id, body)
     return answer, (
         f"created knowledge base {answer['kb_id']} (storage {answer['storage']}, "
         f"collection {answer['collection']})"
     )
+
+
+async def _set_kb(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    kb = await gateway.get_knowledge_base(args.kb_id)
+    settings = _changed(kb["settings"], _settings_given(args, _KB_SETTINGS), args.reset)
+    name = kb["name"] if args.name is None else args.name
+    body = {"name": name, "storage": kb["storage"], **settings}
+    answer = await gateway.put_knowledge_base(args.kb_id, body)
+    lines = [f"updated knowledge base {answer['kb_id']}", *_effective_lines(answer["effective"])]
+    return answer, "\n".join(lines)
+
+
+def _changed(stored: dict[str, Any], given: dict[str, Any], reset: list[str]) -> dict[str, Any]:
+    """A record's stored settings with `given` set and `reset` removed (back to default)."""
+    both = sorted(set(given) & set(reset))
+    if both:
+        raise Refused(422, {"detail": "both set and reset", "field": ", ".join(both)})
+    kept = {name: value for name, value in stored.items() if value is not None}
+    return {name: value for name, value in (kept | given).items() if name not in reset}
 
 
 async def _list_kbs(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
@@ -199,14 +317,22 @@ async def _delete_kb(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, s
 
 async def _create_agent(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
     await _refuse_existing(lambda: gateway.get_agent(args.agent_id), "agent", args)
-    body: dict[str, Any] = {
-        "knowledge_base_ids": args.kb_ids,
-        **_given(args, "top_k", "score_threshold"),
-    }
-    if args.pii_redaction is not None:
-        body["pii_redaction"] = args.pii_redaction == "on"
+    body = {"knowledge_base_ids": args.kb_ids, **_settings_given(args, _AGENT_SETTINGS)}
     answer = await gateway.put_agent(args.agent_id, body)
     return answer, f"created agent {answer['agent_id']}\n" + _agent_lines(answer)
+
+
+async def _set_agent(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    agent = await gateway.get_agent(args.agent_id)
+    kb_ids = list(agent["knowledge_base_ids"] if args.kb_ids is None else args.kb_ids)
+    for kb_id in args.remove_kb:
+        if kb_id not in kb_ids:
+            raise Refused(404, {"detail": f"agent {args.agent_id} does not answer from {kb_id}"})
+        kb_ids.remove(kb_id)
+    kb_ids += [kb_id for kb_id in args.add_kb if kb_id not in kb_ids]
+    settings = _changed(agent["settings"], _settings_given(args, _AGENT_SETTINGS), args.reset)
+    answer = await gateway.put_agent(args.agent_id, {"knowledge_base_ids": kb_ids, **settings})
+    return answer, f"updated agent {answer['agent_id']}\n" + _agent_lines(answer)
 
 
 async def _list_agents(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
@@ -245,6 +371,8 @@ def _effective_lines(effective: dict[str, Any]) -> list[str]:
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
     if isinstance(value, dict):
         return ", ".join(f"{name} {item}" for name, item in value.items())
     return str(value)

@@ -7,8 +7,9 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,7 +114,8 @@ def test_the_same_commands_work_on_the_embedded_data_dir(
 ) -> None:
     """With no gateway serving the data dir, the same three commands (`--data-dir`, and
     `--tenant` for the workspace) create the workspace, ingest into a new KB attached to a
-    new agent, and answer the question, and `agents list` shows the agent; a workspace
+    new agent, and answer the question, `agents list` shows the agent and `settings set`
+    changes a workspace setting, recorded in its history as the `cli` key's; a workspace
     command without `--tenant` exits 2; `workspaces delete` erases the workspace."""
     env = {**model_env, "KBGATE_DATA_DIR": str(tmp_path / "data")}
     setup = kbgate("workspaces", "create", "demo", "docs", "--create-org", env=env)
@@ -135,6 +137,10 @@ def test_the_same_commands_work_on_the_embedded_data_dir(
     assert kbgate("ask", "helper", QUESTION, env=env).returncode == 2
     agents = kbgate("agents", "list", "--tenant", "docs", env=env)
     assert agents.stdout.splitlines() == ["helper  answers from docs"]
+    changed = kbgate("settings", "set", "--turn-retention-s", "7200", "--tenant", "docs", env=env)
+    assert changed.returncode == 0, changed.stderr
+    history = kbgate("settings", "history", "--tenant", "docs", env=env)
+    assert history.stdout.split("  ", 1)[1] == "cli  turn_retention_s: default -> 7200\n"
     gone = kbgate("workspaces", "delete", "demo", "docs", "--yes", env=env)
     assert gone.returncode == 0, gone.stderr
     assert gone.stdout.startswith("deleted workspace docs in demo: 2 passages, 1 knowledge bases")
@@ -143,3 +149,127 @@ def test_the_same_commands_work_on_the_embedded_data_dir(
         2,
         f"kbgate: no workspace 'docs' in {env['KBGATE_DATA_DIR']}",
     )
+
+
+def test_set_commands_change_only_the_settings_given(
+    tmp_path: Path, model_env: dict[str, str]
+) -> None:
+    """Against a running gateway with a workspace key: `kbs set` and `agents set` change the
+    settings they are given and keep the rest (`--reset` returns one to its default, an
+    agent's KBs are added and taken out in order), `settings set` changes workspace settings
+    and `settings history` lists each change with its key. A setting both set and reset, a
+    value the API refuses, an unknown KB or nothing to change exits 1 and changes nothing; a
+    malformed `--fusion` exits 2."""
+    with GatewayProcess(
+        tmp_path / "data", env={**model_env, "KBGATE_PLATFORM_KEY": PLATFORM_KEY}
+    ) as gw:
+        platform = {"KBGATE_URL": gw.url, "KBGATE_KEY": PLATFORM_KEY}
+        setup = kbgate(
+            "workspaces", "create", "demo", "docs", "--create-org", "--issue-key", "--json",
+            env=platform,
+        )  # fmt: skip
+        assert setup.returncode == 0, setup.stderr
+        made = json.loads(setup.stdout)
+        workspace = {"KBGATE_URL": gw.url, "KBGATE_KEY": made["key"]["key"]}
+        key_id = made["key"]["key_id"]
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            return kbgate(*args, env=workspace)
+
+        _knowledge_base_set(run)
+        _agent_set(run)
+        _workspace_settings_set(run, key_id)
+
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _knowledge_base_set(run: Run) -> None:
+    def shown_kb() -> dict[str, Any]:
+        return dict(json.loads(run("kbs", "show", "docs", "--json").stdout))
+
+    created = run("kbs", "create", "docs", "--top-k", "4", "--keyword-floor", "0.3")
+    assert created.returncode == 0, created.stderr
+    changed = run(
+        "kbs", "set", "docs", "--name", "Docs", "--score-threshold", "0.5",
+        "--fusion", "1,0.3", "--drop-copies", "off", "--reset", "top_k",
+    )  # fmt: skip
+    assert changed.returncode == 0, changed.stderr
+    assert changed.stdout.startswith("updated knowledge base docs\n")
+    assert "  score_threshold: 0.5 (set by knowledge_base)" in changed.stdout
+    assert "  drop_copies: off (set by knowledge_base)" in changed.stdout
+    kb = shown_kb()
+    assert kb["name"] == "Docs"
+    assert kb["settings"] == {
+        "keyword_floor": 0.3,
+        "score_threshold": 0.5,
+        "fusion": {"dense": 1.0, "keyword": 0.3},
+        "drop_copies": False,
+    }
+    assert kb["effective"]["top_k"]["source"] == "platform"
+
+    both = run("kbs", "set", "docs", "--top-k", "3", "--reset", "top_k")
+    assert (both.returncode, both.stderr.strip()) == (
+        1,
+        "kbgate: refused, 422: both set and reset (top_k)",
+    )
+    refused = run("kbs", "set", "docs", "--score-threshold", "2")
+    assert refused.returncode == 1
+    assert "422" in refused.stderr
+    assert "score_threshold" in refused.stderr
+    assert shown_kb()["settings"] == kb["settings"]
+    assert run("kbs", "set", "docs", "--fusion", "1").returncode == 2
+    missing = run("kbs", "set", "nope", "--top-k", "3")
+    assert missing.returncode == 1
+    assert "404" in missing.stderr
+
+
+def _agent_set(run: Run) -> None:
+    assert run("kbs", "create", "faq").returncode == 0
+    assert run("agents", "create", "helper", "--kb", "docs").returncode == 0
+    added = run("agents", "set", "helper", "--add-kb", "faq", "--top-k", "5", "--json")
+    assert added.returncode == 0, added.stderr
+    agent = json.loads(added.stdout)
+    assert (agent["knowledge_base_ids"], agent["settings"]) == (["docs", "faq"], {"top_k": 5})
+    moved = run("agents", "set", "helper", "--remove-kb", "docs", "--pii-redaction", "off")
+    assert moved.returncode == 0, moved.stderr
+    agent = json.loads(run("agents", "show", "helper", "--json").stdout)
+    assert agent["knowledge_base_ids"] == ["faq"]
+    assert agent["settings"] == {"top_k": 5, "pii_redaction": False}
+    absent = run("agents", "set", "helper", "--remove-kb", "docs")
+    assert absent.returncode == 1
+    assert "does not answer from docs" in absent.stderr
+
+
+def _workspace_settings_set(run: Run, key_id: str) -> None:
+    before = run("settings", "show")
+    assert before.returncode == 0, before.stderr
+    assert "  rag_pii_redaction: on (set by platform)" in before.stdout
+    workspace_set = run(
+        "settings", "set", "--rag-pii-redaction", "off", "--pii-entities",
+        "PERSON,EMAIL_ADDRESS", "--turn-retention-s", "7200", "--json",
+    )  # fmt: skip
+    assert workspace_set.returncode == 0, workspace_set.stderr
+    assert json.loads(workspace_set.stdout)["settings"] == {
+        "rag_pii_redaction": False,
+        "pii_entities": ["PERSON", "EMAIL_ADDRESS"],
+        "turn_retention_s": 7200,
+    }
+    reset = run("settings", "set", "--reset", "pii_entities")
+    assert reset.returncode == 0, reset.stderr
+    assert run("settings", "set").returncode == 1
+    bad = run("settings", "set", "--turn-retention-s", "0")
+    assert bad.returncode == 1
+    assert "turn_retention_s" in bad.stderr
+    after = json.loads(run("settings", "show", "--json").stdout)
+    assert after["settings"] == {"rag_pii_redaction": False, "turn_retention_s": 7200}
+
+    history = run("settings", "history")
+    assert history.returncode == 0, history.stderr
+    lines = history.stdout.splitlines()
+    assert [line.split("  ", 2)[1:] for line in lines] == [
+        [key_id, "rag_pii_redaction: default -> off"],
+        [key_id, "pii_entities: default -> PERSON, EMAIL_ADDRESS"],
+        [key_id, "turn_retention_s: default -> 7200"],
+        [key_id, "pii_entities: PERSON, EMAIL_ADDRESS -> default"],
+    ]

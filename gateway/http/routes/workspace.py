@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -22,7 +23,7 @@ from gateway.http.schemas import (
 )
 from gateway.http.security import requires
 from gateway.runtime.services import Services
-from settings.records import Role, Workspace
+from settings.records import Role, SettingChange, Workspace
 from settings.resolve import Resolved
 
 AnyRequest = Request[Principal, str, State]
@@ -37,7 +38,8 @@ def settings_changes(data: PatchWorkspaceSettings) -> dict[str, Any]:
     }
 
 
-def _out(services: Services, found: Workspace) -> WorkspaceSettingsOut:
+def workspace_settings_out(services: Services, found: Workspace) -> WorkspaceSettingsOut:
+    """A workspace's settings as the API answers them. Shared with the CLI."""
     return WorkspaceSettingsOut(
         tenant_id=found.tenant_id,
         org_id=found.org_id,
@@ -72,7 +74,9 @@ class WorkspaceController(Controller):
     async def get_settings(
         self, request: AnyRequest, services: Injected[Services]
     ) -> WorkspaceSettingsOut:
-        return _out(services, await workspace.workspace_of(services, request.user))
+        return workspace_settings_out(
+            services, await workspace.workspace_of(services, request.user)
+        )
 
     @patch(
         "/settings",
@@ -87,7 +91,7 @@ class WorkspaceController(Controller):
         data: JSONBody[PatchWorkspaceSettings],
     ) -> WorkspaceSettingsOut:
         updated = await workspace.change_settings(services, request.user, settings_changes(data))
-        return _out(services, updated)
+        return workspace_settings_out(services, updated)
 
     @get(
         "/settings/history",
@@ -96,18 +100,22 @@ class WorkspaceController(Controller):
         responses=problems(*KEYED, 404),
     )
     async def get_history(self, request: AnyRequest, services: Injected[Services]) -> HistoryOut:
-        changes = await workspace.history(services, request.user)
-        return HistoryOut(
-            changes=[
-                SettingChangeOut(
-                    at=c.at,
-                    key_id=c.key_id,
-                    setting=c.setting,
-                    old=c.old,
-                    new=c.new,
-                    knowledge_base_id=c.knowledge_base_id,
-                    evaluation_id=c.evaluation_id,
-                )
-                for c in changes
-            ]
-        )
+        return history_out(await workspace.history(services, request.user))
+
+
+def history_out(changes: Sequence[SettingChange]) -> HistoryOut:
+    """Settings changes as the API answers them, oldest first. Shared with the CLI."""
+    return HistoryOut(
+        changes=[
+            SettingChangeOut(
+                at=c.at,
+                key_id=c.key_id,
+                setting=c.setting,
+                old=c.old,
+                new=c.new,
+                knowledge_base_id=c.knowledge_base_id,
+                evaluation_id=c.evaluation_id,
+            )
+            for c in changes
+        ]
+    )

@@ -1,0 +1,135 @@
+"""`kbgate settings show|set|history`: a workspace's own settings (admin key).
+
+`set` sends only the settings it is given, as `PATCH /v1/workspace/settings` does (`--reset
+NAME` returns one to its default); every change is recorded in the history with the key
+that made it (`cli` on the embedded data dir).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, TypeAlias
+
+from gateway.cli.gateway_client import Gateway, Refused
+from gateway.cli.target import add_command, add_group, runner
+
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+#: the workspace settings, as the API names them
+SETTINGS = (
+    "strict_rag_isolation",
+    "rag_pii_redaction",
+    "max_knowledge_bases_per_agent",
+    "pii_entities",
+    "pii_allow_list",
+    "turn_retention_s",
+)
+
+
+def add_settings_commands(commands: Commands) -> None:
+    """Register `settings show|set|history` on the `kbgate` parser."""
+    settings = add_group(commands, "settings", "the workspace's own settings (admin key)")
+    show = add_command(settings, "show", "the settings in force and who set them", workspace=True)
+    show.set_defaults(run=runner(_show, workspace=True))
+
+    change = add_command(
+        settings, "set", "change some settings, the rest kept (recorded)", workspace=True
+    )
+    change.add_argument(
+        "--strict-rag-isolation",
+        choices=("on", "off"),
+        help="every search also bound to the organization",
+    )
+    change.add_argument(
+        "--rag-pii-redaction", choices=("on", "off"), help="redact PII in returned passages"
+    )
+    change.add_argument(
+        "--max-knowledge-bases-per-agent", type=int, metavar="N", help="KBs a turn queries"
+    )
+    change.add_argument(
+        "--pii-entities",
+        type=_names,
+        metavar="TYPE,...",
+        help="the PII types redacted, e.g. PERSON,EMAIL_ADDRESS",
+    )
+    change.add_argument(
+        "--pii-allow-list",
+        action="append",
+        metavar="VALUE",
+        help="a value, CIDR range or re: pattern redaction keeps (repeat; replaces the list)",
+    )
+    change.add_argument(
+        "--turn-retention-s", type=int, metavar="SECONDS", help="how long turn records are kept"
+    )
+    change.add_argument(
+        "--reset",
+        action="append",
+        default=[],
+        choices=SETTINGS,
+        metavar="SETTING",
+        help=f"return a setting to its default: {', '.join(SETTINGS)}",
+    )
+    change.set_defaults(run=runner(_set, workspace=True))
+
+    history = add_command(
+        settings, "history", "every settings change: when, by which key, old and new",
+        workspace=True,
+    )  # fmt: skip
+    history.set_defaults(run=runner(_history, workspace=True))
+
+
+def _names(value: str) -> list[str]:
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
+async def _show(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    answer = await gateway.workspace_settings()
+    return answer, _settings_text(answer)
+
+
+async def _set(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    given = {
+        name: value == "on" if value in ("on", "off") else value
+        for name in SETTINGS
+        if (value := getattr(args, name)) is not None
+    }
+    both = sorted(set(given) & set(args.reset))
+    if both:
+        raise Refused(422, {"detail": "both set and reset", "field": ", ".join(both)})
+    if not given and not args.reset:
+        raise Refused(422, {"detail": "nothing to change: give a setting or --reset NAME"})
+    answer = await gateway.change_workspace_settings(given | dict.fromkeys(args.reset))
+    return answer, "updated\n" + _settings_text(answer)
+
+
+async def _history(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    answer = await gateway.settings_history()
+    lines = [
+        f"{change['at']}  {change['key_id']}  {_where(change)}{change['setting']}: "
+        f"{_shown(change['old'])} -> {_shown(change['new'])}"
+        for change in answer["changes"]
+    ]
+    return answer, "\n".join(lines) or "no changes yet"
+
+
+def _where(change: dict[str, Any]) -> str:
+    kb_id = change.get("knowledge_base_id")
+    return f"knowledge base {kb_id}: " if kb_id else ""
+
+
+def _settings_text(answer: dict[str, Any]) -> str:
+    lines = [f"workspace {answer['tenant_id']} in {answer['org_id']}"]
+    for name, value in answer["effective"].items():
+        clamped = ", clamped" if value.get("clamped") else ""
+        lines.append(f"  {name}: {_shown(value['value'])} (set by {value['source']}{clamped})")
+    return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "default"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value) or "none"
+    return str(value)
