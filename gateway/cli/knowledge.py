@@ -17,6 +17,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
 from gateway.cli.gateway_client import Gateway, Refused
+from gateway.cli.setting_options import (
+    add_reset_argument,
+    refuse_set_and_reset,
+    settings_given,
+    shown,
+)
 from gateway.cli.target import WORKSPACE_MODES, add_command, add_group, add_target_arguments, runner
 
 #: how much of each passage `kbgate ask` prints (`--json` has all of it)
@@ -50,7 +56,7 @@ def _add_kb_commands(commands: Commands) -> None:
     set_kb.add_argument("kb_id")
     set_kb.add_argument("--name", help="a name for people")
     _kb_setting_arguments(set_kb)
-    _reset_argument(set_kb, _KB_SETTINGS)
+    add_reset_argument(set_kb, _KB_SETTINGS)
     set_kb.set_defaults(run=runner(_set_kb, workspace=True))
     list_kbs = add_command(
         kbs, "list", "the workspace's knowledge bases with their counts", workspace=True
@@ -95,7 +101,7 @@ def _add_agent_commands(commands: Commands) -> None:
         "--remove-kb", action="append", default=[], help="a knowledge base to take out"
     )
     _agent_setting_arguments(set_agent)
-    _reset_argument(set_agent, _AGENT_SETTINGS)
+    add_reset_argument(set_agent, _AGENT_SETTINGS)
     set_agent.set_defaults(run=runner(_set_agent, workspace=True))
     list_agents = add_command(
         agents, "list", "the workspace's agents and their knowledge bases", workspace=True
@@ -168,17 +174,6 @@ def _agent_setting_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pii-redaction", choices=("on", "off"), help="the agent's redaction gate")
 
 
-def _reset_argument(parser: argparse.ArgumentParser, settings: tuple[str, ...]) -> None:
-    parser.add_argument(
-        "--reset",
-        action="append",
-        default=[],
-        choices=settings,
-        metavar="SETTING",
-        help=f"return a setting to its default: {', '.join(settings)}",
-    )
-
-
 def _fusion_weights(value: str) -> dict[str, float]:
     """`DENSE,KEYWORD` as the API's `fusion` object; the API checks the values."""
     parts = value.split(",")
@@ -187,14 +182,6 @@ def _fusion_weights(value: str) -> dict[str, float]:
     except ValueError:
         raise argparse.ArgumentTypeError("two numbers, DENSE,KEYWORD (e.g. 1,0.4)") from None
     return {"dense": dense, "keyword": keyword}
-
-
-def _settings_given(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
-    """The settings options given, by their API names (on/off as booleans)."""
-    given = _given(args, *(name for name in names if hasattr(args, name)))
-    return {
-        name: value == "on" if value in ("on", "off") else value for name, value in given.items()
-    }
 
 
 def _replace_argument(parser: argparse.ArgumentParser) -> None:
@@ -255,7 +242,7 @@ async def attach_to_agent(gateway: Gateway, agent_id: str, kb_id: str) -> str:
 
 async def _create_kb(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
     await _refuse_existing(lambda: gateway.get_knowledge_base(args.kb_id), "knowledge base", args)
-    body = {"name": args.name, **_given(args, "storage"), **_settings_given(args, _KB_SETTINGS)}
+    body = {"name": args.name, **_given(args, "storage"), **settings_given(args, _KB_SETTINGS)}
     answer = await gateway.put_knowledge_base(args.kb_id, body)
     return answer, (
         f"created knowledge base {answer['kb_id']} (storage {answer['storage']}, "
@@ -265,7 +252,7 @@ async def _create_kb(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, s
 
 async def _set_kb(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
     kb = await gateway.get_knowledge_base(args.kb_id)
-    settings = _changed(kb["settings"], _settings_given(args, _KB_SETTINGS), args.reset)
+    settings = _changed(kb["settings"], settings_given(args, _KB_SETTINGS), args.reset)
     name = kb["name"] if args.name is None else args.name
     body = {"name": name, "storage": kb["storage"], **settings}
     answer = await gateway.put_knowledge_base(args.kb_id, body)
@@ -275,9 +262,7 @@ async def _set_kb(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]
 
 def _changed(stored: dict[str, Any], given: dict[str, Any], reset: list[str]) -> dict[str, Any]:
     """A record's stored settings with `given` set and `reset` removed (back to default)."""
-    both = sorted(set(given) & set(reset))
-    if both:
-        raise Refused(422, {"detail": "both set and reset", "field": ", ".join(both)})
+    refuse_set_and_reset(given, reset)
     kept = {name: value for name, value in stored.items() if value is not None}
     return {name: value for name, value in (kept | given).items() if name not in reset}
 
@@ -317,7 +302,7 @@ async def _delete_kb(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, s
 
 async def _create_agent(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
     await _refuse_existing(lambda: gateway.get_agent(args.agent_id), "agent", args)
-    body = {"knowledge_base_ids": args.kb_ids, **_settings_given(args, _AGENT_SETTINGS)}
+    body = {"knowledge_base_ids": args.kb_ids, **settings_given(args, _AGENT_SETTINGS)}
     answer = await gateway.put_agent(args.agent_id, body)
     return answer, f"created agent {answer['agent_id']}\n" + _agent_lines(answer)
 
@@ -330,7 +315,7 @@ async def _set_agent(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, s
             raise Refused(404, {"detail": f"agent {args.agent_id} does not answer from {kb_id}"})
         kb_ids.remove(kb_id)
     kb_ids += [kb_id for kb_id in args.add_kb if kb_id not in kb_ids]
-    settings = _changed(agent["settings"], _settings_given(args, _AGENT_SETTINGS), args.reset)
+    settings = _changed(agent["settings"], settings_given(args, _AGENT_SETTINGS), args.reset)
     answer = await gateway.put_agent(args.agent_id, {"knowledge_base_ids": kb_ids, **settings})
     return answer, f"updated agent {answer['agent_id']}\n" + _agent_lines(answer)
 
@@ -365,17 +350,9 @@ def _agent_lines(answer: dict[str, Any]) -> str:
 
 def _effective_lines(effective: dict[str, Any]) -> list[str]:
     return [
-        f"  {name}: {_shown(value['value'])} (set by {value['source']})"
+        f"  {name}: {shown(value['value'])} (set by {value['source']})"
         for name, value in effective.items()
     ]
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, dict):
-        return ", ".join(f"{name} {item}" for name, item in value.items())
-    return str(value)
 
 
 async def _ask(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:

@@ -11,6 +11,12 @@ import argparse
 from typing import Any, TypeAlias
 
 from gateway.cli.gateway_client import Gateway, Refused
+from gateway.cli.setting_options import (
+    add_reset_argument,
+    refuse_set_and_reset,
+    settings_given,
+    shown,
+)
 from gateway.cli.target import add_command, add_group, runner
 
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -61,14 +67,7 @@ def add_settings_commands(commands: Commands) -> None:
     change.add_argument(
         "--turn-retention-s", type=int, metavar="SECONDS", help="how long turn records are kept"
     )
-    change.add_argument(
-        "--reset",
-        action="append",
-        default=[],
-        choices=SETTINGS,
-        metavar="SETTING",
-        help=f"return a setting to its default: {', '.join(SETTINGS)}",
-    )
+    add_reset_argument(change, SETTINGS)
     change.set_defaults(run=runner(_set, workspace=True))
 
     history = add_command(
@@ -88,14 +87,8 @@ async def _show(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
 
 
 async def _set(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
-    given = {
-        name: value == "on" if value in ("on", "off") else value
-        for name in SETTINGS
-        if (value := getattr(args, name)) is not None
-    }
-    both = sorted(set(given) & set(args.reset))
-    if both:
-        raise Refused(422, {"detail": "both set and reset", "field": ", ".join(both)})
+    given = settings_given(args, SETTINGS)
+    refuse_set_and_reset(given, args.reset)
     if not given and not args.reset:
         raise Refused(422, {"detail": "nothing to change: give a setting or --reset NAME"})
     answer = await gateway.change_workspace_settings(given | dict.fromkeys(args.reset))
@@ -106,7 +99,7 @@ async def _history(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str
     answer = await gateway.settings_history()
     lines = [
         f"{change['at']}  {change['key_id']}  {_where(change)}{change['setting']}: "
-        f"{_shown(change['old'])} -> {_shown(change['new'])}"
+        f"{shown(change['old'])} -> {shown(change['new'])}"
         for change in answer["changes"]
     ]
     return answer, "\n".join(lines) or "no changes yet"
@@ -121,15 +114,5 @@ def _settings_text(answer: dict[str, Any]) -> str:
     lines = [f"workspace {answer['tenant_id']} in {answer['org_id']}"]
     for name, value in answer["effective"].items():
         clamped = ", clamped" if value.get("clamped") else ""
-        lines.append(f"  {name}: {_shown(value['value'])} (set by {value['source']}{clamped})")
+        lines.append(f"  {name}: {shown(value['value'])} (set by {value['source']}{clamped})")
     return "\n".join(lines)
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return "default"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, list):
-        return ", ".join(str(item) for item in value) or "none"
-    return str(value)

@@ -32,6 +32,17 @@ def kbgate(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[st
     )
 
 
+def _new_workspace(url: str) -> dict[str, Any]:
+    """`workspaces create demo docs --create-org --issue-key` with the platform key: what
+    it made (the org, the workspace, the key and its secret)."""
+    setup = kbgate(
+        "workspaces", "create", "demo", "docs", "--create-org", "--issue-key", "--json",
+        env={"KBGATE_URL": url, "KBGATE_KEY": PLATFORM_KEY},
+    )  # fmt: skip
+    assert setup.returncode == 0, setup.stderr
+    return dict(json.loads(setup.stdout))
+
+
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
     """Two documentation files in formats a newcomer might have: reStructuredText and HTML."""
@@ -59,13 +70,7 @@ def test_three_commands_over_http_reach_an_answered_question(
     with GatewayProcess(
         tmp_path / "data", env={**model_env, "KBGATE_PLATFORM_KEY": PLATFORM_KEY}
     ) as gw:
-        platform = {"KBGATE_URL": gw.url, "KBGATE_KEY": PLATFORM_KEY}
-        setup = kbgate(
-            "workspaces", "create", "demo", "docs", "--create-org", "--issue-key", "--json",
-            env=platform,
-        )  # fmt: skip
-        assert setup.returncode == 0, setup.stderr
-        made = json.loads(setup.stdout)
+        made = _new_workspace(gw.url)
         assert made["org"]["org_id"] == "demo"
         assert made["key"]["roles"] == ["admin", "ingest", "retrieve"]
         workspace = {"KBGATE_URL": gw.url, "KBGATE_KEY": made["key"]["key"]}
@@ -163,13 +168,7 @@ def test_set_commands_change_only_the_settings_given(
     with GatewayProcess(
         tmp_path / "data", env={**model_env, "KBGATE_PLATFORM_KEY": PLATFORM_KEY}
     ) as gw:
-        platform = {"KBGATE_URL": gw.url, "KBGATE_KEY": PLATFORM_KEY}
-        setup = kbgate(
-            "workspaces", "create", "demo", "docs", "--create-org", "--issue-key", "--json",
-            env=platform,
-        )  # fmt: skip
-        assert setup.returncode == 0, setup.stderr
-        made = json.loads(setup.stdout)
+        made = _new_workspace(gw.url)
         workspace = {"KBGATE_URL": gw.url, "KBGATE_KEY": made["key"]["key"]}
         key_id = made["key"]["key_id"]
 
