@@ -361,10 +361,7 @@ async def _ask(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
         body["variations"] = args.variations
     answer = await gateway.retrieve(body)
     if answer["abstained"]:
-        return answer, (
-            f"abstained ({answer.get('reason')}): no passage cleared the floors; "
-            "the agent's knowledge bases do not answer this question"
-        )
+        return answer, _abstention(args.agent_id, answer.get("reason"))
     lines = []
     for rank, passage in enumerate(answer["passages"], start=1):
         title = passage["title"] or passage["document_id"]
@@ -375,6 +372,21 @@ async def _ask(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
         text = " ".join(passage["text"].split())
         lines.append(textwrap.indent(textwrap.fill(_excerpt(text), width=96), "   "))
     return answer, "\n".join(lines)
+
+
+def _abstention(agent_id: str, reason: str | None) -> str:
+    """Why a turn abstained, and what an admin can do about it."""
+    if reason == "no_knowledge_base":
+        return (
+            f"abstained (no_knowledge_base): agent {agent_id} has no knowledge base to "
+            f"search; attach one: kbgate agents set {agent_id} --add-kb KB_ID"
+        )
+    return (
+        f"abstained ({reason}): no passage cleared the floors; the agent's knowledge bases "
+        "do not answer this question. If they should: lower a KB's floors (kbgate kbs set "
+        "KB_ID --score-threshold 0.35 --keyword-floor 0.35) or calibrate them on a golden "
+        "set (kbgate eval --url URL --kb KB_ID --golden-set FILE --apply)"
+    )
 
 
 def _excerpt(text: str) -> str:

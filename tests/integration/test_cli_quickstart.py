@@ -161,7 +161,8 @@ def test_set_commands_change_only_the_settings_given(
 ) -> None:
     """Against a running gateway with a workspace key: `kbs set` and `agents set` change the
     settings they are given and keep the rest (`--reset` returns one to its default, an
-    agent's KBs are added and taken out in order), `settings set` changes workspace settings
+    agent's KBs are added and taken out in order; `ask` then says why its agent abstains and
+    what to change), `settings set` changes workspace settings
     and `settings history` lists each change with its key. A setting both set and reset, a
     value the API refuses, an unknown KB or nothing to change exits 1 and changes nothing; a
     malformed `--fusion` exits 2."""
@@ -238,6 +239,17 @@ def _agent_set(run: Run) -> None:
     absent = run("agents", "set", "helper", "--remove-kb", "docs")
     assert absent.returncode == 1
     assert "does not answer from docs" in absent.stderr
+
+    unanswered = run("ask", "helper", "What is the capital of Peru?")
+    assert unanswered.returncode == 0, unanswered.stderr
+    assert unanswered.stdout.startswith("abstained (nothing_above_floors): no passage cleared")
+    assert "kbgate kbs set KB_ID --score-threshold" in unanswered.stdout
+    assert run("agents", "set", "helper", "--remove-kb", "faq").returncode == 0
+    alone = run("ask", "helper", "What is the capital of Peru?")
+    assert alone.stdout.strip() == (
+        "abstained (no_knowledge_base): agent helper has no knowledge base to search; "
+        "attach one: kbgate agents set helper --add-kb KB_ID"
+    )
 
 
 def _workspace_settings_set(run: Run, key_id: str) -> None:
