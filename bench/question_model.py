@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from bench.beir_corpus import load_corpus
 from ingest.chunking import chunk_text
 from ingest.embedding import MAX_TOKENS, MINILM_QUESTION_FILE, assemble_minilm
 
@@ -125,15 +126,10 @@ def measure(folder: Path, questions: Sequence[str], passages: Sequence[str]) -> 
 
 
 def _passages(corpus: Path, count: int) -> list[str]:
-    """The first `count` passages of the corpus's documents, as ingest chunks them."""
-    passages: list[str] = []
-    with corpus.open(encoding="utf-8") as lines:
-        for line in lines:
-            document = json.loads(line)
-            passages += chunk_text(document["text"])
-            if len(passages) >= count:
-                break
-    return passages[:count]
+    """The first `count` passages of the corpus's documents, as ingest chunks them (each
+    document gives at least one, so `count` documents are enough)."""
+    documents = load_corpus(corpus, count)
+    return [passage for document in documents for passage in chunk_text(document.text)][:count]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeAlias
+from typing import Any
 
 from gateway.cli.gateway_client import Gateway, Refused
 from gateway.cli.setting_options import (
@@ -23,13 +23,17 @@ from gateway.cli.setting_options import (
     settings_given,
     shown,
 )
-from gateway.cli.target import WORKSPACE_MODES, add_command, add_group, add_target_arguments, runner
+from gateway.cli.target import (
+    WORKSPACE_MODES,
+    Commands,
+    add_command,
+    add_group,
+    add_target_arguments,
+    runner,
+)
 
 #: how much of each passage `kbgate ask` prints (`--json` has all of it)
 _EXCERPT_CHARS = 400
-
-
-Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def add_knowledge_commands(commands: Commands) -> None:

@@ -17,7 +17,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from gateway.cli.gateway_client import (
     Gateway,
@@ -28,6 +28,8 @@ from gateway.cli.gateway_client import (
 )
 from gateway.cli.output import fail, say
 
+#: the `kbgate` parser's subcommands, which each command module registers on
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 #: a command: the gateway and the arguments -> (the API's JSON, the text for people)
 Action = Callable[[Gateway, argparse.Namespace], Awaitable[tuple[Any, str]]]
 

@@ -8,7 +8,7 @@ that made it (`cli` on the embedded data dir).
 from __future__ import annotations
 
 import argparse
-from typing import Any, TypeAlias
+from typing import Any
 
 from gateway.cli.gateway_client import Gateway, Refused
 from gateway.cli.setting_options import (
@@ -17,9 +17,7 @@ from gateway.cli.setting_options import (
     settings_given,
     shown,
 )
-from gateway.cli.target import add_command, add_group, runner
-
-Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+from gateway.cli.target import Commands, add_command, add_group, runner
 
 #: the workspace settings, as the API names them
 SETTINGS = (
