@@ -131,9 +131,20 @@ async def _audit(
     )
 
 
-async def admin_history(services: Services, principal: Principal) -> list[AdminChange]:
-    """The caller's workspace's KB and agent changes, oldest first."""
-    return await services.store.admin_history(principal.tenant_id)
+async def admin_history(
+    services: Services,
+    principal: Principal,
+    *,
+    kind: str | None = None,
+    object_id: str | None = None,
+) -> list[AdminChange]:
+    """The caller's workspace's KB and agent changes, oldest first; only those of `kind`
+    ("knowledge_base" or "agent") and `object_id` when given."""
+    return [
+        change
+        for change in await services.store.admin_history(principal.tenant_id)
+        if kind in (None, change.kind) and object_id in (None, change.object_id)
+    ]
 
 
 # ---- knowledge bases ----------------------------------------------------------------

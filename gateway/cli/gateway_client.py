@@ -78,6 +78,7 @@ class Gateway(Protocol):
     async def workspace_settings(self) -> dict[str, Any]: ...
     async def change_workspace_settings(self, body: dict[str, Any]) -> dict[str, Any]: ...
     async def settings_history(self) -> dict[str, Any]: ...
+    async def workspace_changes(self, kind: str, object_id: str | None) -> dict[str, Any]: ...
 
 
 def _segment(value: str) -> str:
@@ -157,6 +158,11 @@ class HttpGateway:
 
     async def settings_history(self) -> dict[str, Any]:
         return self._call("GET", "/v1/workspace/settings/history")
+
+    async def workspace_changes(self, kind: str, object_id: str | None) -> dict[str, Any]:
+        chosen = {"kind": kind, "object_id": object_id}
+        query = urllib.parse.urlencode({name: value for name, value in chosen.items() if value})
+        return self._call("GET", f"/v1/workspace/changes?{query}")
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         data = None if body is None else json.dumps(body).encode("utf-8")
@@ -417,6 +423,15 @@ class EmbeddedGateway:
 
         changes = await self._core(workspace.history(self._services, self._admin()))
         return _json(history_out(changes))
+
+    async def workspace_changes(self, kind: str, object_id: str | None) -> dict[str, Any]:
+        from gateway.admin import knowledge
+        from gateway.http.routes.workspace import admin_changes_out
+
+        changes = await self._core(
+            knowledge.admin_history(self._services, self._admin(), kind=kind, object_id=object_id)
+        )
+        return _json(admin_changes_out(changes))
 
     def _admin(self) -> Principal:
         if self._workspace is None:

@@ -1,5 +1,5 @@
-"""`kbgate kbs|agents create|set|list|show|delete` and `kbgate ask`: a workspace's knowledge
-bases and agents, and a question to one of its agents.
+"""`kbgate kbs|agents create|set|list|show|delete|history` and `kbgate ask`: a workspace's
+knowledge bases and agents, and a question to one of its agents.
 
 Against a running gateway with a workspace key (`--url`/KBGATE_URL, `--key`/KBGATE_KEY) or
 the embedded data dir with `--tenant` (`gateway.cli.target`). `create` refuses an id the
@@ -76,6 +76,12 @@ def _add_kb_commands(commands: Commands) -> None:
     )
     delete_kb.add_argument("kb_id")
     delete_kb.set_defaults(run=runner(_delete_kb, workspace=True))
+    history_kb = add_command(
+        kbs, "history", "every change to the knowledge bases: when, by which key, which fields",
+        workspace=True,
+    )  # fmt: skip
+    history_kb.add_argument("kb_id", nargs="?", help="only this knowledge base's changes")
+    history_kb.set_defaults(run=runner(_kb_history, workspace=True))
 
 
 def _add_agent_commands(commands: Commands) -> None:
@@ -121,6 +127,12 @@ def _add_agent_commands(commands: Commands) -> None:
     )
     delete_agent.add_argument("agent_id")
     delete_agent.set_defaults(run=runner(_delete_agent, workspace=True))
+    history_agent = add_command(
+        agents, "history", "every change to the agents: when, by which key, which fields",
+        workspace=True,
+    )  # fmt: skip
+    history_agent.add_argument("agent_id", nargs="?", help="only this agent's changes")
+    history_agent.set_defaults(run=runner(_agent_history, workspace=True))
 
 
 def _add_ask_command(commands: Commands) -> None:
@@ -341,6 +353,30 @@ async def _show_agent(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, 
 async def _delete_agent(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
     answer = await gateway.delete_agent(args.agent_id)
     return answer, f"deleted agent {answer['agent_id']} (its knowledge bases stay)"
+
+
+async def _kb_history(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    answer = await gateway.workspace_changes("knowledge_base", args.kb_id)
+    return answer, _change_lines(answer, "knowledge base")
+
+
+async def _agent_history(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    answer = await gateway.workspace_changes("agent", args.agent_id)
+    return answer, _change_lines(answer, "agent")
+
+
+def _change_lines(answer: dict[str, Any], what: str) -> str:
+    lines = []
+    for change in answer["changes"]:
+        line = (
+            f"{change['at']}  {change['key_id']}  {what} {change['object_id']} {change['action']}"
+        )
+        if change["fields"]:
+            line += ": " + ", ".join(change["fields"])
+        if "knowledge_base_ids" in change["fields"]:
+            line += f" (knowledge bases now: {shown(change['knowledge_base_ids'])})"
+        lines.append(line)
+    return "\n".join(lines) or "no changes yet"
 
 
 def _agent_lines(answer: dict[str, Any]) -> str:

@@ -465,6 +465,28 @@ class HistoryOut(msgspec.Struct, kw_only=True):
     changes: list[SettingChangeOut]
 
 
+ChangedKind = Literal["knowledge_base", "agent"]
+ChangeAction = Literal["created", "changed", "deleted"]
+
+
+class AdminChangeOut(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One change to a knowledge base or an agent: ids and field names, never values."""
+
+    at: str
+    key_id: str
+    kind: ChangedKind
+    object_id: str
+    action: ChangeAction
+    #: the stored fields the change set (empty for a deletion)
+    fields: list[str]
+    #: an agent's knowledge bases after the change, in order (agents only)
+    knowledge_base_ids: list[str] | None = None
+
+
+class AdminChangesOut(msgspec.Struct, kw_only=True):
+    changes: list[AdminChangeOut]
+
+
 # ---- PII redaction of egress ------------------------------------------------------
 
 

@@ -64,7 +64,7 @@ def test_every_operation_is_named_and_every_keyed_one_needs_the_bearer_scheme() 
             continue
         assert operation.get("security") == [{"bearer": []}], f"{method} {path}"
         assert "401" in operation["responses"], f"{method} {path}"
-    assert len(names) == len(set(names)) == 40
+    assert len(names) == len(set(names)) == 41
 
 
 @pytest.fixture
@@ -476,6 +476,10 @@ async def _turn_and_settings_routes(caller: Caller, admin: Any) -> None:
     await caller.call(
         "workspace", "get_workspace_settings_history", 200, "HistoryOut", client=admin
     )
+    changes = await caller.call(
+        "workspace", "get_workspace_changes", 200, "AdminChangesOut", client=admin
+    )
+    assert changes.changes, "the KB and agent created above are recorded"
     await caller.call(
         "knowledge_bases", "delete_document", 200, "DeletedOut", "kb", "doc", client=admin
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.api.conftest import Gateway
@@ -198,3 +200,66 @@ async def test_storage_cannot_move_while_documents_exist(gateway: Gateway) -> No
     )
     assert moved.status_code == 409
     assert moved.json()["field"] == "storage"
+
+
+async def test_changes_list_each_kb_and_agent_change_of_the_callers_workspace(
+    gateway: Gateway,
+) -> None:
+    """GET /v1/workspace/changes lists every KB and agent change of the caller's workspace,
+    oldest first, with the key id and the fields set but no value; filters by kind and id;
+    is admin-only; and shows another workspace none of it, though it uses the same ids."""
+    tenant = await provision(gateway, "acme", "ws")
+    other = await provision(gateway, "acme", "other")
+    await tenant.kb("handbook", top_k=5)
+    await tenant.kb("handbook", top_k=7)
+    await tenant.kb("faq")
+    await tenant.agent("bot", ["handbook", "faq"])
+    await tenant.kb("faq")  # unchanged: no entry
+    deleted = await gateway.client.delete("/v1/knowledge-bases/faq", headers=tenant.headers())
+    assert deleted.status_code == 200
+    await other.kb("handbook", top_k=9)
+
+    def listed(answer: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        return [(c["kind"], c["object_id"], c["action"], tuple(c["fields"])) for c in answer]
+
+    async def changes(query: str = "") -> list[dict[str, Any]]:
+        response = await gateway.client.get(
+            f"/v1/workspace/changes{query}", headers=tenant.headers()
+        )
+        assert response.status_code == 200, response.text
+        return list(response.json()["changes"])
+
+    everything = await changes()
+    assert listed(everything) == [
+        ("knowledge_base", "handbook", "created", ("storage", "top_k")),
+        ("knowledge_base", "handbook", "changed", ("top_k",)),
+        ("knowledge_base", "faq", "created", ("storage",)),
+        ("agent", "bot", "created", ("knowledge_base_ids",)),
+        ("agent", "bot", "changed", ("knowledge_base_ids",)),
+        ("knowledge_base", "faq", "deleted", ()),
+    ]
+    assert everything[3]["knowledge_base_ids"] == ["handbook", "faq"]
+    assert everything[4]["knowledge_base_ids"] == ["handbook"]
+    assert "7" not in str([c["fields"] for c in everything]), "values are never listed"
+    assert {c["key_id"] for c in everything} == {everything[0]["key_id"]}
+    assert tenant.keys["all"] not in str(everything)
+
+    agents_only = await changes("?kind=agent")
+    assert [c["object_id"] for c in agents_only] == ["bot", "bot"]
+    faq_only = await changes("?kind=knowledge_base&object_id=faq")
+    assert [c["action"] for c in faq_only] == ["created", "deleted"]
+
+    theirs = (await gateway.client.get("/v1/workspace/changes", headers=other.headers())).json()[
+        "changes"
+    ]
+    assert listed(theirs) == [("knowledge_base", "handbook", "created", ("storage", "top_k"))]
+    assert theirs[0]["key_id"] not in {c["key_id"] for c in everything}
+
+    reader = await tenant.issue("reader", ["retrieve"])
+    refused = await gateway.client.get(
+        "/v1/workspace/changes", headers={"Authorization": f"Bearer {reader}"}
+    )
+    assert refused.status_code == 403
+    bad = await gateway.client.get("/v1/workspace/changes?kind=document", headers=tenant.headers())
+    assert bad.status_code == 422
+    assert bad.headers["content-type"].startswith("application/problem+json")

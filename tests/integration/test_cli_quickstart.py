@@ -146,6 +146,10 @@ def test_the_same_commands_work_on_the_embedded_data_dir(
     assert changed.returncode == 0, changed.stderr
     history = kbgate("settings", "history", "--tenant", "docs", env=env)
     assert history.stdout.split("  ", 1)[1] == "cli  turn_retention_s: default -> 7200\n"
+    kb_history = kbgate("kbs", "history", "--tenant", "docs", "--json", env=env)
+    assert [
+        (c["key_id"], c["object_id"], c["action"]) for c in json.loads(kb_history.stdout)["changes"]
+    ] == [("cli", "docs", "created")]
     gone = kbgate("workspaces", "delete", "demo", "docs", "--yes", env=env)
     assert gone.returncode == 0, gone.stderr
     assert gone.stdout.startswith("deleted workspace docs in demo: 2 passages, 1 knowledge bases")
@@ -162,8 +166,9 @@ def test_set_commands_change_only_the_settings_given(
     """Against a running gateway with a workspace key: `kbs set` and `agents set` change the
     settings they are given and keep the rest (`--reset` returns one to its default, an
     agent's KBs are added and taken out in order; `ask` then says why its agent abstains and
-    what to change), `settings set` changes workspace settings
-    and `settings history` lists each change with its key. A setting both set and reset, a
+    what to change), `kbs history` and `agents history` list each change that went through
+    with its key and fields, `settings set` changes workspace settings and `settings
+    history` lists each change with its key. A setting both set and reset, a
     value the API refuses, an unknown KB or nothing to change exits 1 and changes nothing; a
     malformed `--fusion` exits 2."""
     with GatewayProcess(
@@ -178,6 +183,7 @@ def test_set_commands_change_only_the_settings_given(
 
         _knowledge_base_set(run)
         _agent_set(run)
+        _kb_and_agent_histories(run, key_id)
         _workspace_settings_set(run, key_id)
 
 
@@ -250,6 +256,23 @@ def _agent_set(run: Run) -> None:
         "abstained (no_knowledge_base): agent helper has no knowledge base to search; "
         "attach one: kbgate agents set helper --add-kb KB_ID"
     )
+
+
+def _kb_and_agent_histories(run: Run, key_id: str) -> None:
+    kb_history = run("kbs", "history", "docs")
+    assert kb_history.returncode == 0, kb_history.stderr
+    assert [line.split("  ", 2)[1:] for line in kb_history.stdout.splitlines()] == [
+        [key_id, "knowledge base docs created: keyword_floor, storage, top_k"],
+        [key_id, "knowledge base docs changed: drop_copies, fusion, name, score_threshold, top_k"],
+    ]
+    agent_history = run("agents", "history")
+    assert [line.split("  ", 2)[2] for line in agent_history.stdout.splitlines()] == [
+        "agent helper created: knowledge_base_ids (knowledge bases now: docs)",
+        "agent helper changed: knowledge_base_ids, top_k (knowledge bases now: docs, faq)",
+        "agent helper changed: knowledge_base_ids, pii_redaction (knowledge bases now: faq)",
+        "agent helper changed: knowledge_base_ids (knowledge bases now: none)",
+    ]
+    assert run("agents", "history", "nobody").stdout == "no changes yet\n"
 
 
 def _workspace_settings_set(run: Run, key_id: str) -> None:

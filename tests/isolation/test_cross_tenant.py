@@ -105,14 +105,15 @@ async def test_roles_and_credentials_are_enforced_on_every_endpoint(
 async def test_stats_lists_settings_and_history_are_exactly_the_callers_own(
     campaign_run: CampaignRun,
 ) -> None:
-    """Stats, document lists, KB and agent lists, agents, settings and settings history of
-    KBs and agents whose ids every workspace shares: exactly the caller's own values and
-    counts, in every phase."""
+    """Stats, document lists, KB and agent lists, agents, settings, settings history and the
+    KB and agent changes of KBs and agents whose ids every workspace shares: exactly the
+    caller's own values and counts, in every phase."""
     endpoints = {
         "GET /v1/knowledge-bases/{kb_id}/stats",
         "GET /v1/knowledge-bases/{kb_id}/documents",
         "GET /v1/workspace/settings",
         "GET /v1/workspace/settings/history",
+        "GET /v1/workspace/changes",
         "PATCH /v1/workspace/settings",
         "GET /v1/agents/{agent_id}",
         "GET /v1/knowledge-bases",

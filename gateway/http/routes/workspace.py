@@ -1,20 +1,24 @@
-"""Workspace settings and their history (admin role, own workspace only)."""
+"""Workspace settings, their history and the history of its knowledge bases and agents
+(admin role, own workspace only)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from litestar import Controller, Request, get, patch
 from litestar.datastructures import State
-from litestar.params import JSONBody
+from litestar.params import JSONBody, QueryParameter
 
 from gateway.access.auth import Principal
-from gateway.admin import workspace
+from gateway.admin import knowledge, workspace
 from gateway.http.dependencies import Injected
 from gateway.http.openapi import BEARER, BODY, KEYED, problems
 from gateway.http.schemas import (
+    AdminChangeOut,
+    AdminChangesOut,
+    ChangedKind,
     HistoryOut,
     PatchWorkspaceSettings,
     SettingChangeOut,
@@ -23,10 +27,16 @@ from gateway.http.schemas import (
 )
 from gateway.http.security import requires
 from gateway.runtime.services import Services
-from settings.records import Role, SettingChange, Workspace
+from settings.records import AdminChange, Role, SettingChange, Workspace
 from settings.resolve import Resolved
 
 AnyRequest = Request[Principal, str, State]
+KindFilter = Annotated[
+    ChangedKind | None, QueryParameter(description="only changes to knowledge bases or to agents")
+]
+ObjectFilter = Annotated[
+    str | None, QueryParameter(description="only changes to the knowledge base or agent of this id")
+]
 
 
 def settings_changes(data: PatchWorkspaceSettings) -> dict[str, Any]:
@@ -101,6 +111,33 @@ class WorkspaceController(Controller):
     )
     async def get_history(self, request: AnyRequest, services: Injected[Services]) -> HistoryOut:
         return history_out(await workspace.history(services, request.user))
+
+    @get(
+        "/changes",
+        operation_id="getWorkspaceChanges",
+        summary="Every knowledge-base and agent change: who (key id), when, which fields",
+        responses=problems(*KEYED, 422),
+    )
+    async def get_changes(
+        self,
+        request: AnyRequest,
+        services: Injected[Services],
+        kind: KindFilter = None,
+        object_id: ObjectFilter = None,
+    ) -> AdminChangesOut:
+        changes = await knowledge.admin_history(
+            services, request.user, kind=kind, object_id=object_id
+        )
+        return admin_changes_out(changes)
+
+
+def admin_changes_out(changes: Sequence[AdminChange]) -> AdminChangesOut:
+    """KB and agent changes as the API answers them, oldest first. Shared with the CLI."""
+    return AdminChangesOut(
+        changes=[
+            msgspec.convert(msgspec.structs.asdict(change), AdminChangeOut) for change in changes
+        ]
+    )
 
 
 def history_out(changes: Sequence[SettingChange]) -> HistoryOut:

@@ -14,9 +14,9 @@ The invariant checked on every response: its raw text carries no canary the call
 not see (another workspace's, one above the key's clearance, a legacy point under strict
 isolation, one in a KB the agent does not search, a deleted one), no other workspace's
 tenant id, key id or KB/agent id, no other organization's id, and no key at all; counts
-(stats, document lists, grounding matches, settings history) equal exactly the caller's
-own. Positive controls (the caller's own documents come back) keep a probe from passing
-because nothing works at all.
+(stats, document lists, grounding matches, settings history, KB and agent changes) equal
+exactly the caller's own. Positive controls (the caller's own documents come back) keep a
+probe from passing because nothing works at all.
 
 The test suite (`tests/isolation`) drives a campaign through the in-process app, adds
 legacy points (written without `orgId`, which the HTTP API cannot do) and scans the

@@ -130,6 +130,7 @@ class Provisioning(CampaignBase):
             top_k = _obj(_obj(answer.get("effective")).get("top_k")).get("value")
             ws.top_k = min(ws.top_k, int(top_k)) if isinstance(top_k, int) else ws.top_k
             ws.kbs.append(kb_id)
+            ws.changes += 1
         await self._plant_documents(ws)
         agents = {
             AGENT_MAIN: [KB_MAIN, KB_COMMON],
@@ -216,6 +217,8 @@ class Provisioning(CampaignBase):
                 viewer=Viewer(ws.label),
             )
         )
+        if ws.agents.get(agent_id) != list(kb_ids):
+            ws.changes += 1
         ws.agents[agent_id] = list(kb_ids)
 
     async def patch_settings(self, ws: Workspace, changes: Mapping[str, Any]) -> None:

@@ -58,6 +58,7 @@ class WorkspaceProbes(CampaignBase):
         probes: list[Probe] = []
         if key.has("admin"):
             probes += [self._settings(key, ws), self._history(key, ws), self._agent(key, ws)]
+            probes.append(self._changes(key, ws))
             probes.append(self._listed(key, "/v1/agents", "agents", "agent_id", sorted(ws.agents)))
         if key.has("admin", "ingest"):
             probes.append(
@@ -107,6 +108,28 @@ class WorkspaceProbes(CampaignBase):
             "/v1/workspace/settings/history",
             check=check,
         )
+
+    def _changes(self, key: ProbeKey, ws: Workspace) -> Probe:
+        """The KB and agent changes: made by the workspace's own keys, as many as it made."""
+        own_ids = {k.key_id for k in ws.keys}
+        expected = ws.changes
+
+        def check(reply: Reply) -> list[Issue]:
+            changes = _list(_obj(reply.json()).get("changes"))
+            issues = []
+            strangers = {str(_obj(c).get("key_id")) for c in changes} - own_ids
+            if strangers:
+                issues.append(
+                    Issue("leak", f"changes name key ids of other workspaces: {strangers}")
+                )
+            if len(changes) != expected:
+                kind: Kind = "leak" if len(changes) > expected else "failure"
+                issues.append(
+                    Issue(kind, f"{len(changes)} KB and agent changes, expected {expected}")
+                )
+            return issues
+
+        return self._probe("GET /v1/workspace/changes", key, "/v1/workspace/changes", check=check)
 
     def _agent(self, key: ProbeKey, ws: Workspace) -> Probe:
         expected = ws.agents[AGENT_MAIN]
@@ -314,6 +337,7 @@ class WorkspaceProbes(CampaignBase):
                 "/v1/workspace/settings/history",
                 None,
             ),
+            ("GET /v1/workspace/changes", ("admin",), "/v1/workspace/changes", None),
             (
                 "PUT /v1/knowledge-bases/{kb_id}",
                 ("admin",),

@@ -134,6 +134,8 @@ class Workspace:
     top_k: int = 50
     settings: dict[str, Any] = field(default_factory=dict)
     history: int = 0
+    #: KB and agent changes the workspace's history holds
+    changes: int = 0
     agents: dict[str, list[str]] = field(default_factory=dict)
     held_back: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     kbs: list[str] = field(default_factory=list)
