@@ -25,6 +25,7 @@ from gateway.cli.setting_options import (
 )
 from gateway.cli.target import (
     WORKSPACE_MODES,
+    Action,
     Commands,
     add_command,
     add_group,
@@ -76,12 +77,7 @@ def _add_kb_commands(commands: Commands) -> None:
     )
     delete_kb.add_argument("kb_id")
     delete_kb.set_defaults(run=runner(_delete_kb, workspace=True))
-    history_kb = add_command(
-        kbs, "history", "every change to the knowledge bases: when, by which key, which fields",
-        workspace=True,
-    )  # fmt: skip
-    history_kb.add_argument("kb_id", nargs="?", help="only this knowledge base's changes")
-    history_kb.set_defaults(run=runner(_kb_history, workspace=True))
+    _add_history_command(kbs, "knowledge base", "kb_id", _kb_history)
 
 
 def _add_agent_commands(commands: Commands) -> None:
@@ -127,12 +123,16 @@ def _add_agent_commands(commands: Commands) -> None:
     )
     delete_agent.add_argument("agent_id")
     delete_agent.set_defaults(run=runner(_delete_agent, workspace=True))
-    history_agent = add_command(
-        agents, "history", "every change to the agents: when, by which key, which fields",
+    _add_history_command(agents, "agent", "agent_id", _agent_history)
+
+
+def _add_history_command(group: Commands, what: str, id_name: str, action: Action) -> None:
+    history = add_command(
+        group, "history", f"every change to the {what}s: when, by which key, which fields",
         workspace=True,
     )  # fmt: skip
-    history_agent.add_argument("agent_id", nargs="?", help="only this agent's changes")
-    history_agent.set_defaults(run=runner(_agent_history, workspace=True))
+    history.add_argument(id_name, nargs="?", help=f"only this {what}'s changes")
+    history.set_defaults(run=runner(action, workspace=True))
 
 
 def _add_ask_command(commands: Commands) -> None:

@@ -84,52 +84,30 @@ class WorkspaceProbes(CampaignBase):
         return self._probe("GET /v1/workspace/settings", key, "/v1/workspace/settings", check=check)
 
     def _history(self, key: ProbeKey, ws: Workspace) -> Probe:
-        own_ids = {k.key_id for k in ws.keys}
-        expected = ws.history
-
-        def check(reply: Reply) -> list[Issue]:
-            changes = _list(_obj(reply.json()).get("changes"))
-            issues = []
-            strangers = {str(_obj(c).get("key_id")) for c in changes} - own_ids
-            if strangers:
-                issues.append(
-                    Issue("leak", f"history names key ids of other workspaces: {strangers}")
-                )
-            if len(changes) != expected:
-                kind: Kind = "leak" if len(changes) > expected else "failure"
-                issues.append(
-                    Issue(kind, f"{len(changes)} changes in history, expected {expected}")
-                )
-            return issues
-
-        return self._probe(
-            "GET /v1/workspace/settings/history",
-            key,
-            "/v1/workspace/settings/history",
-            check=check,
-        )
+        """The settings changes: made by the workspace's own keys, as many as it made."""
+        return self._audit_list(key, ws, "/v1/workspace/settings/history", ws.history)
 
     def _changes(self, key: ProbeKey, ws: Workspace) -> Probe:
         """The KB and agent changes: made by the workspace's own keys, as many as it made."""
+        return self._audit_list(key, ws, "/v1/workspace/changes", ws.changes)
+
+    def _audit_list(self, key: ProbeKey, ws: Workspace, path: str, expected: int) -> Probe:
+        """An audit list (`changes`) names no other workspace's key ids and holds exactly
+        the `expected` entries."""
         own_ids = {k.key_id for k in ws.keys}
-        expected = ws.changes
 
         def check(reply: Reply) -> list[Issue]:
             changes = _list(_obj(reply.json()).get("changes"))
             issues = []
             strangers = {str(_obj(c).get("key_id")) for c in changes} - own_ids
             if strangers:
-                issues.append(
-                    Issue("leak", f"changes name key ids of other workspaces: {strangers}")
-                )
+                issues.append(Issue("leak", f"{path} names other workspaces' keys: {strangers}"))
             if len(changes) != expected:
                 kind: Kind = "leak" if len(changes) > expected else "failure"
-                issues.append(
-                    Issue(kind, f"{len(changes)} KB and agent changes, expected {expected}")
-                )
+                issues.append(Issue(kind, f"{path}: {len(changes)} changes, expected {expected}"))
             return issues
 
-        return self._probe("GET /v1/workspace/changes", key, "/v1/workspace/changes", check=check)
+        return self._probe(f"GET {path}", key, path, check=check)
 
     def _agent(self, key: ProbeKey, ws: Workspace) -> Probe:
         expected = ws.agents[AGENT_MAIN]
