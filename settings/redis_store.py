@@ -368,12 +368,22 @@ class RedisStore(RedisCalibration):
 
     async def purge_settings_history(self, before: str) -> int:
         """Trim every workspace's settings changes made before `before` (ISO 8601, UTC);
-        returns how many went. Changes are appended in time order, so each list loses a
-        head; LTRIM keeps whatever was appended meanwhile."""
+        returns how many went."""
+        return await self._trim_before("history", SettingChange, before)
+
+    async def purge_admin_history(self, before: str) -> int:
+        """Trim every workspace's KB and agent changes made before `before`, likewise."""
+        return await self._trim_before("adminhistory", AdminChange, before)
+
+    async def _trim_before(
+        self, kind: str, record: type[SettingChange] | type[AdminChange], before: str
+    ) -> int:
+        """Changes are appended in time order, so each list loses a head; LTRIM keeps
+        whatever was appended meanwhile."""
         removed = 0
         with self._calling():
-            async for name in self._client.scan_iter(f"{_key('history', '')}*", count=_SCAN_COUNT):
-                changes = self._decode.each(SettingChange, await self._client.lrange(name, 0, -1))
+            async for name in self._client.scan_iter(f"{_key(kind, '')}*", count=_SCAN_COUNT):
+                changes = self._decode.each(record, await self._client.lrange(name, 0, -1))
                 old = next((i for i, c in enumerate(changes) if c.at >= before), len(changes))
                 if old:
                     await self._client.ltrim(name, old, -1)

@@ -67,10 +67,17 @@ class SqliteUpkeep:
     async def purge_settings_history(self, before: str) -> int:
         """Delete every workspace's settings changes made before `before` (ISO 8601, UTC,
         as the changes record it); returns how many went."""
+        return await self._purge_before("settings_history", before)
 
+    async def purge_admin_history(self, before: str) -> int:
+        """Delete every workspace's KB and agent changes made before `before`, likewise."""
+        return await self._purge_before("admin_history", before)
+
+    async def _purge_before(self, table: str, before: str) -> int:
         def work(conn: sqlite3.Connection) -> int:
             return conn.execute(
-                "DELETE FROM settings_history WHERE json_extract(record, '$.at') < ?", (before,)
+                f"DELETE FROM {table} WHERE json_extract(record, '$.at') < ?",  # noqa: S608 — a fixed table name
+                (before,),
             ).rowcount
 
         return await self._run(work)

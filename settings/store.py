@@ -218,6 +218,10 @@ class SettingsStore(Protocol):
         """Remove every workspace's settings changes made before `before` (ISO 8601,
         UTC); returns how many."""
 
+    async def purge_admin_history(self, before: str) -> int:
+        """Remove every workspace's KB and agent changes made before `before` (ISO 8601,
+        UTC); returns how many."""
+
     # operations
     async def ping(self) -> None:
         """Raise StoreUnavailableError when the store cannot answer."""

@@ -59,17 +59,23 @@ async def finish_pending_deletions(services: Services) -> int:
 
 
 async def purge_retained(services: Services, now: datetime | None = None) -> tuple[int, int]:
-    """Purge expired turn records and settings changes past their retention; returns
-    (turn records, settings changes) removed."""
+    """Purge expired turn records, and settings, KB and agent changes past their retention;
+    returns (turn records, changes) removed."""
     turns = await services.store.purge_expired_turns()
-    changes = 0
+    settings_changes = admin_changes = 0
     days = services.config.settings_history_days
     if days:
-        cutoff = (now or datetime.now(UTC)) - timedelta(days=days)
-        changes = await services.store.purge_settings_history(cutoff.isoformat())
-    if turns or changes:
-        services.telemetry.log.info("retention_purged", turns=turns, settings_changes=changes)
-    return turns, changes
+        cutoff = ((now or datetime.now(UTC)) - timedelta(days=days)).isoformat()
+        settings_changes = await services.store.purge_settings_history(cutoff)
+        admin_changes = await services.store.purge_admin_history(cutoff)
+    if turns or settings_changes or admin_changes:
+        services.telemetry.log.info(
+            "retention_purged",
+            turns=turns,
+            settings_changes=settings_changes,
+            kb_and_agent_changes=admin_changes,
+        )
+    return turns, settings_changes + admin_changes
 
 
 async def run_upkeep(services: Services) -> None:

@@ -98,29 +98,31 @@ async def test_a_workspace_keeps_its_turn_records_for_its_own_retention(
 
 
 async def test_settings_history_older_than_its_retention_is_purged(retaining: Gateway) -> None:
-    """The retention sweep removes settings changes older than
+    """The retention sweep removes settings, KB and agent changes older than
     `KBGATE_SETTINGS_HISTORY_DAYS` (here 30) and keeps newer ones, in every workspace."""
     gw = retaining
     tenants = [await provision(gw, "acme", tenant_id) for tenant_id in ("t1", "t2")]
     for tenant in tenants:
         await tenant.settings(max_knowledge_bases_per_agent=4)
         await tenant.settings(max_knowledge_bases_per_agent=5)
+        await tenant.kb("handbook")
+        await tenant.agent("bot", ["handbook"])
 
     assert await purge_retained(gw.services) == (0, 0)
     assert all([await _history(t) for t in tenants])
+    assert all([await _history(t, "/v1/workspace/changes") for t in tenants])
     later = datetime.now(UTC) + timedelta(days=31)
     _, purged = await purge_retained(gw.services, now=later)
 
-    assert purged == 4
+    assert purged == 8
     assert [await _history(t) for t in tenants] == [[], []]
+    assert [await _history(t, "/v1/workspace/changes") for t in tenants] == [[], []]
     await tenants[0].settings(max_knowledge_bases_per_agent=6)
     assert [change["new"] for change in await _history(tenants[0])] == [6]
 
 
-async def _history(tenant: Tenant) -> list[dict[str, Any]]:
-    response = await tenant.gw.client.get(
-        "/v1/workspace/settings/history", headers=tenant.headers()
-    )
+async def _history(tenant: Tenant, path: str = "/v1/workspace/settings/history") -> list[Any]:
+    response = await tenant.gw.client.get(path, headers=tenant.headers())
     assert response.status_code == 200, response.text
     return list(response.json()["changes"])
 

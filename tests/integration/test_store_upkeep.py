@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from settings.records import TurnPassage, TurnRecord
+from settings.records import AdminChange, TurnPassage, TurnRecord
 from settings.store import SettingsStore
 from tests.integration.test_store_contract import (  # the contract suite's backends
     backend,
@@ -68,6 +68,35 @@ async def test_settings_history_is_purged_before_a_cutoff_for_every_workspace(
         kept = await store.settings_history(tenant_id)
         assert [c.new for c in kept] == [3]
     assert await store.purge_settings_history("2026-06-03T00:00:00+00:00") == 0
+
+
+async def test_kb_and_agent_changes_are_purged_before_a_cutoff_for_every_workspace(
+    store: SettingsStore,
+) -> None:
+    """KB and agent changes made before the cutoff go, in every workspace; later ones
+    stay, in order, and the count says how many went."""
+    await store.create_org(org())
+    for tenant_id in ("t1", "t2"):
+        await store.create_workspace(workspace(tenant_id))
+        for day, object_id in (("01", "kb-a"), ("02", "kb-b"), ("05", "bot")):
+            await store.record_admin_change(
+                AdminChange(
+                    at=f"2026-06-{day}T00:00:00+00:00",
+                    key_id="k",
+                    tenant_id=tenant_id,
+                    kind="agent" if object_id == "bot" else "knowledge_base",
+                    object_id=object_id,
+                    action="created",
+                )
+            )
+
+    removed = await store.purge_admin_history("2026-06-03T00:00:00+00:00")
+
+    assert removed == 4
+    for tenant_id in ("t1", "t2"):
+        kept = await store.admin_history(tenant_id)
+        assert [c.object_id for c in kept] == ["bot"]
+    assert await store.purge_admin_history("2026-06-03T00:00:00+00:00") == 0
 
 
 async def test_expired_turn_records_are_gone_after_a_purge(store: SettingsStore) -> None:
