@@ -4,7 +4,7 @@ Each variant turns a question's legs into a ranking of documents the way
 `gateway.retrieval.fusion` does (a document counts once per leg, at its best passage; a
 whole-document keyword leg ranks documents), with a choice of per-leg normalisation,
 weights and leg depth; floors are applied as a turn applies them
-(`gateway.retrieval.legs.keywords_count`). Scored with the same ir-measures code as
+(`gateway.retrieval.legs.answers`). Scored with the same ir-measures code as
 `kbgate eval`. Passages of one document are grouped at document level here, so on a set
 of multi-passage documents (SciFact) the replay is within about 0.002 of the real turn.
 """

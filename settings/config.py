@@ -52,12 +52,15 @@ class Defaults(msgspec.Struct, frozen=True):
     # keyword hit `keyword_floor` of the question's attainable BM25 score (a share that
     # means the same in a KB of any size, for a question of any length:
     # `ingest.keyword_scale`). Measured with `kbgate eval` on three golden sets together
-    # (docs/decisions/fusion-and-floors.md): at most 4% of answerable questions abstain on
-    # any of them, and 78% to 98% of off-topic ones do.
+    # (docs/decisions/fusion-and-floors.md). `score_threshold` serves where a KB has no
+    # off-topic line (`off_topic_line` off, or its index unreachable when measured).
     score_threshold: float = 0.44
     keyword_floor: float = 0.5
     kb_cap: int = 3
     grounding_floor: float = 0.7
+    # Where neither the KB nor the agent sets `score_threshold`, a KB's turns use its own
+    # measured off-topic line instead of `score_threshold` (`gateway.retrieval.off_topic_line`).
+    off_topic_line: bool = True
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):
@@ -187,6 +190,15 @@ def _parse_level(raw: str) -> str:
     return level
 
 
+def _parse_switch(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in {"1", "on", "true", "yes"}:
+        return True
+    if value in {"0", "off", "false", "no"}:
+        return False
+    raise ValueError("must be on or off")
+
+
 def _parse_fusion_method(raw: str) -> FusionMethod:
     try:
         return FusionMethod(raw.strip().lower())
@@ -257,6 +269,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "DEFAULT_KEYWORD_FLOOR": ("defaults.keyword_floor", _parse_float),
     "DEFAULT_KB_CAP": ("defaults.kb_cap", _parse_int),
     "GROUNDING_FLOOR": ("defaults.grounding_floor", _parse_float),
+    "OFF_TOPIC_LINE": ("defaults.off_topic_line", _parse_switch),
 }
 
 # (check, variable suffix to blame, message)

@@ -18,7 +18,7 @@ from settings.config import Bounds, Defaults
 from settings.pii_allow_list import is_allow_list
 
 T = TypeVar("T")
-Source = Literal["knowledge_base", "agent", "platform", "workspace", "created_at"]
+Source = Literal["knowledge_base", "agent", "measured", "platform", "workspace", "created_at"]
 
 #: Workspaces created on or after this instant default to strict isolation.
 STRICT_BY_DEFAULT_FROM = datetime(2026, 5, 25, tzinfo=UTC)
@@ -163,6 +163,13 @@ def resolve_score_threshold(
     value = defaults.score_threshold if source is None else float(raw)
     bounded, clamped = _clamp(value, bounds.score_threshold_min, bounds.score_threshold_max)
     return Resolved(bounded, source or "platform", clamped, malformed)
+
+
+def measured_score_threshold(line: float, bounds: Bounds) -> Resolved[float]:
+    """A KB's measured off-topic line (`gateway.retrieval.off_topic_line`) in force where
+    neither the KB nor the agent sets `score_threshold`; clamped to the threshold bounds."""
+    bounded, clamped = _clamp(line, bounds.score_threshold_min, bounds.score_threshold_max)
+    return Resolved(bounded, "measured", clamped)
 
 
 def resolve_keyword_floor(kb: Mapping[str, Any] | None, defaults: Defaults) -> Resolved[float]:

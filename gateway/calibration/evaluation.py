@@ -10,6 +10,7 @@ queue behind it.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ from gateway.calibration.report import (
     Recommendation,
     Weights,
 )
+from gateway.retrieval.plan import with_lines
 from gateway.runtime.services import Services
 from ingest.embedding import Embedding
 from settings.golden import GoldenSet
@@ -182,13 +184,18 @@ async def _prepare(
     questions, answered = len(golden.questions), min(len(golden.questions), GROUNDING_QUESTIONS)
     steps = _Steps(progress, total=2 * (questions + len(off_topic)) + answered + 1)
     await progress("embedding", 0, steps.total)
+    under_test = KbUnderTest(services, principal, kb, await _strict(services, principal))
+    (lined,) = await with_lines(services, [under_test.plan({})])
+    if lined.score_threshold.source == "measured":
+        under_test = dataclasses.replace(under_test, line=lined.score_threshold)
     return _Run(
         pool=_Pool(services, principal.tenant_id),
         steps=steps,
-        kb=KbUnderTest(services, principal, kb, await _strict(services, principal)),
+        kb=under_test,
         axes=floor_axes(services.config.bounds),
         effective={
-            name: found.value for name, found in knowledge_base_effective(services, kb).items()
+            **{name: found.value for name, found in knowledge_base_effective(services, kb).items()},
+            "score_threshold": under_test.plan({}).score_threshold.value,
         },
         golden=golden,
         off_topic=off_topic,

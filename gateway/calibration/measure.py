@@ -21,7 +21,7 @@ from gateway.access.expensive import Stop, stop_point
 from gateway.calibration.recommend import FloorAxis
 from gateway.retrieval.fusion import RankedLeg
 from gateway.retrieval.legs import rank_plan
-from gateway.retrieval.plan import KbPlan, plan_knowledge_base
+from gateway.retrieval.plan import KbPlan, plan_knowledge_base, with_measured_line
 from gateway.retrieval.turn import fused_and_capped
 from gateway.runtime.services import Services
 from ingest.embedding import Embedding
@@ -48,11 +48,17 @@ class KbUnderTest:
     principal: Principal
     kb: KnowledgeBase
     strict: bool
+    #: the KB's measured off-topic line for this key, in force where no setting gives
+    #: `score_threshold` (None: the platform default is)
+    line: Resolved[float] | None = None
 
     def plan(self, overrides: Mapping[str, Any]) -> KbPlan:
         """The KB's plan with `overrides` written over its stored settings."""
         kb = msgspec.structs.replace(self.kb, settings={**self.kb.settings, **overrides})
-        return plan_knowledge_base(self.services, self.principal, kb, None, self.strict)
+        plan = plan_knowledge_base(self.services, self.principal, kb, None, self.strict)
+        if self.line is not None and plan.score_threshold.source == "platform":
+            plan = with_measured_line(plan, self.line)
+        return plan
 
     def chosen(
         self, overrides: Mapping[str, Any], embedding: Embedding, *, depth: int | None = None

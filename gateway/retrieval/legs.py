@@ -7,12 +7,13 @@ better-ranked passage left out.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 from gateway.errors import DependencyUnavailableError
 from gateway.retrieval.diversity import without_copies
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base
+from gateway.retrieval.index_calls import call_index
 from gateway.retrieval.plan import KbPlan
 from gateway.retrieval.versions import newest_versions
 from gateway.runtime.services import Services
@@ -30,7 +31,6 @@ from ingest.keyword_scale import attainable_keyword_score, relative_keyword_scor
 from ingest.payload import PassagePayload
 
 T = TypeVar("T")
-P = ParamSpec("P")
 
 #: Of a KB's keyword weight, the part its whole-document BM25 leg gets (the passage leg
 #: gets the rest): a document's words spread over its passages, which a passage leg alone
@@ -83,20 +83,17 @@ def rank_plan(
     services: Services, plan: KbPlan, embeddings: Sequence[Embedding], *, leg_limit: int
 ) -> list[RankedLeg[RankedPoint]]:
     """One KB's legs ranked in its Scope (one engine call; one more for the keyword floor's
-    scale when no dense passage was kept: `keywords_count`), newest document versions only,
-    each with its channel weight. Blocking: the turn calls it through `call_index`, an
-    evaluation on the expensive-work pool."""
+    scale when no dense passage reached `score_threshold`: `answers`), newest document
+    versions only, each with its channel weight. Blocking: the turn calls it through
+    `call_index`, an evaluation on the expensive-work pool."""
     document_keywords = services.index.document_keywords(plan.collection)
     legs = legs_for(plan, embeddings, leg_limit, document_keywords=document_keywords)
     result: RankResult = services.index.rank(plan.collection, plan.scope, legs)
     if result.exact_checks:
         services.telemetry.count("dense_exact_checks", result.exact_checks)
     hits = _current_only([list(found) for found in result.legs])
-    if not keywords_count(services.index, plan, legs, hits):
-        hits = [
-            found if leg.kind is LegKind.DENSE else []
-            for leg, found in zip(legs, hits, strict=True)
-        ]
+    if not answers(services.index, plan, legs, hits):
+        hits = [[] for _ in legs]
     weights = leg_weights(plan, legs)
     return [
         RankedLeg(plan.kb.kb_id, leg.kind, weights[leg.kind], found)
@@ -184,22 +181,6 @@ def _passage_text(candidate: Candidate[Hit]) -> str:
     return candidate.hit.payload.text
 
 
-async def call_index(
-    holds_the_gil: bool, timeout_s: float, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs
-) -> T:
-    """One index call: in a worker thread, waited for `timeout_s` at most (TimeoutError);
-    directly, with no bound, when the engine holds the GIL throughout (`Index`).
-
-    Such an engine (Qdrant Edge) keeps the event loop from running for the whole call
-    either way, so a timeout could not fire before the call returns, and a turn's KBs are
-    searched one after another; a worker thread would only add two thread hops a call
-    (eight callers served about 8% fewer turns a second, docs/decisions/edge-in-event-loop.md)."""
-    if holds_the_gil:
-        return call(*args, **kwargs)
-    async with asyncio.timeout(timeout_s):
-        return await asyncio.to_thread(call, *args, **kwargs)
-
-
 async def _concurrently(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
     """All results, in order; a lone call runs in this task (most turns search one KB)."""
     if len(calls) == 1:
@@ -233,7 +214,7 @@ def legs_for(
                     kind=LegKind.DENSE,
                     dense=embedding.dense,
                     limit=depth,
-                    floor=plan.score_threshold.value,
+                    floor=plan.dense_floor,
                 )
             )
         if plan.keyword_weight > 0 and embedding.sparse.indices:
@@ -242,22 +223,24 @@ def legs_for(
     return legs
 
 
-def keywords_count(
+def answers(
     index: Index, plan: KbPlan, legs: Sequence[Leg], hits: Sequence[Sequence[RankedPoint]]
 ) -> bool:
-    """Whether the KB's keyword hits are candidates: always when its dense leg kept a
-    passage (one at or above `score_threshold`: the KB answers); otherwise only when the
-    best keyword hit reaches `keyword_floor` of the question's attainable score on its leg
-    (`ingest.keyword_scale`): the question's words are in the KB. The IDFs that scale
-    takes are one more engine call, made only then."""
-    if plan.keyword_floor <= 0:
-        return True
+    """Whether the KB answers, and all its legs' hits are candidates: when its best dense
+    passage reaches `score_threshold`; otherwise when the best keyword hit reaches
+    `keyword_floor` of the question's attainable score on its leg (`ingest.keyword_scale`):
+    the question's words are in the KB. The IDFs that scale takes are one more engine
+    call, made only then."""
     found = list(zip(legs, hits, strict=True))
-    if any(leg.kind is LegKind.DENSE and leg_hits for leg, leg_hits in found):
-        return True
+    threshold = plan.score_threshold.value
+    for leg, leg_hits in found:
+        if leg.kind is LegKind.DENSE and any(hit.score >= threshold for hit in leg_hits):
+            return True
     keyword = [(leg, leg_hits) for leg, leg_hits in found if leg.kind is not LegKind.DENSE]
     if not any(leg_hits for _, leg_hits in keyword):
-        return True  # nothing to keep or drop
+        return False
+    if plan.keyword_floor <= 0:
+        return True
     idf = index.keyword_idf(plan.collection, plan.scope, [leg for leg, _ in keyword])
     return any(
         keyword_share(max(hit.score for hit in leg_hits), leg, term_idf) >= plan.keyword_floor

@@ -4,7 +4,8 @@ and with which limits, read from the settings cache (`settings.resolve` holds th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ from ingest.payload import Scope
 from settings.records import Agent, KnowledgeBase, Workspace
 from settings.resolve import (
     Resolved,
+    measured_score_threshold,
     resolve_drop_copies,
     resolve_fusion,
     resolve_kb_cap,
@@ -37,12 +39,22 @@ class KbPlan:
     #: where the KB's passages live (`collection_for` its storage and org)
     collection: str
     top_k: Resolved[int]
+    #: the KB answers when its best dense passage reaches it (or its keywords their floor)
     score_threshold: Resolved[float]
     keyword_floor: float
     dense_weight: float
     keyword_weight: float
     #: drop passages that copy a better-ranked one (`gateway.retrieval.diversity`)
     drop_copies: bool = True
+    #: dense passages below it never count (None: `score_threshold`); lower than it only
+    #: under a measured line above the platform default, which decides whether the KB
+    #: answers and leaves the passages the default keeps (`gateway.retrieval.off_topic_line`)
+    dense_cut: float | None = None
+
+    @property
+    def dense_floor(self) -> float:
+        """What each dense passage must reach to count."""
+        return self.score_threshold.value if self.dense_cut is None else self.dense_cut
 
 
 @dataclass(slots=True)
@@ -117,6 +129,31 @@ def plan_knowledge_base(
         keyword_weight=fusion.keyword,
         drop_copies=resolve_drop_copies(kb.settings).value,
     )
+
+
+def with_measured_line(plan: KbPlan, line: Resolved[float]) -> KbPlan:
+    """The plan under a measured line instead of the platform's `score_threshold`: the line
+    decides whether the KB answers; dense passages the platform default keeps still count."""
+    cut = min(line.value, plan.score_threshold.value)
+    return dataclasses.replace(plan, score_threshold=line, dense_cut=cut)
+
+
+async def with_lines(services: Services, plans: Sequence[KbPlan]) -> list[KbPlan]:
+    """The plans, each whose `score_threshold` only the platform default sets under its
+    Scope's measured off-topic line instead (`gateway.retrieval.off_topic_line`), unless
+    the operator turned lines off."""
+    if not services.config.defaults.off_topic_line:
+        return list(plans)
+    return [await _lined(services, plan) for plan in plans]
+
+
+async def _lined(services: Services, plan: KbPlan) -> KbPlan:
+    if plan.score_threshold.source != "platform":
+        return plan
+    line = await services.off_topic_lines.line(services, plan)
+    if line is None:
+        return plan
+    return with_measured_line(plan, measured_score_threshold(line, services.config.bounds))
 
 
 def effective_settings(context: TurnContext) -> dict[str, Any]:

@@ -23,7 +23,13 @@ from gateway.errors import InvalidInputError
 from gateway.retrieval.evidence import EvidenceBlock, fence
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
 from gateway.retrieval.legs import embed_queries, fetch_distinct, search_plans
-from gateway.retrieval.plan import KbPlan, TurnContext, effective_settings, plan_turn
+from gateway.retrieval.plan import (
+    KbPlan,
+    TurnContext,
+    effective_settings,
+    plan_turn,
+    with_lines,
+)
 from gateway.runtime.services import Services
 from gateway.safety.passages import Outgoing, redact_outgoing
 from ingest.index import Hit, LegKind, RankedPoint
@@ -74,6 +80,7 @@ async def retrieve(
     validate_question(services, question, variations)
     clock = _Stopwatch()
     context = await plan_turn(services, principal, agent_id)
+    context.plans = await with_lines(services, context.plans)
     turn_id = "turn_" + secrets.token_urlsafe(16)
     effective = {
         **effective_settings(context),

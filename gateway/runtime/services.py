@@ -30,6 +30,7 @@ from gateway.access.ratelimit import (
     RedisLimiter,
 )
 from gateway.errors import RateLimitedError
+from gateway.retrieval.off_topic_line import OffTopicLines
 from gateway.retrieval.query_embedding import QueryEmbeddings
 from gateway.runtime.background import BackgroundTasks
 from gateway.runtime.telemetry import Telemetry
@@ -105,6 +106,8 @@ class Services:
     document_locks: KeyedLocks = field(default_factory=KeyedLocks)
     #: work left running by a request (a KB's evaluation), cancelled first at close
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
+    #: each KB Scope's measured dense floor, where no setting gives one
+    off_topic_lines: OffTopicLines = field(default_factory=OffTopicLines)
     #: workspaces' PII allow-lists, parsed once per list of entries
     allow_lists: LruCache[tuple[str, ...], AllowList] = field(default_factory=lambda: LruCache(256))
 

@@ -184,8 +184,13 @@ async def test_an_evaluations_figures_match_the_hand_checked_kb(gateway: Gateway
     the measurements predict equals the real turn's; the recommended floors keep answerable
     abstention within 5% and cut at least as many off-topic questions as the defaults; the
     grounding floor it recommends flags every other-domain answer and no more supported ones
-    than the platform default."""
+    than the platform default; the current dense floor is the KB's measured line, as a
+    turn's."""
     tenant = await _tenant(gateway)
+    await tenant.agent("bot", ["policies"])
+    turn = (await tenant.retrieve("bot", "How many days of leave do I get?")).json()
+    line = turn["effective"]["per_knowledge_base"]["policies"]
+    assert line["sources"]["score_threshold"] == "measured"
     body = await _evaluated(tenant)
     report = body["report"]
     assert body["progress"]["stage"] == "done"
@@ -205,7 +210,7 @@ async def test_an_evaluations_figures_match_the_hand_checked_kb(gateway: Gateway
     assert all(f["ndcg_10"] == pytest.approx(HAND_NDCG, abs=1e-4) for f in report["fusion"])
 
     current, recommended = report["current"], report["recommendation"]
-    assert current["settings"]["score_threshold"] == gateway.config.defaults.score_threshold
+    assert current["settings"]["score_threshold"] == line["score_threshold"]
     assert current["settings"]["grounding_floor"] == 0.7
     for outcome in (current, recommended):
         assert outcome["predicted"] == outcome["measured"]

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gateway.retrieval.legs import call_index
+from gateway.retrieval.index_calls import call_index
 
 pytestmark = pytest.mark.anyio
 

@@ -1,0 +1,166 @@
+"""The off-topic line: the dense floor a KB's turns use when no level sets one.
+
+A fixed cosine cannot suit every KB: a general-knowledge KB lies close to most everyday
+questions (10% of off-topic questions reach 0.50 on dbpedia-entity-5k), a narrow one far
+from them, where answerable questions also score lower (5% of SciFact's claims stay at
+0.45 or less). So each KB measures its own line against built-in probes: 180 everyday
+questions on 30 topics (`data/offtopic_probes.jsonl`) no KB is about as a whole. Each
+probe's best cosine inside the turn's Scope is taken; each topic keeps its highest; the
+line is the sixth highest topic's, bounded to [`LINE_LOWEST`, `LINE_HIGHEST`]. Up to five
+topics may lie close to the KB (a nutrition KB near the nutrition, fitness and cooking
+probes) without lifting its line.
+
+The line is measured per Scope: what the caller's clearance lets it see, and nothing
+else, so no caller's abstentions depend on passages it may not read. It is kept in
+memory, measured on a turn's first need (the probes' embeddings once per process, then a
+dense search per probe, a few to an engine call), and measured again in the background
+when a turn finds it older than `RECOUNT_AFTER_S` and its Scope's point count changed.
+A KB, agent or operator setting `score_threshold` overrides it
+(docs/decisions/off-topic-line.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from gateway.retrieval.index_calls import call_index
+from ingest.index import IndexUnavailableError, Leg, LegKind
+from ingest.lru import LruCache
+from ingest.payload import Scope
+
+if TYPE_CHECKING:
+    from gateway.retrieval.plan import KbPlan
+    from gateway.runtime.services import Services
+
+#: the line's bounds, whatever the probes score
+LINE_LOWEST = 0.40
+LINE_HIGHEST = 0.60
+#: topics whose probes may lie close to a KB without lifting its line
+TOPICS_ALLOWED_NEAR = 5
+#: probes searched in one engine call (Qdrant Edge holds the GIL for the call's length)
+PROBES_PER_CALL = 12
+#: a known line's age after which a turn has its Scope's points counted again
+RECOUNT_AFTER_S = 60.0
+#: Scopes whose lines are kept in memory
+LINES_KEPT = 20_000
+
+Key = tuple[str, Scope]
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """One built-in everyday question."""
+
+    topic: str
+    text: str
+
+
+def load_probes() -> tuple[Probe, ...]:
+    raw = (resources.files("gateway.retrieval") / "data" / "offtopic_probes.jsonl").read_text(
+        "utf-8"
+    )
+    return tuple(Probe(**json.loads(line)) for line in raw.splitlines() if line.strip())
+
+
+def line_from_best(best: Iterable[tuple[str, float]]) -> float:
+    """The line from each probe's (topic, best cosine; 0 with no hit)."""
+    highest: dict[str, float] = {}
+    for topic, score in best:
+        highest[topic] = max(score, highest.get(topic, 0.0))
+    ranked = sorted(highest.values(), reverse=True)
+    nearest_counted = ranked[TOPICS_ALLOWED_NEAR] if len(ranked) > TOPICS_ALLOWED_NEAR else 0.0
+    return min(max(nearest_counted, LINE_LOWEST), LINE_HIGHEST)
+
+
+@dataclass(slots=True)
+class _Line:
+    value: float
+    points: int
+    checked_at: float
+
+
+class OffTopicLines:
+    """Each Scope's measured line, in memory (a cache: any process measures the same)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._lines: LruCache[Key, _Line] = LruCache(LINES_KEPT)
+        self._probes: tuple[Probe, ...] | None = None
+        self._vectors: list[tuple[float, ...]] | None = None
+        self._embedding = asyncio.Lock()
+        self._clock = clock
+
+    async def line(self, services: Services, plan: KbPlan) -> float | None:
+        """The plan's line (None when the index could not be asked: the platform default
+        then serves). Measured now if unknown; checked in the background if old."""
+        key: Key = (plan.collection, plan.scope)
+        known = self._lines.get(key)
+        if known is None:
+            try:
+                measured = await self.measure(services, plan)
+            except (TimeoutError, IndexUnavailableError):
+                return None
+            self._lines.put(key, measured)
+            return measured.value
+        task = ("off_topic_line", *key)
+        if self._clock() - known.checked_at >= RECOUNT_AFTER_S and not services.background.running(
+            task
+        ):
+            services.background.start(task, self._recheck(services, plan, known))
+        return known.value
+
+    async def measure(self, services: Services, plan: KbPlan) -> _Line:
+        """Search every probe inside the plan's Scope; yields to other turns between calls."""
+        probes, vectors = await self._probe_vectors(services)
+        index, timeout_s = services.index, services.config.qdrant_timeout_s
+        points = await call_index(
+            index.holds_the_gil, timeout_s, index.count, plan.collection, plan.scope
+        )
+        best: list[tuple[str, float]] = []
+        for start in range(0, len(probes), PROBES_PER_CALL):
+            await asyncio.sleep(0)
+            chunk = vectors[start : start + PROBES_PER_CALL]
+            legs = [Leg(kind=LegKind.DENSE, dense=vector, limit=1) for vector in chunk]
+            result = await call_index(
+                index.holds_the_gil, timeout_s, index.rank, plan.collection, plan.scope, legs
+            )
+            topics = (probe.topic for probe in probes[start : start + PROBES_PER_CALL])
+            best.extend(
+                (topic, found[0].score if found else 0.0)
+                for topic, found in zip(topics, result.legs, strict=True)
+            )
+        services.telemetry.count("off_topic_lines_measured")
+        return _Line(line_from_best(best), points, self._clock())
+
+    async def _recheck(self, services: Services, plan: KbPlan, known: _Line) -> None:
+        index = services.index
+        try:
+            points = await call_index(
+                index.holds_the_gil,
+                services.config.qdrant_timeout_s,
+                index.count,
+                plan.collection,
+                plan.scope,
+            )
+            fresh = known if points == known.points else await self.measure(services, plan)
+        except (TimeoutError, IndexUnavailableError):
+            return
+        fresh.checked_at = self._clock()
+        self._lines.put((plan.collection, plan.scope), fresh)
+
+    async def _probe_vectors(
+        self, services: Services
+    ) -> tuple[tuple[Probe, ...], Sequence[tuple[float, ...]]]:
+        async with self._embedding:
+            if self._probes is None or self._vectors is None:
+                probes = load_probes()
+                embeddings = await asyncio.to_thread(
+                    services.embedder.embed_queries, [probe.text for probe in probes]
+                )
+                self._probes, self._vectors = probes, [e.dense for e in embeddings]
+        return self._probes, self._vectors

@@ -1,0 +1,145 @@
+"""A KB's measured off-topic line as its turns' dense floor, over HTTP on the real model."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gateway.retrieval.off_topic_line import LINE_LOWEST, OffTopicLines, line_from_best, load_probes
+from ingest.embedding import Embedder
+from tests.api.conftest import Gateway, serving
+from tests.api.tenants import Tenant, provision
+
+pytestmark = pytest.mark.anyio
+
+#: documents on everyday subjects, near several of the probes' topics
+EVERYDAY = {
+    "salmon": "Bake the salmon fillet at 200 degrees for twelve minutes, skin side down.",
+    "sourdough": "Feed the sourdough starter with flour and water the night before baking bread.",
+    "puppy": "A puppy needs several small meals a day and short walks until it is six months old.",
+    "tomatoes": "Plant tomatoes in full sun after the last frost and water them deeply.",
+    "running": "Training for a first marathon takes about sixteen weeks of gradually longer runs.",
+    "offside": "A football player is offside when nearer the goal line than the ball and defender.",
+    "budget": "Put aside part of every paycheck into a savings account for emergencies.",
+    "tyres": "Check your car's tyre pressure once a month and before long drives.",
+    "films": "The film won the Academy Award for best picture and best director.",
+    "winter": "Winter days are short and cold, and snow often falls in January.",
+}
+TECHNICAL = {
+    "fsync": "fsync flushes a file descriptor's dirty pages to the storage device.",
+    "btree": "A B-tree keeps keys sorted in pages so lookups touch few disk blocks.",
+    "tls": "The TLS handshake negotiates cipher suites and verifies the server certificate.",
+}
+
+
+def expected_line(embedder: Embedder, texts: list[str]) -> float:
+    """The line computed apart from the gateway: exact cosines of probes and passages."""
+    probes = load_probes()
+    questions = np.array([e.dense for e in embedder.embed_queries([p.text for p in probes])])
+    passages = np.array([e.dense for e in embedder.embed_documents(texts)])
+    best = (questions @ passages.T).max(axis=1)
+    return line_from_best((p.topic, float(b)) for p, b in zip(probes, best, strict=True))
+
+
+async def _score_threshold(tenant: Tenant, key: str = "all") -> tuple[float, str]:
+    body = (await tenant.retrieve("bot", "How do I keep cut flowers fresh?", key=key)).json()
+    per_kb = body["effective"]["per_knowledge_base"]["kb"]
+    return per_kb["score_threshold"], per_kb["sources"]["score_threshold"]
+
+
+async def _tenant(gw: Gateway, tenant_id: str, documents: dict[str, str], **kb: object) -> Tenant:
+    tenant = await provision(gw, "acme", tenant_id)
+    await tenant.kb("kb", **kb)
+    for doc_id, text in documents.items():
+        await tenant.doc("kb", doc_id, text)
+    await tenant.agent("bot", ["kb"])
+    return tenant
+
+
+async def test_a_kb_with_no_floor_set_uses_its_measured_line(
+    gateway: Gateway, embedder: Embedder
+) -> None:
+    """The line a turn uses is the one the probes' exact cosines give: high for a KB of
+    everyday subjects, the lowest for a technical one."""
+    everyday = await _tenant(gateway, "home", EVERYDAY)
+    technical = await _tenant(gateway, "infra", TECHNICAL)
+    line, source = await _score_threshold(everyday)
+    assert source == "measured"
+    assert line == pytest.approx(expected_line(embedder, list(EVERYDAY.values())), abs=0.002)
+    assert line > LINE_LOWEST + 0.05
+    assert await _score_threshold(technical) == (LINE_LOWEST, "measured")
+
+
+async def test_a_set_floor_overrides_the_line(gateway: Gateway) -> None:
+    """The KB's own `score_threshold`, else the agent's, wins over the measured line."""
+    tenant = await _tenant(gateway, "home", EVERYDAY, score_threshold=0.3)
+    assert await _score_threshold(tenant) == (0.3, "knowledge_base")
+    await tenant.kb("kb")
+    await tenant.agent("bot", ["kb"], score_threshold=0.35)
+    assert await _score_threshold(tenant) == (0.35, "agent")
+
+
+async def test_the_operator_can_turn_lines_off(tmp_path: Path, embedder: Embedder) -> None:
+    """With `KBGATE_OFF_TOPIC_LINE=off` the platform default serves, as before lines."""
+    lines_off: dict[str, object] = {"defaults.off_topic_line": False}
+    async with serving(tmp_path, embedder, "edge", **lines_off) as gw:
+        tenant = await _tenant(gw, "home", EVERYDAY)
+        assert await _score_threshold(tenant) == (0.44, "platform")
+
+
+async def test_a_line_depends_only_on_what_the_key_may_read(
+    gateway: Gateway, embedder: Embedder
+) -> None:
+    """Restricted everyday documents raise a restricted key's line, never an internal
+    key's: its line is the one of a KB holding only the documents it may read."""
+    tenant = await _tenant(gateway, "mixed", TECHNICAL)
+    for doc_id, text in EVERYDAY.items():
+        await tenant.doc("kb", doc_id, text, classification="restricted")
+    await tenant.issue("internal", ["retrieve"], clearance="internal")
+    low, _ = await _score_threshold(tenant, key="internal")
+    high, _ = await _score_threshold(tenant)
+    assert low == pytest.approx(expected_line(embedder, list(TECHNICAL.values())), abs=0.002)
+    everything = [*TECHNICAL.values(), *EVERYDAY.values()]
+    assert high == pytest.approx(expected_line(embedder, everything), abs=0.002)
+    assert high > low
+
+
+async def test_a_line_is_measured_again_once_its_kb_changed(gateway: Gateway) -> None:
+    """A known line serves until it is a minute old; then a turn has the KB's points
+    counted, and the line measured again in the background when they changed."""
+    now = [0.0]
+    gateway.services.off_topic_lines = OffTopicLines(clock=lambda: now[0])
+    tenant = await _tenant(gateway, "grows", TECHNICAL)
+    assert await _score_threshold(tenant) == (LINE_LOWEST, "measured")
+    for doc_id, text in EVERYDAY.items():
+        await tenant.doc("kb", doc_id, text)
+    assert await _score_threshold(tenant) == (LINE_LOWEST, "measured")
+    now[0] = 61.0
+    assert await _score_threshold(tenant) == (LINE_LOWEST, "measured")
+    for _ in range(200):
+        line, _ = await _score_threshold(tenant)
+        if line > LINE_LOWEST:
+            break
+        await asyncio.sleep(0.05)
+    assert line > LINE_LOWEST
+
+
+async def test_the_line_decides_whether_a_kb_answers(gateway: Gateway, embedder: Embedder) -> None:
+    """A question whose best passage lies between the platform default (0.44) and the KB's
+    line abstains; the same documents under the default floor answer it."""
+    tenant = await _tenant(gateway, "home", EVERYDAY, keyword_floor=0.99)
+    await tenant.kb("fixed", score_threshold=0.44, keyword_floor=0.99)
+    for doc_id, text in EVERYDAY.items():
+        await tenant.doc("fixed", doc_id, text)
+    await tenant.agent("fixed-bot", ["fixed"])
+    question = "What vegetables grow in shade?"
+    passages = np.array([e.dense for e in embedder.embed_documents(list(EVERYDAY.values()))])
+    best = float((passages @ np.array(embedder.embed_queries([question])[0].dense)).max())
+    line, source = await _score_threshold(tenant)
+    assert source == "measured"
+    assert 0.44 <= best < line
+    assert (await tenant.retrieve("bot", question)).json()["abstained"] is True
+    assert (await tenant.retrieve("fixed-bot", question)).json()["abstained"] is False
