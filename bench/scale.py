@@ -431,6 +431,26 @@ def _prepare_agents(url: str, store: Store, keys: dict[str, str]) -> None:
             caller.close()
 
 
+def _lines_measured(url: str, keys: dict[str, str]) -> None:
+    """Wait until each timed workspace's KB has its off-topic line, as on a gateway serving
+    a while (measured in the background from a Scope's first turn)."""
+    for name in TURN_SCOPES:
+        caller = _Caller(url, keys[name])
+        try:
+            for _ in range(1200):
+                status, answer = caller.request(
+                    "POST", "/v1/retrieve", {"agent_id": AGENT, "question": "warm-up"}
+                )
+                per_kb = (
+                    json.loads(answer)["effective"]["per_knowledge_base"] if status == 200 else {}
+                )
+                if any(kb["sources"]["score_threshold"] != "platform" for kb in per_kb.values()):
+                    break
+                time.sleep(0.1)
+        finally:
+            caller.close()
+
+
 def _turns(url: str, work: list[tuple[str, str, str]], concurrency: int) -> dict[str, Any]:
     """Each (scope, key, question) once through `POST /v1/retrieve`, `concurrency` callers."""
     waiting = deque(work)
@@ -509,6 +529,7 @@ def turn_phase(
             for name in TURN_SCOPES
         ]
         _turns(gateway.url, warm, 1)
+        _lines_measured(gateway.url, keys)
         faults = _faults(gateway.pid)
         one = _turns(gateway.url, _turn_work(store, keys, per_scope, 0), 1)
         eight = _turns(gateway.url, _turn_work(store, keys, per_scope, 1), 8)

@@ -571,6 +571,7 @@ async def _alternated_passes(
                     "/v1/workspace/settings", json={"rag_pii_redaction": False}, headers=auth
                 )
                 gates.raise_for_status()
+                await _line_measured(client, auth, AGENT)
             warm = [f"warm-up question {i} about cells and proteins" for i in range(8)]
             _http(gateway.url, key, warm, 1, gateway.pid, arms={AGENT: [], AGENT_REDACTING: []})
             for kind, repeat in (("distinct", questions), ("repeat", questions)):
@@ -675,6 +676,7 @@ async def _passes(
                     "/v1/retrieve", json={"agent_id": AGENT, "question": question}, headers=auth
                 )
                 response.raise_for_status()
+            await _line_measured(client, auth, AGENT)
         pid = gateway.pid
         http_floor = _http_floor(gateway.url, key)
         distinct = _http(gateway.url, key, questions, concurrency, pid, beside=beside)
@@ -682,6 +684,21 @@ async def _passes(
     finally:
         gateway.stop()
     return {"distinct": distinct, "repeat": repeat, "health_live_round_trip_ms": http_floor}
+
+
+async def _line_measured(client: httpx.AsyncClient, auth: dict[str, str], agent: str) -> None:
+    """Wait until the KB's off-topic line is in force, as on a gateway serving a while (its
+    measurement runs in the background from the first turn)."""
+    for _ in range(600):
+        response = await client.post(
+            "/v1/retrieve", json={"agent_id": agent, "question": "warm-up"}, headers=auth
+        )
+        response.raise_for_status()
+        per_kb = response.json()["effective"]["per_knowledge_base"][KB]
+        if per_kb["sources"]["score_threshold"] != "platform":
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError("the KB's off-topic line was not measured within a minute")
 
 
 if __name__ == "__main__":

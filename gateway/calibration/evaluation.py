@@ -185,7 +185,7 @@ async def _prepare(
     steps = _Steps(progress, total=2 * (questions + len(off_topic)) + answered + 1)
     await progress("embedding", 0, steps.total)
     under_test = KbUnderTest(services, principal, kb, await _strict(services, principal))
-    (lined,) = await with_lines(services, [under_test.plan({})])
+    (lined,) = await with_lines(services, [under_test.plan({})], wait=True)
     if lined.score_threshold.source == "measured":
         under_test = dataclasses.replace(under_test, line=lined.score_threshold)
     return _Run(

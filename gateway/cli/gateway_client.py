@@ -390,8 +390,11 @@ class EmbeddedGateway:
         from gateway.http.routes.retrieval import retrieve_out
         from gateway.http.schemas import RetrieveIn
         from gateway.retrieval import turn
+        from gateway.retrieval.plan import settle_lines
 
         data = _strict(RetrieveIn, body)
+        # a one-off process: its only turn counts, so the KBs' lines are measured first
+        await self._core(settle_lines(self._services, self._admin(), data.agent_id))
         result = await self._core(
             turn.retrieve(
                 self._services, self._admin(), data.agent_id, data.question, data.variations

@@ -12,9 +12,13 @@ probes) without lifting its line.
 
 The line is measured per Scope: what the caller's clearance lets it see, and nothing
 else, so no caller's abstentions depend on passages it may not read. It is kept in
-memory, measured on a turn's first need (the probes' embeddings once per process, then a
-dense search per probe, a few to an engine call), and measured again in the background
-when a turn finds it older than `RECOUNT_AFTER_S` and its Scope's point count changed.
+memory. A Scope's first turn starts its measurement in the background (a dense search
+per probe, one engine call each, then as long a pause, one Scope at a time in the
+process; the probes' embeddings are computed once and kept beside the models) and is
+served the platform default, as are the turns until it is done: about two seconds for
+13,000 points. A known
+line is measured again in the background when a turn finds it older than
+`RECOUNT_AFTER_S` and its Scope's point count changed.
 A KB, agent or operator setting `score_threshold` overrides it
 (docs/decisions/off-topic-line.md).
 """
@@ -25,11 +29,14 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gateway.retrieval.index_calls import call_index
+from ingest.embedding import Embedding
 from ingest.index import IndexUnavailableError, Leg, LegKind
 from ingest.lru import LruCache
 from ingest.payload import Scope
@@ -43,12 +50,17 @@ LINE_LOWEST = 0.40
 LINE_HIGHEST = 0.60
 #: topics whose probes may lie close to a KB without lifting its line
 TOPICS_ALLOWED_NEAR = 5
-#: probes searched in one engine call (Qdrant Edge holds the GIL for the call's length)
-PROBES_PER_CALL = 12
+#: probes searched in one engine call (Qdrant Edge holds the GIL for the call's length: a
+#: probe far from everything is searched exactly, about 5 ms in a Scope of 13,000 points)
+PROBES_PER_CALL = 1
 #: a known line's age after which a turn has its Scope's points counted again
 RECOUNT_AFTER_S = 60.0
 #: Scopes whose lines are kept in memory
 LINES_KEPT = 20_000
+#: the probes' embeddings, in the model dir
+PROBE_VECTORS_FILE = "offtopic-probes.json"
+#: how far a probe's embedding may move and still be the same model's
+_SAME_VECTOR = 1e-5
 
 Key = tuple[str, Scope]
 
@@ -92,21 +104,30 @@ class OffTopicLines:
         self._lines: LruCache[Key, _Line] = LruCache(LINES_KEPT)
         self._probes: tuple[Probe, ...] | None = None
         self._vectors: list[tuple[float, ...]] | None = None
+        self._first: dict[Key, asyncio.Task[None]] = {}
+        self._one_at_a_time = asyncio.Semaphore(1)
         self._embedding = asyncio.Lock()
         self._clock = clock
 
-    async def line(self, services: Services, plan: KbPlan) -> float | None:
-        """The plan's line (None when the index could not be asked: the platform default
-        then serves). Measured now if unknown; checked in the background if old."""
+    async def line(self, services: Services, plan: KbPlan, *, wait: bool = False) -> float | None:
+        """The plan's line; None while it is being measured for the first time (the
+        platform default serves meanwhile: a Scope's first turns never wait for the probes'
+        searches), or when the index could not be asked. `wait`: wait for it instead."""
         key: Key = (plan.collection, plan.scope)
         known = self._lines.get(key)
         if known is None:
-            try:
-                measured = await self.measure(services, plan)
-            except (TimeoutError, IndexUnavailableError):
+            first = self._first.get(key)
+            if first is None:
+                first = services.background.start(
+                    ("off_topic_line", *key), self._measure_first(services, plan, key)
+                )
+                self._first[key] = first
+                first.add_done_callback(lambda _: self._first.pop(key, None))
+            if not wait:
                 return None
-            self._lines.put(key, measured)
-            return measured.value
+            await asyncio.shield(first)
+            measured = self._lines.get(key)
+            return None if measured is None else measured.value
         task = ("off_topic_line", *key)
         if self._clock() - known.checked_at >= RECOUNT_AFTER_S and not services.background.running(
             task
@@ -114,8 +135,17 @@ class OffTopicLines:
             services.background.start(task, self._recheck(services, plan, known))
         return known.value
 
+    async def _measure_first(self, services: Services, plan: KbPlan, key: Key) -> None:
+        with suppress(TimeoutError, IndexUnavailableError):
+            self._lines.put(key, await self.measure(services, plan))
+
     async def measure(self, services: Services, plan: KbPlan) -> _Line:
-        """Search every probe inside the plan's Scope; yields to other turns between calls."""
+        """Search every probe inside the plan's Scope, one engine call each with turns
+        between them; one measurement at a time in the process."""
+        async with self._one_at_a_time:
+            return await self._measured(services, plan)
+
+    async def _measured(self, services: Services, plan: KbPlan) -> _Line:
         probes, vectors = await self._probe_vectors(services)
         index, timeout_s = services.index, services.config.qdrant_timeout_s
         points = await call_index(
@@ -123,12 +153,14 @@ class OffTopicLines:
         )
         best: list[tuple[str, float]] = []
         for start in range(0, len(probes), PROBES_PER_CALL):
-            await asyncio.sleep(0)
             chunk = vectors[start : start + PROBES_PER_CALL]
             legs = [Leg(kind=LegKind.DENSE, dense=vector, limit=1) for vector in chunk]
+            called = time.perf_counter()
             result = await call_index(
                 index.holds_the_gil, timeout_s, index.rank, plan.collection, plan.scope, legs
             )
+            # as long again for everything else: a measurement takes at most half the loop
+            await asyncio.sleep(time.perf_counter() - called)
             topics = (probe.topic for probe in probes[start : start + PROBES_PER_CALL])
             best.extend(
                 (topic, found[0].score if found else 0.0)
@@ -159,8 +191,39 @@ class OffTopicLines:
         async with self._embedding:
             if self._probes is None or self._vectors is None:
                 probes = load_probes()
-                embeddings = await asyncio.to_thread(
-                    services.embedder.embed_queries, [probe.text for probe in probes]
+                path = services.config.model_dir / PROBE_VECTORS_FILE
+                vectors = await asyncio.to_thread(
+                    probe_vectors, path, probes, services.embedder.embed_queries
                 )
-                self._probes, self._vectors = probes, [e.dense for e in embeddings]
+                self._probes, self._vectors = probes, vectors
         return self._probes, self._vectors
+
+
+def probe_vectors(
+    path: Path, probes: Sequence[Probe], embed: Callable[[Sequence[str]], list[Embedding]]
+) -> list[tuple[float, ...]]:
+    """The probes' question embeddings, kept beside the models in `path` (about 1 s of CPU
+    to compute). Kept ones serve while the first probe, embedded again, still matches its
+    kept vector and the texts are the same: another model or probe set recomputes them."""
+    texts = [probe.text for probe in probes]
+    try:
+        kept = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        kept = None
+    if isinstance(kept, dict) and kept.get("texts") == texts:
+        vectors = [tuple(float(x) for x in vector) for vector in kept["vectors"]]
+        again = embed(texts[:1])[0].dense
+        if (
+            len(again) == len(vectors[0])
+            and max(abs(a - b) for a, b in zip(again, vectors[0], strict=True)) <= _SAME_VECTOR
+        ):
+            return vectors
+    vectors = [embedding.dense for embedding in embed(texts)]
+    written = path.with_suffix(".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        written.write_text(json.dumps({"texts": texts, "vectors": vectors}), "utf-8")
+        written.replace(path)
+    except OSError:
+        pass  # a read-only model dir: computed again by the next process
+    return vectors

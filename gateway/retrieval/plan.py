@@ -138,19 +138,28 @@ def with_measured_line(plan: KbPlan, line: Resolved[float]) -> KbPlan:
     return dataclasses.replace(plan, score_threshold=line, dense_cut=cut)
 
 
-async def with_lines(services: Services, plans: Sequence[KbPlan]) -> list[KbPlan]:
+async def with_lines(
+    services: Services, plans: Sequence[KbPlan], *, wait: bool = False
+) -> list[KbPlan]:
     """The plans, each whose `score_threshold` only the platform default sets under its
     Scope's measured off-topic line instead (`gateway.retrieval.off_topic_line`), unless
-    the operator turned lines off."""
+    the operator turned lines off. A line not measured yet leaves the default in force,
+    or, with `wait`, is waited for."""
     if not services.config.defaults.off_topic_line:
         return list(plans)
-    return [await _lined(services, plan) for plan in plans]
+    return [await _lined(services, plan, wait) for plan in plans]
 
 
-async def _lined(services: Services, plan: KbPlan) -> KbPlan:
+async def settle_lines(services: Services, principal: Principal, agent_id: str) -> None:
+    """Wait until the agent's KBs' lines for this principal are measured: for one-off
+    tools (`kbgate ask` on a data dir, `kbgate eval`) whose first turns count."""
+    await with_lines(services, (await plan_turn(services, principal, agent_id)).plans, wait=True)
+
+
+async def _lined(services: Services, plan: KbPlan, wait: bool) -> KbPlan:
     if plan.score_threshold.source != "platform":
         return plan
-    line = await services.off_topic_lines.line(services, plan)
+    line = await services.off_topic_lines.line(services, plan, wait=wait)
     if line is None:
         return plan
     return with_measured_line(plan, measured_score_threshold(line, services.config.bounds))

@@ -17,10 +17,11 @@ class BackgroundTasks:
     def __init__(self) -> None:
         self._tasks: dict[Hashable, asyncio.Task[None]] = {}
 
-    def start(self, key: Hashable, work: Coroutine[Any, Any, None]) -> None:
+    def start(self, key: Hashable, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(work)
         self._tasks[key] = task
         task.add_done_callback(lambda _: self._tasks.pop(key, None))
+        return task
 
     def running(self, key: Hashable) -> bool:
         return key in self._tasks

@@ -188,10 +188,10 @@ async def test_an_evaluations_figures_match_the_hand_checked_kb(gateway: Gateway
     turn's."""
     tenant = await _tenant(gateway)
     await tenant.agent("bot", ["policies"])
+    body = await _evaluated(tenant)
     turn = (await tenant.retrieve("bot", "How many days of leave do I get?")).json()
     line = turn["effective"]["per_knowledge_base"]["policies"]
     assert line["sources"]["score_threshold"] == "measured"
-    body = await _evaluated(tenant)
     report = body["report"]
     assert body["progress"]["stage"] == "done"
     assert body["progress"]["done"] == body["progress"]["total"] > 0

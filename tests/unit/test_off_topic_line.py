@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +14,10 @@ from gateway.retrieval.off_topic_line import (
     TOPICS_ALLOWED_NEAR,
     line_from_best,
     load_probes,
+    probe_vectors,
 )
+from ingest.embedding import Embedding
+from ingest.index import SparseVector
 
 
 def test_the_line_is_the_sixth_highest_topics_best_probe() -> None:
@@ -37,3 +42,47 @@ def test_the_probes_are_thirty_topics_of_six_distinct_questions() -> None:
     assert set(per_topic.values()) == {6}
     assert len({probe.text.casefold() for probe in probes}) == len(probes)
     assert len(per_topic) > TOPICS_ALLOWED_NEAR
+
+
+class _CountingModel:
+    """A stand-in question model: a fixed vector per text, and the texts it was asked."""
+
+    def __init__(self, shift: float = 0.0) -> None:
+        self.asked: list[str] = []
+        self.shift = shift
+
+    def __call__(self, texts: Sequence[str]) -> list[Embedding]:
+        self.asked.extend(texts)
+        return [
+            Embedding((len(text) / 100 + self.shift, 0.5), SparseVector((), ())) for text in texts
+        ]
+
+
+def test_probe_vectors_are_kept_beside_the_models(tmp_path: Path) -> None:
+    """Computed once and kept; a later process re-embeds only the first probe to check the
+    model; another model, or other probes, computes them again."""
+    probes = load_probes()[:4]
+    path = tmp_path / "models" / "probes.json"
+    first = _CountingModel()
+    vectors = probe_vectors(path, probes, first)
+    assert len(first.asked) == 4
+    assert path.exists()
+    again = _CountingModel()
+    assert probe_vectors(path, probes, again) == vectors
+    assert again.asked == [probes[0].text]
+    other_model = _CountingModel(shift=0.01)
+    assert probe_vectors(path, probes, other_model) != vectors
+    assert len(other_model.asked) == 5
+    other_probes = _CountingModel(shift=0.01)
+    probe_vectors(path, probes[:3], other_probes)
+    assert len(other_probes.asked) == 3
+
+
+def test_probe_vectors_are_computed_when_they_cannot_be_kept(tmp_path: Path) -> None:
+    """A model dir that cannot be written to costs the computation, never the answer."""
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    model = _CountingModel()
+    vectors = probe_vectors(blocked / "probes.json", load_probes()[:2], model)
+    assert len(vectors) == 2
+    assert len(model.asked) == 2
