@@ -329,7 +329,7 @@ def _recommendation(
         measured=measured,
         ndcg_10=_ndcg(verified[0], run.golden),
         grounding=grounding_flags(measurements.scores, choice.grounding_floor),
-        changes=_changes(current, settings, choice.weights is not None),
+        changes=_changes(current, settings, choice.weights is not None, run.kb.line is not None),
         meets_target=measured.answerable <= ANSWERABLE_ABSTENTION_MAX
         and measured.off_topic >= OFF_TOPIC_ABSTENTION_MIN,
     )
@@ -444,13 +444,15 @@ def _measured(kept: Sequence[Sequence[str]], cut: Sequence[Sequence[str]]) -> Ab
 
 
 def _changes(
-    current: KbSettings, recommended: KbSettings, fusion_changed: bool
+    current: KbSettings, recommended: KbSettings, fusion_changed: bool, measured: bool
 ) -> dict[str, float | Weights]:
-    """The recommended settings that differ from those in force."""
+    """The recommended settings that differ from those in force, and `score_threshold`
+    whenever the KB's measured off-topic line is in force (`measured`): applying pins the
+    floor the evaluation chose, which the line would otherwise move with the KB."""
     changes: dict[str, float | Weights] = {}
     for name in ("score_threshold", "keyword_floor", "grounding_floor"):
         value = getattr(recommended, name)
-        if value != getattr(current, name):
+        if value != getattr(current, name) or (measured and name == "score_threshold"):
             changes[name] = value
     if fusion_changed:
         changes["fusion"] = recommended.fusion

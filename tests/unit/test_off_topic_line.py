@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,3 +87,16 @@ def test_probe_vectors_are_computed_when_they_cannot_be_kept(tmp_path: Path) -> 
     vectors = probe_vectors(blocked / "probes.json", load_probes()[:2], model)
     assert len(vectors) == 2
     assert len(model.asked) == 2
+
+
+def test_the_probes_are_not_the_evaluations_off_topic_questions() -> None:
+    """The line is measured on its own questions, so the off-topic abstention the
+    evaluations report is measured on questions it never saw."""
+    probes = {probe.text.casefold() for probe in load_probes()}
+    root = Path(__file__).resolve().parents[2]
+    for path in (
+        root / "bench" / "data" / "offtopic_questions.jsonl",
+        root / "gateway" / "calibration" / "data" / "offtopic_questions.jsonl",
+    ):
+        asked = {json.loads(line)["text"].casefold() for line in path.read_text().splitlines()}
+        assert probes.isdisjoint(asked), path
