@@ -11,16 +11,14 @@ topics may lie close to the KB (a nutrition KB near the nutrition, fitness and c
 probes) without lifting its line.
 
 The line is measured per Scope: what the caller's clearance lets it see, and nothing
-else, so no caller's abstentions depend on passages it may not read. It is kept in
+else, so no caller's abstentions depend on passages it may not read. Lines are kept in
 memory. A Scope's first turn starts its measurement in the background (a dense search
 per probe, one engine call each, then as long a pause, one Scope at a time in the
 process; the probes' embeddings are computed once and kept beside the models) and is
 served the platform default, as are the turns until it is done: about two seconds for
-13,000 points. A known
-line is measured again in the background when a turn finds it older than
-`RECOUNT_AFTER_S` and its Scope's point count changed.
-A KB, agent or operator setting `score_threshold` overrides it
-(docs/decisions/off-topic-line.md).
+13,000 points. A known line is measured again in the background when a turn finds it
+older than `RECOUNT_AFTER_S` and its Scope's point count changed. A KB or agent setting
+`score_threshold` overrides the line (docs/decisions/off-topic-line.md).
 """
 
 from __future__ import annotations
