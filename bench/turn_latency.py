@@ -571,7 +571,7 @@ async def _alternated_passes(
                     "/v1/workspace/settings", json={"rag_pii_redaction": False}, headers=auth
                 )
                 gates.raise_for_status()
-                await _line_measured(client, auth, AGENT)
+                await _line_measured(client, auth, AGENT, env)
             warm = [f"warm-up question {i} about cells and proteins" for i in range(8)]
             _http(gateway.url, key, warm, 1, gateway.pid, arms={AGENT: [], AGENT_REDACTING: []})
             for kind, repeat in (("distinct", questions), ("repeat", questions)):
@@ -676,7 +676,7 @@ async def _passes(
                     "/v1/retrieve", json={"agent_id": AGENT, "question": question}, headers=auth
                 )
                 response.raise_for_status()
-            await _line_measured(client, auth, AGENT)
+            await _line_measured(client, auth, AGENT, env)
         pid = gateway.pid
         http_floor = _http_floor(gateway.url, key)
         distinct = _http(gateway.url, key, questions, concurrency, pid, beside=beside)
@@ -686,9 +686,13 @@ async def _passes(
     return {"distinct": distinct, "repeat": repeat, "health_live_round_trip_ms": http_floor}
 
 
-async def _line_measured(client: httpx.AsyncClient, auth: dict[str, str], agent: str) -> None:
+async def _line_measured(
+    client: httpx.AsyncClient, auth: dict[str, str], agent: str, env: dict[str, str]
+) -> None:
     """Wait until the KB's off-topic line is in force, as on a gateway serving a while (its
-    measurement runs in the background from the first turn)."""
+    measurement runs in the background from the first turn), unless lines are off."""
+    if env.get("KBGATE_OFF_TOPIC_LINE", "on").strip().lower() in {"0", "off", "false", "no"}:
+        return
     for _ in range(600):
         response = await client.post(
             "/v1/retrieve", json={"agent_id": agent, "question": "warm-up"}, headers=auth
