@@ -195,7 +195,7 @@ async def _prepare(
         axes=floor_axes(services.config.bounds),
         effective={
             **{name: found.value for name, found in knowledge_base_effective(services, kb).items()},
-            "score_threshold": under_test.plan({}).score_threshold.value,
+            "score_threshold": lined.score_threshold.value,
         },
         golden=golden,
         off_topic=off_topic,

@@ -261,6 +261,7 @@ async def run_questions(
     """Set the KB's settings, then ask every question through the real turn, one at a time
     (fused by `fusion_method` instead of the platform's, when given)."""
     from gateway.admin.knowledge import put_knowledge_base
+    from gateway.retrieval.plan import settle_lines
     from gateway.retrieval.turn import retrieve
 
     services, principal = session.services, session.principal
@@ -271,6 +272,9 @@ async def run_questions(
         services, principal, session.kb_id, name=session.kb_id, storage="org",
         settings=dict(kb_settings),
     )  # fmt: skip
+    # the KB's off-topic line in force from the first counted turn, as on a gateway
+    # serving a while (a no-op where the settings give `score_threshold`)
+    await settle_lines(services, principal, _AGENT)
     ranking: dict[str, list[str]] = {}
     abstained = errors = 0
     effective: dict[str, Any] = {}
@@ -499,7 +503,6 @@ async def _abstention(
     Also the hybrid nDCG@10 of that run: what a caller gets with the floors and `top_k`
     in force, beside the unfloored ranking of the channels.
     """
-    await _settled_lines(session, kb_settings)
     answerable = await run_questions(session, kb_settings, questions, "abstention")
     plan = answerable.kb_effective(session.kb_id)
     report: dict[str, Any] = {
@@ -515,19 +518,6 @@ async def _abstention(
         report["offtopic"] = round(off.abstained / len(offtopic), 4)
         report["offtopic_questions"] = len(offtopic)
     return report
-
-
-async def _settled_lines(session: EvalSession, kb_settings: Mapping[str, Any]) -> None:
-    """The KB's off-topic line measured before the first counted turn, as on a gateway
-    that has served a while."""
-    from gateway.admin.knowledge import put_knowledge_base
-    from gateway.retrieval.plan import settle_lines
-
-    await put_knowledge_base(
-        session.services, session.principal, session.kb_id, name=session.kb_id,
-        storage="org", settings=dict(kb_settings),
-    )  # fmt: skip
-    await settle_lines(session.services, session.principal, _AGENT)
 
 
 def _offtopic_questions(path: Path) -> dict[str, str]:
