@@ -15,14 +15,17 @@ For each size, in one run:
    for a tiny, a median and the largest workspace (retrieve keys of the default
    clearance, agents with all their KBs, redaction off so the index is what is measured),
    interleaved, at one and at eight callers; each question once per gateway.
-4. **Index maintenance**: a burst of writes into the largest workspace (2% of the store,
+4. **Off-topic lines**: on a fresh gateway, the time the largest workspace's lines take
+   to measure from its first turn, and the tiny workspace's turns (one caller, back to
+   back) while they are measured, against after.
+5. **Index maintenance**: a burst of writes into the largest workspace (2% of the store,
    at least 10,000 passages: enough for Edge to index), then a gateway start, which builds
    their indexes before it serves (its time to live and the build it logged); then a
    second burst built while serving (`EdgeIndex.index_written`: a child process indexes
    a copy, which is swapped in) beside a turn's ranking calls: the worst call is the
    longest a turn waited.
 
-Stores are kept in the work dir and reused while their manifest matches (phase 4 changes
+Stores are kept in the work dir and reused while their manifest matches (phase 5 changes
 a store: the next run builds it again).
 
     uv run python -m bench.scale --work-dir /tmp/kbgate-scale              # 10k, 100k, 1M
@@ -83,6 +86,7 @@ TURN_SCOPES = ("tiny", "median", "largest")
 BURST_SHARE = 0.02
 MIN_BURST = 10_000
 START_TIMEOUT_S = 1800.0
+LINES_TIMEOUT_S = 900.0
 
 
 def _env(work_dir: Path) -> dict[str, str]:
@@ -431,24 +435,79 @@ def _prepare_agents(url: str, store: Store, keys: dict[str, str]) -> None:
             caller.close()
 
 
-def _lines_measured(url: str, keys: dict[str, str]) -> None:
-    """Wait until each timed workspace's KB has its off-topic line, as on a gateway serving
-    a while (measured in the background from a Scope's first turn)."""
-    for name in TURN_SCOPES:
+def _lines_measured(url: str, keys: dict[str, str], names: tuple[str, ...] = TURN_SCOPES) -> None:
+    """Wait until every KB of each named workspace's agent has its off-topic line, as on a
+    gateway serving a while (measured in the background from a Scope's first turn)."""
+    for name in names:
         caller = _Caller(url, keys[name])
         try:
-            for _ in range(1200):
-                status, answer = caller.request(
-                    "POST", "/v1/retrieve", {"agent_id": AGENT, "question": "warm-up"}
-                )
-                per_kb = (
-                    json.loads(answer)["effective"]["per_knowledge_base"] if status == 200 else {}
-                )
-                if any(kb["sources"]["score_threshold"] != "platform" for kb in per_kb.values()):
+            for _ in range(6000):
+                if _lines_in_force(caller):
                     break
                 time.sleep(0.1)
         finally:
             caller.close()
+
+
+def _lines_in_force(caller: _Caller) -> bool:
+    """Whether one turn of the caller's agent ran every KB under its measured line."""
+    status, answer = caller.request(
+        "POST", "/v1/retrieve", {"agent_id": AGENT, "question": "warm-up"}
+    )
+    per_kb = json.loads(answer)["effective"]["per_knowledge_base"] if status == 200 else {}
+    return bool(per_kb) and all(
+        kb["sources"]["score_threshold"] != "platform" for kb in per_kb.values()
+    )
+
+
+def line_phase(store: Store, env: dict[str, str], keys: dict[str, str]) -> dict[str, Any]:
+    """A fresh gateway: how long the largest workspace's off-topic lines take to measure
+    from its first turn, and the tiny workspace's turns (one caller, back to back, distinct
+    questions) while they are measured against after."""
+    gateway, _ = _start(store.data_dir, env)
+    try:
+        _prepare_agents(gateway.url, store, keys)
+        _lines_measured(gateway.url, keys, ("tiny",))
+        return _tiny_turns_beside_lines(gateway.url, keys)
+    finally:
+        gateway.stop()
+
+
+def _tiny_turns_beside_lines(url: str, keys: dict[str, str]) -> dict[str, Any]:
+    tiny, largest = _Caller(url, keys["tiny"]), _Caller(url, keys["largest"])
+    questions = iter(f"{q} ({n})" for n in range(1_000_000) for q in scifact_questions())
+
+    def tiny_turn() -> float:
+        started = time.perf_counter()
+        status, _ = tiny.request(
+            "POST", "/v1/retrieve", {"agent_id": AGENT, "question": next(questions)}
+        )
+        if status != 200:
+            raise RuntimeError(f"retrieve: {status}")
+        return (time.perf_counter() - started) * 1000
+
+    try:
+        for _ in range(20):
+            tiny_turn()
+        started = time.perf_counter()
+        _lines_in_force(largest)  # its first turn starts the measurements
+        during: list[float] = []
+        while not _lines_in_force(largest):
+            if time.perf_counter() - started > LINES_TIMEOUT_S:
+                raise RuntimeError("the largest workspace's lines were not measured in time")
+            during.extend(tiny_turn() for _ in range(10))
+        measured_s = time.perf_counter() - started
+        after = [tiny_turn() for _ in range(max(200, len(during) // 2))]
+    finally:
+        tiny.close()
+        largest.close()
+    return {
+        "largest_lines_measured_s": round(measured_s, 1),
+        "tiny_turns_during": (
+            {**_summary(during), "max_ms": round(max(during), 1)} if during else None
+        ),
+        "tiny_turns_after": {**_summary(after), "max_ms": round(max(after), 1)},
+    }
 
 
 def _turns(url: str, work: list[tuple[str, str, str]], concurrency: int) -> dict[str, Any]:
@@ -582,6 +641,9 @@ async def run_size(
     if "turns" in args.phases:
         print(f"turns {store.size}", file=sys.stderr)
         result["turns"] = turn_phase(store, env, manifest["keys"], args.questions)
+    if "lines" in args.phases:
+        print(f"lines {store.size}", file=sys.stderr)
+        result["lines"] = line_phase(store, env, manifest["keys"])
     if "recall" in args.phases:
         print(f"recall {store.size}", file=sys.stderr)
         result.update(engine_phases(store, embedder, args.recall_questions))
@@ -604,8 +666,8 @@ async def main() -> None:
     parser.add_argument(
         "--phases",
         nargs="+",
-        default=["turns", "recall", "maintenance"],
-        choices=["turns", "recall", "maintenance"],
+        default=["turns", "lines", "recall", "maintenance"],
+        choices=["turns", "lines", "recall", "maintenance"],
     )
     parser.add_argument("--output", type=Path, default=RESULTS / "scale.json")
     args = parser.parse_args()

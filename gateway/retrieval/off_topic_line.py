@@ -17,8 +17,9 @@ per probe, one engine call each, then as long a pause, one Scope at a time in th
 process; the probes' embeddings are computed once and kept beside the models) and is
 served the platform default, as are the turns until it is done: about two seconds for
 13,000 points. A known line is measured again in the background when a turn finds it
-older than `RECOUNT_AFTER_S` and its Scope's point count changed. A KB or agent setting
-`score_threshold` overrides the line (docs/decisions/off-topic-line.md).
+older than `RECOUNT_AFTER_S` and its Scope's point count has moved by more than
+`REMEASURE_SHARE` since it was measured. A KB or agent setting `score_threshold`
+overrides the line (docs/decisions/off-topic-line.md).
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ TOPICS_ALLOWED_NEAR = 5
 PROBES_PER_CALL = 1
 #: a known line's age after which a turn has its Scope's points counted again
 RECOUNT_AFTER_S = 60.0
+#: the share of a Scope's points that must have come or gone since its line was measured
+#: for it to be measured again: a few more passages of a KB's own kind hardly move a
+#: line, and a large Scope's measurement takes up to half the event loop for seconds
+REMEASURE_SHARE = 0.1
 #: Scopes whose lines are kept in memory
 LINES_KEPT = 20_000
 #: the probes' embeddings, in the model dir
@@ -177,7 +182,8 @@ class OffTopicLines:
                 plan.collection,
                 plan.scope,
             )
-            fresh = known if points == known.points else await self.measure(services, plan)
+            moved = abs(points - known.points) > REMEASURE_SHARE * known.points
+            fresh = await self.measure(services, plan) if moved else known
         except (TimeoutError, IndexUnavailableError):
             return
         fresh.checked_at = self._clock()

@@ -138,6 +138,38 @@ async def test_a_line_is_measured_again_once_its_kb_changed(gateway: Gateway) ->
     assert line > LINE_LOWEST
 
 
+async def test_a_line_is_not_measured_again_for_a_small_change(gateway: Gateway) -> None:
+    """A KB that gained no more than a tenth of its points since its line was measured
+    keeps that line when rechecked; once the changes pass a tenth it is measured again."""
+    now = [0.0]
+    gateway.services.off_topic_lines = OffTopicLines(clock=lambda: now[0])
+    tenant = await _tenant(gateway, "steady", EVERYDAY)
+    await _score_threshold(tenant)
+    measured = await _measurements(gateway)
+    await tenant.doc("kb", "fsync", TECHNICAL["fsync"])  # 11 points against 10
+    now[0] = 61.0
+    await _score_threshold(tenant)
+    await asyncio.sleep(2)
+    assert await _measurements(gateway) == measured
+    for doc_id, text in TECHNICAL.items():
+        await tenant.doc("kb", f"more-{doc_id}", text)  # 14 against 10
+    now[0] = 122.0
+    await _score_threshold(tenant)
+    for _ in range(200):
+        if await _measurements(gateway) > measured:
+            break
+        await asyncio.sleep(0.05)
+    assert await _measurements(gateway) == measured + 1
+
+
+async def _measurements(gateway: Gateway) -> float:
+    """The gateway's count of line measurements so far (`/metrics`)."""
+    metrics = (await gateway.client.get("/metrics", headers=gateway.platform)).text
+    prefix = 'kbgate_events_total{event="off_topic_lines_measured"} '
+    found = [line for line in metrics.splitlines() if line.startswith(prefix)]
+    return float(found[0].removeprefix(prefix)) if found else 0.0
+
+
 async def test_the_line_decides_whether_a_kb_answers(gateway: Gateway, embedder: Embedder) -> None:
     """A question whose best passage lies between the platform default (0.44) and the KB's
     line abstains; the same documents under the default floor answer it."""
