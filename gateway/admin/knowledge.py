@@ -268,7 +268,8 @@ async def detach_from_agents(services: Services, kb: KnowledgeBase, principal: P
 def knowledge_base_effective(services: Services, kb: KnowledgeBase) -> dict[str, Resolved[Any]]:
     """The KB's settings resolved alone (no agent override, no Scope): an unset
     `score_threshold` is the platform default here, which a turn replaces with the KB's
-    off-topic line for its caller (`gateway.retrieval.plan.with_lines`)."""
+    off-topic line for its caller (`gateway.retrieval.plan.with_lines`; what the API
+    shows a caller: `gateway.retrieval.plan.knowledge_base_in_force`)."""
     bounds, defaults = services.config.bounds, services.config.defaults
     fusion = resolve_fusion(kb.settings)
     return {

@@ -295,7 +295,7 @@ class EmbeddedGateway:
         from gateway.http.schemas import KnowledgeBaseList
 
         found = await self._core(knowledge.knowledge_bases(self._services, self._admin()))
-        listed = [knowledge_base_out(self._services, kb) for kb in found]
+        listed = [await knowledge_base_out(self._services, self._admin(), kb) for kb in found]
         return _json(KnowledgeBaseList(knowledge_bases=listed))
 
     async def get_knowledge_base(self, kb_id: str) -> dict[str, Any]:
@@ -303,7 +303,7 @@ class EmbeddedGateway:
         from gateway.http.routes.knowledge import knowledge_base_out
 
         kb = await self._core(knowledge.knowledge_base_of(self._services, self._admin(), kb_id))
-        return _json(knowledge_base_out(self._services, kb))
+        return _json(await knowledge_base_out(self._services, self._admin(), kb))
 
     async def knowledge_base_stats(self, kb_id: str) -> dict[str, Any]:
         from gateway.admin import knowledge
@@ -330,7 +330,7 @@ class EmbeddedGateway:
                 settings=knowledge_base_settings(data),
             )
         )
-        return _json(knowledge_base_out(self._services, kb))
+        return _json(await knowledge_base_out(self._services, self._admin(), kb))
 
     async def delete_knowledge_base(self, kb_id: str) -> dict[str, Any]:
         from gateway.admin import knowledge

@@ -138,6 +138,11 @@ class OffTopicLines:
             services.background.start(task, self._recheck(services, plan, known))
         return known.value
 
+    def known(self, collection: str, scope: Scope) -> float | None:
+        """The Scope's line if it has been measured; starts nothing."""
+        found = self._lines.get((collection, scope))
+        return None if found is None else found.value
+
     async def _measure_first(self, services: Services, plan: KbPlan, key: Key) -> None:
         with suppress(TimeoutError, IndexUnavailableError):
             self._lines.put(key, await self.measure(services, plan))

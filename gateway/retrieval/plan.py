@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.access.auth import Principal
+from gateway.admin.knowledge import knowledge_base_effective
 from gateway.admin.workspace import workspace_or_none
 from gateway.errors import NotFoundError
 from gateway.runtime.services import Services
@@ -163,6 +164,30 @@ async def _lined(services: Services, plan: KbPlan, wait: bool) -> KbPlan:
     if line is None:
         return plan
     return with_measured_line(plan, measured_score_threshold(line, services.config.bounds))
+
+
+async def knowledge_base_in_force(
+    services: Services, principal: Principal, kb: KnowledgeBase
+) -> dict[str, Resolved[Any]]:
+    """The KB's settings resolved alone (`knowledge_base_effective`), with an unset
+    `score_threshold` shown as the off-topic line the principal's turns use once one of
+    them has measured it for the principal's Scope; never starts a measurement."""
+    effective = knowledge_base_effective(services, kb)
+    if not services.config.defaults.off_topic_line:
+        return effective
+    workspace = await workspace_or_none(services, principal.tenant_id)
+    strict = resolve_strict_isolation(
+        workspace.settings if workspace else None, workspace.created_at if workspace else ""
+    )
+    plan = plan_knowledge_base(services, principal, kb, None, strict.value)
+    line = (
+        services.off_topic_lines.known(plan.collection, plan.scope)
+        if plan.score_threshold.source == "platform"
+        else None
+    )
+    if line is None:
+        return effective
+    return {**effective, "score_threshold": measured_score_threshold(line, services.config.bounds)}
 
 
 def effective_settings(context: TurnContext) -> dict[str, Any]:

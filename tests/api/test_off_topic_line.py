@@ -170,6 +170,30 @@ async def _measurements(gateway: Gateway) -> float:
     return float(found[0].removeprefix(prefix)) if found else 0.0
 
 
+async def test_a_kb_shows_the_line_its_callers_turns_use(gateway: Gateway) -> None:
+    """GET /v1/knowledge-bases/{kb_id} shows an unset `score_threshold` as the platform
+    default until a turn under the caller's own Scope has measured its line, then as that
+    line: a line measured for a key of another clearance never shows; a KB's own setting
+    shows as set."""
+    tenant = await _tenant(gateway, "home", EVERYDAY)
+    await tenant.issue("internal", ["retrieve"], clearance="internal")
+
+    async def shown() -> tuple[float, str]:
+        response = await gateway.client.get("/v1/knowledge-bases/kb", headers=tenant.headers())
+        assert response.status_code == 200, response.text
+        found = response.json()["effective"]["score_threshold"]
+        return found["value"], found["source"]
+
+    assert await shown() == (0.44, "platform")
+    assert (await _score_threshold(tenant, key="internal"))[1] == "measured"
+    assert await shown() == (0.44, "platform")
+    line = await _score_threshold(tenant)
+    assert line[1] == "measured"
+    assert await shown() == line
+    await tenant.kb("kb", score_threshold=0.3)
+    assert await shown() == (0.3, "knowledge_base")
+
+
 async def test_the_line_decides_whether_a_kb_answers(gateway: Gateway, embedder: Embedder) -> None:
     """A question whose best passage lies between the platform default (0.44) and the KB's
     line abstains; the same documents under the default floor answer it."""

@@ -19,6 +19,7 @@ import msgspec
 
 from gateway.access.auth import Principal
 from gateway.admin import knowledge, workspace
+from gateway.retrieval.plan import knowledge_base_in_force
 from gateway.retrieval.turn import TurnResult
 from gateway.runtime.services import Services
 from settings.config import Config
@@ -278,7 +279,7 @@ async def knowledge_base_views(
                 documents=documents,
                 passages=passages,
                 held_back=held_back,
-                effective=knowledge.knowledge_base_effective(services, kb),
+                effective=await knowledge_base_in_force(services, principal, kb),
                 values=values,
                 errors=errors,
             )

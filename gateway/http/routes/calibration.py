@@ -204,5 +204,5 @@ class CalibrationController(Controller):
                 )
                 for change in applied.changes
             ],
-            knowledge_base=knowledge_base_out(services, applied.kb),
+            knowledge_base=await knowledge_base_out(services, request.user, applied.kb),
         )

@@ -48,6 +48,7 @@ from gateway.http.schemas import (
     StatsOut,
 )
 from gateway.http.security import requires
+from gateway.retrieval.plan import knowledge_base_in_force
 from gateway.runtime.services import Services
 from ingest.index import collection_for
 from settings.records import Agent, KnowledgeBase, Role
@@ -98,15 +99,18 @@ def agent_settings(data: PutAgent) -> dict[str, Any]:
     }
 
 
-def knowledge_base_out(services: Services, kb: KnowledgeBase) -> KnowledgeBaseOut:
-    """A KB as the API answers it. Shared with the evaluations' apply."""
+async def knowledge_base_out(
+    services: Services, principal: Principal, kb: KnowledgeBase
+) -> KnowledgeBaseOut:
+    """A KB as the API answers it to `principal` (`effective.score_threshold`: the line its
+    turns use, once measured). Shared with the evaluations' apply and the CLI."""
     return KnowledgeBaseOut(
         kb_id=kb.kb_id,
         name=kb.name,
         storage=kb.storage,
         collection=collection_for(kb.storage, kb.org_id),
         settings=kb.settings,
-        effective=effective_out(knowledge.knowledge_base_effective(services, kb)),
+        effective=effective_out(await knowledge_base_in_force(services, principal, kb)),
     )
 
 
@@ -145,7 +149,7 @@ class KnowledgeBaseController(Controller):
             storage=data.storage,
             settings=knowledge_base_settings(data),
         )
-        return _created_or_ok(knowledge_base_out(services, kb), created)
+        return _created_or_ok(await knowledge_base_out(services, request.user, kb), created)
 
     @get(
         "/knowledge-bases",
@@ -158,7 +162,9 @@ class KnowledgeBaseController(Controller):
         self, request: AnyRequest, services: Injected[Services]
     ) -> KnowledgeBaseList:
         found = await knowledge.knowledge_bases(services, request.user)
-        return KnowledgeBaseList(knowledge_bases=[knowledge_base_out(services, kb) for kb in found])
+        return KnowledgeBaseList(
+            knowledge_bases=[await knowledge_base_out(services, request.user, kb) for kb in found]
+        )
 
     @get(
         "/knowledge-bases/{kb_id:str}",
@@ -171,7 +177,7 @@ class KnowledgeBaseController(Controller):
         self, request: AnyRequest, services: Injected[Services], kb_id: FromPath[str]
     ) -> KnowledgeBaseOut:
         kb = await knowledge.knowledge_base_of(services, request.user, kb_id)
-        return knowledge_base_out(services, kb)
+        return await knowledge_base_out(services, request.user, kb)
 
     @delete(
         "/knowledge-bases/{kb_id:str}",
