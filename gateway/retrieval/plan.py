@@ -173,18 +173,15 @@ async def knowledge_base_in_force(
     `score_threshold` shown as the off-topic line the principal's turns use once one of
     them has measured it for the principal's Scope; never starts a measurement."""
     effective = knowledge_base_effective(services, kb)
-    if not services.config.defaults.off_topic_line:
+    lines_on = services.config.defaults.off_topic_line
+    if not lines_on or effective["score_threshold"].source != "platform":
         return effective
     workspace = await workspace_or_none(services, principal.tenant_id)
     strict = resolve_strict_isolation(
         workspace.settings if workspace else None, workspace.created_at if workspace else ""
     )
     plan = plan_knowledge_base(services, principal, kb, None, strict.value)
-    line = (
-        services.off_topic_lines.known(plan.collection, plan.scope)
-        if plan.score_threshold.source == "platform"
-        else None
-    )
+    line = services.off_topic_lines.known(plan.collection, plan.scope)
     if line is None:
         return effective
     return {**effective, "score_threshold": measured_score_threshold(line, services.config.bounds)}
