@@ -155,7 +155,9 @@ def floored(
 ) -> dict[str, Any]:
     """The question's legs as a turn keeps them with these floors: dense hits below the
     cosine `dense` dropped; keyword hits kept when a dense hit is, else only when the best
-    keyword hit reaches `keyword` of its leg's attainable score."""
+    keyword hit reaches `keyword` of its leg's attainable score (the share alone: the
+    turn's words test and joint line, `gateway.retrieval.answering`, need the hits' terms
+    and the probes, which the collected legs do not hold)."""
     dense_kept = [
         {"kind": "dense", "hits": [hit for hit in leg["hits"] if hit[3] >= dense]}
         for leg in row["legs"]

@@ -74,6 +74,15 @@ class SparseVector:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldTerms:
+    """The BM25 terms of one point: its passage's, and its whole document's (empty where
+    the collection stores no document vectors)."""
+
+    passage: frozenset[int]
+    document: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
 class Passage:
     """One point to write: deterministic id, its vectors, full payload.
 
@@ -209,6 +218,12 @@ class Index(Protocol):
         self, collection: str, scope: Scope, point_ids: Sequence[str]
     ) -> dict[str, PassagePayload]:
         """The payloads of those points that exist inside the scope, by point id."""
+
+    def held_terms(
+        self, collection: str, scope: Scope, point_ids: Sequence[str]
+    ) -> dict[str, HeldTerms]:
+        """The BM25 terms each of those points inside the scope holds, by point id: what
+        tells whether a keyword hit holds a question's words."""
 
     def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
         """Points inside the scope (optionally of one document)."""

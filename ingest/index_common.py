@@ -16,6 +16,7 @@ from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
     SPARSE_VECTOR,
+    HeldTerms,
     Hit,
     Leg,
     LegKind,
@@ -114,6 +115,15 @@ def passage_of(point: VectorPoint) -> Passage:
         sparse=_sparse_of(vectors.get(SPARSE_VECTOR)),
         payload=from_payload(point.payload or {}),
         document_sparse=None if document is None else _sparse_of(document),
+    )
+
+
+def held_terms_of(point: VectorPoint) -> HeldTerms:
+    """A point read with its sparse vectors, as the terms it holds."""
+    vectors: Mapping[str, Any] = point.vector if isinstance(point.vector, Mapping) else {}
+    return HeldTerms(
+        passage=frozenset(_sparse_of(vectors.get(SPARSE_VECTOR)).indices),
+        document=frozenset(_sparse_of(vectors.get(DOCUMENT_SPARSE_VECTOR)).indices),
     )
 
 

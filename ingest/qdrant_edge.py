@@ -56,6 +56,7 @@ from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
     SPARSE_VECTOR,
+    HeldTerms,
     IndexUnavailableError,
     Leg,
     LegKind,
@@ -72,6 +73,7 @@ from ingest.index_common import (
     IdfSearches,
     checked_point_id,
     dense_values,
+    held_terms_of,
     keyword_terms,
     legs_idf,
     passage_of,
@@ -242,16 +244,36 @@ class EdgeIndex:
     def fetch(
         self, collection: str, scope: Scope, point_ids: Sequence[str]
     ) -> dict[str, PassagePayload]:
+        records = self._points(collection, scope, point_ids, terms=False)
+        return {str(record.id): from_payload(record.payload or {}) for record in records}
+
+    def held_terms(
+        self, collection: str, scope: Scope, point_ids: Sequence[str]
+    ) -> dict[str, HeldTerms]:
+        records = self._points(collection, scope, point_ids, terms=True)
+        return {str(record.id): held_terms_of(record) for record in records}
+
+    def _points(
+        self, collection: str, scope: Scope, point_ids: Sequence[str], *, terms: bool
+    ) -> list[Record]:
+        """Those points inside the scope: with their payloads, or (`terms`) with their
+        sparse vectors only."""
         ids: set[PointId] = {checked_point_id(pid) for pid in point_ids}
         held = self._existing(collection)
         if held is None or not ids:
-            return {}
+            return []
+        names = [SPARSE_VECTOR, *([DOCUMENT_SPARSE_VECTOR] if held.document_keywords else [])]
         where = _scope_filter(scope, HasIdCondition(ids))
         with engine_errors(collection):
             records, _ = held.shard.scroll(
-                ScrollRequest(limit=len(ids), filter=where, with_payload=True)
+                ScrollRequest(
+                    limit=len(ids),
+                    filter=where,
+                    with_payload=not terms,
+                    with_vector=names if terms else False,
+                )
             )
-        return {str(record.id): from_payload(record.payload or {}) for record in records}
+        return list(records)
 
     def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
         extra = () if document_id is None else (_document(document_id),)

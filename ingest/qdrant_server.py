@@ -29,6 +29,7 @@ from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
     SPARSE_VECTOR,
+    HeldTerms,
     IncompatibleServerError,
     IndexUnavailableError,
     Leg,
@@ -49,6 +50,7 @@ from ingest.index_common import (
     IdfSearches,
     checked_point_id,
     dense_values,
+    held_terms_of,
     hit,
     keyword_terms,
     legs_idf,
@@ -303,15 +305,38 @@ class ServerIndex:
     def fetch(
         self, collection: str, scope: Scope, point_ids: Sequence[str]
     ) -> dict[str, PassagePayload]:
+        records = self._points(collection, scope, point_ids, terms=False)
+        return {str(record.id): from_payload(record.payload or {}) for record in records}
+
+    def held_terms(
+        self, collection: str, scope: Scope, point_ids: Sequence[str]
+    ) -> dict[str, HeldTerms]:
+        records = self._points(collection, scope, point_ids, terms=True)
+        return {str(record.id): held_terms_of(record) for record in records}
+
+    def _points(
+        self, collection: str, scope: Scope, point_ids: Sequence[str], *, terms: bool
+    ) -> list[models.Record]:
+        """Those points inside the scope: with their payloads, or (`terms`) with their
+        sparse vectors only."""
         ids: list[models.ExtendedPointId] = [
             checked_point_id(pid) for pid in dict.fromkeys(point_ids)
         ]
         if not ids or not self._exists(collection):
-            return {}
+            return []
+        names = [SPARSE_VECTOR]
+        if terms and self.document_keywords(collection):
+            names.append(DOCUMENT_SPARSE_VECTOR)
         where = _scope_filter(scope, models.HasIdCondition(has_id=ids))
         with self._serialized(), self._calling(collection):
-            records, _ = self._client.scroll(collection, where, limit=len(ids), with_payload=True)
-        return {str(record.id): from_payload(record.payload or {}) for record in records}
+            records, _ = self._client.scroll(
+                collection,
+                where,
+                limit=len(ids),
+                with_payload=not terms,
+                with_vectors=names if terms else False,
+            )
+        return records
 
     def _query_batch(
         self,

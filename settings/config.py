@@ -48,14 +48,15 @@ class Defaults(msgspec.Struct, frozen=True):
     """Platform defaults: used when neither the KB nor the agent sets a value."""
 
     top_k: int = 8
-    # A KB answers when its best passage reaches `score_threshold` (a cosine) or its best
-    # keyword hit `keyword_floor` of the question's attainable BM25 score (a share that
-    # means the same in a KB of any size, for a question of any length:
-    # `ingest.keyword_scale`). Measured with `kbgate eval` on three golden sets together
+    # A KB answers when its best passage reaches `score_threshold` (a cosine) or a keyword
+    # hit holding the question's words reaches `keyword_floor` of the question's
+    # attainable BM25 score (a share that means the same in a KB of any size, for a
+    # question of any length: `ingest.keyword_scale`; `gateway.retrieval.answering`).
+    # Measured with `kbgate eval` on three golden sets together
     # (docs/decisions/fusion-and-floors.md). `score_threshold` serves where a KB has no
     # off-topic line (`off_topic_line` off, or its index unreachable when measured).
     score_threshold: float = 0.44
-    keyword_floor: float = 0.5
+    keyword_floor: float = 0.3
     kb_cap: int = 3
     grounding_floor: float = 0.7
     # Where neither the KB nor the agent sets `score_threshold`, a KB's turns use its own

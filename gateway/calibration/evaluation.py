@@ -187,7 +187,9 @@ async def _prepare(
     under_test = KbUnderTest(services, principal, kb, await _strict(services, principal))
     (lined,) = await with_lines(services, [under_test.plan({})], wait=True)
     if lined.score_threshold.source == "measured":
-        under_test = dataclasses.replace(under_test, line=lined.score_threshold)
+        under_test = dataclasses.replace(
+            under_test, line=lined.score_threshold, joint_line=lined.joint_line
+        )
     return _Run(
         pool=_Pool(services, principal.tenant_id),
         steps=steps,

@@ -21,7 +21,7 @@ from gateway.access.expensive import Stop, stop_point
 from gateway.calibration.recommend import FloorAxis
 from gateway.retrieval.fusion import RankedLeg
 from gateway.retrieval.legs import rank_plan
-from gateway.retrieval.plan import KbPlan, plan_knowledge_base, with_measured_line
+from gateway.retrieval.plan import KbPlan, plan_knowledge_base, with_measured_lines
 from gateway.retrieval.turn import fused_and_capped
 from gateway.runtime.services import Services
 from ingest.embedding import Embedding
@@ -51,13 +51,16 @@ class KbUnderTest:
     #: the KB's measured off-topic line for this key, in force where no setting gives
     #: `score_threshold` (None: the platform default is)
     line: Resolved[float] | None = None
+    #: its measured joint line, with `line` (`gateway.retrieval.off_topic_line`)
+    joint_line: float | None = None
 
     def plan(self, overrides: Mapping[str, Any]) -> KbPlan:
         """The KB's plan with `overrides` written over its stored settings."""
         kb = msgspec.structs.replace(self.kb, settings={**self.kb.settings, **overrides})
         plan = plan_knowledge_base(self.services, self.principal, kb, None, self.strict)
         if self.line is not None and plan.score_threshold.source == "platform":
-            plan = with_measured_line(plan, self.line)
+            joint = self.line.value if self.joint_line is None else self.joint_line
+            plan = with_measured_lines(plan, self.line, joint)
         return plan
 
     def chosen(

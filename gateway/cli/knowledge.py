@@ -168,7 +168,10 @@ def _kb_setting_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--keyword-floor",
         type=float,
-        help="keyword floor: the best passage's share of the attainable BM25 score, 0..1",
+        help=(
+            "keyword floor: the share of the attainable BM25 score a hit holding the "
+            "question's words must reach, 0..1"
+        ),
     )
     parser.add_argument("--grounding-floor", type=float, help="grounding check floor, 0..1")
     parser.add_argument(

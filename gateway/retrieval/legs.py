@@ -11,6 +11,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from gateway.errors import DependencyUnavailableError
+from gateway.retrieval.answering import answers, keyword_legs
 from gateway.retrieval.diversity import without_copies
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base
 from gateway.retrieval.index_calls import call_index
@@ -20,14 +21,12 @@ from gateway.runtime.services import Services
 from ingest.embedding import Embedding
 from ingest.index import (
     Hit,
-    Index,
     IndexUnavailableError,
     Leg,
     LegKind,
     RankedPoint,
     RankResult,
 )
-from ingest.keyword_scale import attainable_keyword_score, relative_keyword_score
 from ingest.payload import PassagePayload
 
 T = TypeVar("T")
@@ -217,44 +216,9 @@ def legs_for(
                     floor=plan.dense_floor,
                 )
             )
-        if plan.keyword_weight > 0 and embedding.sparse.indices:
-            kinds = [LegKind.KEYWORD, *([LegKind.DOCUMENT_KEYWORD] if document_keywords else [])]
-            legs.extend(Leg(kind=kind, sparse=embedding.sparse, limit=depth) for kind in kinds)
+        if plan.keyword_weight > 0:
+            legs.extend(keyword_legs(embedding.sparse, depth, document_keywords=document_keywords))
     return legs
-
-
-def answers(
-    index: Index, plan: KbPlan, legs: Sequence[Leg], hits: Sequence[Sequence[RankedPoint]]
-) -> bool:
-    """Whether the KB answers, and all its legs' hits are candidates: when its best dense
-    passage reaches `score_threshold`; otherwise when the best keyword hit reaches
-    `keyword_floor` of the question's attainable score on its leg (`ingest.keyword_scale`):
-    the question's words are in the KB. The IDFs that scale takes are one more engine
-    call, made only then."""
-    found = list(zip(legs, hits, strict=True))
-    threshold = plan.score_threshold.value
-    for leg, leg_hits in found:
-        if leg.kind is LegKind.DENSE and any(hit.score >= threshold for hit in leg_hits):
-            return True
-    keyword = [(leg, leg_hits) for leg, leg_hits in found if leg.kind is not LegKind.DENSE]
-    if not any(leg_hits for _, leg_hits in keyword):
-        return False
-    if plan.keyword_floor <= 0:
-        return True
-    idf = index.keyword_idf(plan.collection, plan.scope, [leg for leg, _ in keyword])
-    return any(
-        keyword_share(max(hit.score for hit in leg_hits), leg, term_idf) >= plan.keyword_floor
-        for (leg, leg_hits), term_idf in zip(keyword, idf, strict=True)
-        if leg_hits
-    )
-
-
-def keyword_share(score: float, leg: Leg, idf: Sequence[float]) -> float:
-    """A keyword leg's BM25 score as a share of the most a passage could score on it: the
-    scale of `keyword_floor` (`ingest.keyword_scale.relative_keyword_score`), from the
-    IDFs `Index.keyword_idf` gives for the leg's question."""
-    weights = leg.sparse.values if leg.sparse is not None else ()
-    return relative_keyword_score(score, attainable_keyword_score(idf, weights))
 
 
 def leg_depth(top_k: int, leg_limit: int) -> int:

@@ -51,6 +51,9 @@ class KbPlan:
     #: under a measured line above the platform default, which decides whether the KB
     #: answers and leaves the passages the default keeps (`gateway.retrieval.off_topic_line`)
     dense_cut: float | None = None
+    #: under measured lines, a question below `score_threshold` is still answered when its
+    #: `gateway.retrieval.answering.joint_score` reaches it (None: no joint line)
+    joint_line: float | None = None
 
     @property
     def dense_floor(self) -> float:
@@ -132,11 +135,12 @@ def plan_knowledge_base(
     )
 
 
-def with_measured_line(plan: KbPlan, line: Resolved[float]) -> KbPlan:
-    """The plan under a measured line instead of the platform's `score_threshold`: the line
-    decides whether the KB answers; dense passages the platform default keeps still count."""
+def with_measured_lines(plan: KbPlan, line: Resolved[float], joint: float) -> KbPlan:
+    """The plan under measured lines instead of the platform's `score_threshold`: the
+    lines decide whether the KB answers; dense passages the platform default keeps still
+    count."""
     cut = min(line.value, plan.score_threshold.value)
-    return dataclasses.replace(plan, score_threshold=line, dense_cut=cut)
+    return dataclasses.replace(plan, score_threshold=line, dense_cut=cut, joint_line=joint)
 
 
 async def with_lines(
@@ -160,10 +164,11 @@ async def settle_lines(services: Services, principal: Principal, agent_id: str) 
 async def _lined(services: Services, plan: KbPlan, wait: bool) -> KbPlan:
     if plan.score_threshold.source != "platform":
         return plan
-    line = await services.off_topic_lines.line(services, plan, wait=wait)
-    if line is None:
+    lines = await services.off_topic_lines.lines(services, plan, wait=wait)
+    if lines is None:
         return plan
-    return with_measured_line(plan, measured_score_threshold(line, services.config.bounds))
+    line = measured_score_threshold(lines.dense, services.config.bounds)
+    return with_measured_lines(plan, line, max(lines.joint, line.value))
 
 
 async def knowledge_base_in_force(
@@ -181,10 +186,11 @@ async def knowledge_base_in_force(
         workspace.settings if workspace else None, workspace.created_at if workspace else ""
     )
     plan = plan_knowledge_base(services, principal, kb, None, strict.value)
-    line = services.off_topic_lines.known(plan.collection, plan.scope)
-    if line is None:
+    lines = services.off_topic_lines.known(plan.collection, plan.scope)
+    if lines is None:
         return effective
-    return {**effective, "score_threshold": measured_score_threshold(line, services.config.bounds)}
+    line = measured_score_threshold(lines.dense, services.config.bounds)
+    return {**effective, "score_threshold": line}
 
 
 def effective_settings(context: TurnContext) -> dict[str, Any]:
@@ -196,6 +202,7 @@ def effective_settings(context: TurnContext) -> dict[str, Any]:
             "top_k": plan.top_k.value,
             "score_threshold": plan.score_threshold.value,
             "keyword_floor": plan.keyword_floor,
+            "joint_line": plan.joint_line,
             "fusion": {"dense": plan.dense_weight, "keyword": plan.keyword_weight},
             "drop_copies": plan.drop_copies,
             "sources": {"top_k": plan.top_k.source, "score_threshold": plan.score_threshold.source},

@@ -226,3 +226,26 @@ async def test_turns_arriving_together_wait_for_one_measurement(
         assert line > LINE_LOWEST
         metrics = (await gw.client.get("/metrics", headers=gw.platform)).text
     assert 'kbgate_events_total{event="off_topic_lines_measured"} 1.0' in metrics
+
+
+async def test_the_joint_line_answers_a_question_its_words_bring_over_it(
+    gateway: Gateway, embedder: Embedder
+) -> None:
+    """Under measured lines a question whose best passage lies below the dense line is
+    answered when its cosine and its keyword share together reach the joint line; with
+    the same dense floor set on the KB (no lines, no joint line) it abstains."""
+    tenant = await _tenant(gateway, "home", EVERYDAY, keyword_floor=0.99)
+    question = "short walks months"
+    passages = np.array([e.dense for e in embedder.embed_documents(list(EVERYDAY.values()))])
+    cosine = float((passages @ np.array(embedder.embed_queries([question])[0].dense)).max())
+    line, _ = await _score_threshold(tenant)
+    body = (await tenant.retrieve("bot", question)).json()
+    joint = body["effective"]["per_knowledge_base"]["kb"]["joint_line"]
+    assert cosine < line < joint
+    assert body["abstained"] is False
+    assert body["passages"][0]["document_id"] == "puppy"
+
+    await tenant.kb("kb", keyword_floor=0.99, score_threshold=line)
+    pinned = (await tenant.retrieve("bot", question)).json()
+    assert pinned["effective"]["per_knowledge_base"]["kb"]["joint_line"] is None
+    assert pinned["abstained"] is True

@@ -67,6 +67,29 @@ async def test_a_document_holding_all_the_words_outranks_ones_holding_some(
     assert body["passages"][0]["document_id"] == "report"
 
 
+async def test_keywords_answer_when_a_passage_holds_the_questions_words(
+    engine_gateway: Gateway,
+) -> None:
+    """With the dense floor out of reach, the keywords answer for the KB when a passage
+    holds the question's words, even a rare one said once in a long passage; a passage
+    holding one of its words many times does not answer for a question about more."""
+    tenant = await provision(engine_gateway, "acme", "support")
+    await tenant.kb("kb", score_threshold=0.95, keyword_floor=0.3)
+    shift = " ".join(f"Shift {n}: the crew checked the pumps and the valves." for n in range(12))
+    await tenant.doc("kb", "log", f"The part THC8307 was replaced in March. {shift}")
+    tanks = " ".join("Zebrafish tanks, zebrafish larvae and zebrafish feed." for _ in range(6))
+    await tenant.doc("kb", "fish", tanks)
+    for n in range(6):
+        await tenant.doc("kb", f"note{n}", f"Note {n}: the crew cleaned the pumps on time.")
+    await tenant.agent("bot", ["kb"])
+
+    part = (await tenant.retrieve("bot", "THC8307")).json()
+    assert part["abstained"] is False
+    assert part["passages"][0]["document_id"] == "log"
+    mixed = (await tenant.retrieve("bot", "zebrafish submarine")).json()
+    assert mixed["abstained"] is True
+
+
 async def test_off_topic_question_abstains(engine_gateway: Gateway) -> None:
     """A question the KB does not bear on abstains: no passages, empty context."""
     tenant = await _tenant_with_corpus(engine_gateway)

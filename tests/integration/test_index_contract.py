@@ -41,6 +41,7 @@ from testcontainers.community.qdrant import QdrantContainer
 from ingest.index import (
     DENSE_VECTOR,
     SPARSE_VECTOR,
+    HeldTerms,
     Index,
     IndexUnavailableError,
     Leg,
@@ -391,6 +392,30 @@ def test_fetch_reads_payloads_inside_the_scope_only(index: Index, collection: st
     assert index.fetch(collection, scope("t1"), []) == {}
     missing = org_collection("nobody")
     assert index.fetch(missing, scope("t1"), [mine.point_id]) == {}
+
+
+def test_held_terms_reads_each_points_terms_inside_the_scope_only(
+    index: Index, collection: str
+) -> None:
+    """`held_terms` gives the BM25 terms of each requested point inside the scope, its
+    passage's and its whole document's; points of another tenant, KB or clearance, unknown
+    ids and missing collections are absent."""
+    index.ensure_collection(collection)
+    mine = with_document_terms(passage(doc="d", idx=0, terms=(7, 9)), 7, 8, 9)
+    second = passage(doc="d", idx=1, terms=(8,))
+    theirs = with_document_terms(passage(tenant="t2", doc="d", idx=0, terms=(7,)), 7)
+    secret = passage(doc="s", idx=0, terms=(7,), label=Classification.RESTRICTED)
+    other_kb = passage(kb="kb2", doc="k", idx=0, terms=(7,))
+    index.upsert(collection, [mine, second, theirs, secret, other_kb])
+    asked = [p.point_id for p in (mine, second, theirs, secret, other_kb)] + [str(uuid.uuid4())]
+
+    held = index.held_terms(collection, scope("t1"), asked)
+    assert set(held) == {mine.point_id, second.point_id}
+    assert held[mine.point_id] == HeldTerms(frozenset({7, 9}), frozenset({7, 8, 9}))
+    assert held[second.point_id].passage == frozenset({8})
+    assert index.held_terms(collection, scope("t2"), [mine.point_id]) == {}
+    assert index.held_terms(collection, scope("t1"), []) == {}
+    assert index.held_terms(org_collection("nobody"), scope("t1"), [mine.point_id]) == {}
 
 
 def test_keyword_floor_drops_weak_hits(index: Index, collection: str) -> None:

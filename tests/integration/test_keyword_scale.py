@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.retrieval.legs import keyword_share
+from gateway.retrieval.answering import keyword_share
 from ingest.embedding import FastEmbedder
 from ingest.index import Index, Leg, LegKind, Passage, org_collection
 from ingest.payload import PassagePayload, Scope, text_checksum

@@ -13,9 +13,11 @@ from gateway.retrieval.off_topic_line import (
     LINE_HIGHEST,
     LINE_LOWEST,
     TOPICS_ALLOWED_NEAR,
+    Lines,
     line_from_best,
+    lines_from_best,
     load_probes,
-    probe_vectors,
+    probe_embeddings,
 )
 from ingest.embedding import Embedding
 from ingest.index import SparseVector
@@ -33,6 +35,19 @@ def test_the_line_stays_within_its_bounds() -> None:
     assert line_from_best((f"t{n}", 0.1) for n in range(30)) == LINE_LOWEST
     assert line_from_best((f"t{n}", 0.9) for n in range(30)) == LINE_HIGHEST
     assert line_from_best([]) == LINE_LOWEST
+
+
+def test_the_joint_line_is_the_sixth_highest_topics_joint_score() -> None:
+    """The joint line counts each probe's cosine plus 0.2 x its keyword share, by topic as
+    the dense line does; it is never below the dense line."""
+    best = [(f"t{n}", 0.45, 0.0) for n in range(10)]
+    best += [(f"t{n}", 0.40, 0.5 + n / 100) for n in range(7)]  # t6 0.512 ... t0 0.500
+    lines = lines_from_best(best)
+    assert lines.dense == pytest.approx(0.45)
+    assert lines.joint == pytest.approx(0.40 + 0.2 * 0.51)  # t1's, the sixth highest
+    assert lines_from_best((f"t{n}", 0.1, 0.0) for n in range(30)) == Lines(
+        LINE_LOWEST, LINE_LOWEST
+    )
 
 
 def test_the_probes_are_thirty_topics_of_six_distinct_questions() -> None:
@@ -65,17 +80,17 @@ def test_probe_vectors_are_kept_beside_the_models(tmp_path: Path) -> None:
     probes = load_probes()[:4]
     path = tmp_path / "models" / "probes.json"
     first = _CountingModel()
-    vectors = probe_vectors(path, probes, first)
+    vectors = probe_embeddings(path, probes, first)
     assert len(first.asked) == 4
     assert path.exists()
     again = _CountingModel()
-    assert probe_vectors(path, probes, again) == vectors
+    assert probe_embeddings(path, probes, again) == vectors
     assert again.asked == [probes[0].text]
     other_model = _CountingModel(shift=0.01)
-    assert probe_vectors(path, probes, other_model) != vectors
+    assert probe_embeddings(path, probes, other_model) != vectors
     assert len(other_model.asked) == 5
     other_probes = _CountingModel(shift=0.01)
-    probe_vectors(path, probes[:3], other_probes)
+    probe_embeddings(path, probes[:3], other_probes)
     assert len(other_probes.asked) == 3
 
 
@@ -84,7 +99,7 @@ def test_probe_vectors_are_computed_when_they_cannot_be_kept(tmp_path: Path) -> 
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
     model = _CountingModel()
-    vectors = probe_vectors(blocked / "probes.json", load_probes()[:2], model)
+    vectors = probe_embeddings(blocked / "probes.json", load_probes()[:2], model)
     assert len(vectors) == 2
     assert len(model.asked) == 2
 

@@ -313,7 +313,12 @@ def _summary(report: Mapping[str, Any]) -> str:
         f"  abstained: answerable {abstention['answerable']:.1%}"
         + (f", off-topic {off:.1%}" if off is not None else "")
         + f" (score_threshold {abstention['score_threshold']}, "
-        f"keyword_floor {abstention['keyword_floor']}; hybrid nDCG@10 with these floors and "
+        + (
+            f"joint_line {abstention['joint_line']}, "
+            if abstention.get("joint_line") is not None
+            else ""
+        )
+        + f"keyword_floor {abstention['keyword_floor']}; hybrid nDCG@10 with these floors and "
         f"top_k {abstention['top_k']}: {abstention['nDCG@10']:.4f})"
     )
     lines.append(f"  {report['seconds']:.0f} s")

@@ -508,6 +508,7 @@ async def _abstention(
     report: dict[str, Any] = {
         "score_threshold": plan.get("score_threshold"),
         "keyword_floor": plan.get("keyword_floor"),
+        "joint_line": plan.get("joint_line"),
         "top_k": plan.get("top_k"),
         "answerable": round(answerable.abstained / len(questions), 4),
         "answerable_questions": len(questions),
