@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -52,3 +52,11 @@ class LruCache(Generic[K, V]):
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
+
+    def discard_where(self, doomed: Callable[[K], bool]) -> int:
+        """Remove every entry whose key `doomed` holds for; how many went."""
+        with self._lock:
+            keys = [key for key in self._entries if doomed(key)]
+            for key in keys:
+                del self._entries[key]
+        return len(keys)

@@ -11,7 +11,6 @@ refuses an older one, and uses no server it has not checked.
 
 from __future__ import annotations
 
-import itertools
 import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -19,11 +18,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc  # type: ignore[import-untyped]  # grpcio ships no type hints
-import httpx
 from qdrant_client import QdrantClient, models
-from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
-from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+from qdrant_client.http.exceptions import UnexpectedResponse
 
 from ingest.index import (
     DENSE_VECTOR,
@@ -37,15 +33,11 @@ from ingest.index import (
     Passage,
     QueryResult,
     RankResult,
-    SparseVector,
     StoredPassage,
     checked_collection,
     droppable_collection,
 )
 from ingest.index_common import (
-    ACORN_MAX_SELECTIVITY,
-    DENSE_EF,
-    GRAPH_M,
     SCROLL_PAGE,
     IdfSearches,
     checked_point_id,
@@ -57,7 +49,6 @@ from ingest.index_common import (
     passage_of,
     ranked_point,
     scroll_all,
-    sparse_values,
     stored_passages,
     weak_dense_legs,
 )
@@ -65,7 +56,6 @@ from ingest.payload import (
     INDEXED_KEYS,
     PII_ANALYZER_PATH,
     REF_KEYS,
-    TENANT_KEY,
     PassagePayload,
     PayloadKey,
     PiiAnalysis,
@@ -75,22 +65,22 @@ from ingest.payload import (
     pii_payload,
     to_payload,
 )
-
-#: Per-scope IDF (`SearchParams.idf.corpus`) arrived in Qdrant 1.19.
-MIN_SERVER_VERSION = (1, 19, 0)
-_FILTERED_DENSE = models.SearchParams(
-    hnsw_ef=DENSE_EF,
-    acorn=models.AcornSearchParams(enable=True, max_selectivity=ACORN_MAX_SELECTIVITY),
+from ingest.qdrant_server_requests import (
+    EXACT,
+    FILTERED_DENSE,
+    GRAPHS,
+    MIN_SERVER_VERSION,
+    engine_errors,
+    index_as_wanted,
+    keyword_index,
+    match,
+    parse_version,
+    sparse,
+    term_request,
 )
-#: A weak dense answer's second search (`weak_dense_legs`).
-_EXACT = models.SearchParams(exact=True)
-#: One graph per tenant, none over the whole collection, as on Qdrant Edge
-#: (`ingest.qdrant_edge._graphs`): every search carries its tenant.
-_GRAPHS = models.HnswConfigDiff(m=0, payload_m=GRAPH_M)
+
 _UPSERT_BATCH = 256
-_SERVER_ERROR = 500
 _NOT_FOUND = 404
-_GRPC_UNAVAILABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 
 def _scope_filter(
@@ -99,7 +89,7 @@ def _scope_filter(
     """The only place a Scope becomes a qdrant-client filter; `extra` narrows it further and
     `excluding` leaves out the points matching any of its conditions."""
     must: list[models.Condition] = [
-        _match(PayloadKey.TENANT_ID, scope.tenant_id),
+        match(PayloadKey.TENANT_ID, scope.tenant_id),
         models.FieldCondition(
             key=PayloadKey.KNOWLEDGE_BASE_ID, match=models.MatchAny(any=sorted(scope.kb_ids))
         ),
@@ -108,7 +98,7 @@ def _scope_filter(
         ),
     ]
     if scope.strict:
-        must.append(_match(PayloadKey.ORG_ID, scope.org_id))
+        must.append(match(PayloadKey.ORG_ID, scope.org_id))
     return models.Filter(must=[*must, *extra], must_not=list(excluding) or None)
 
 
@@ -223,11 +213,11 @@ class ServerIndex:
         before them is brought in line (the server rebuilds its graphs in the background)."""
         info = self._client.get_collection(collection)
         graphs = info.config.hnsw_config
-        if (graphs.m, graphs.payload_m) != (_GRAPHS.m, _GRAPHS.payload_m):
-            self._client.update_collection(collection, hnsw_config=_GRAPHS)
+        if (graphs.m, graphs.payload_m) != (GRAPHS.m, GRAPHS.payload_m):
+            self._client.update_collection(collection, hnsw_config=GRAPHS)
         for key in INDEXED_KEYS:
-            if not _index_as_wanted(info.payload_schema.get(key), key):
-                self._client.create_payload_index(collection, key, _keyword_index(key), wait=True)
+            if not index_as_wanted(info.payload_schema.get(key), key):
+                self._client.create_payload_index(collection, key, keyword_index(key), wait=True)
 
     def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
         if not passages:
@@ -291,11 +281,11 @@ class ServerIndex:
             searches = IdfSearches.plan(terms, holders)
             requests = [
                 *(
-                    _term_request(name, term, where, limit=holders[name], vector=False)
+                    term_request(name, term, where, limit=holders[name], vector=False)
                     for name, term in searches.counted
                 ),
                 *(
-                    _term_request(name, term, where, limit=1, vector=True, params=over_scope)
+                    term_request(name, term, where, limit=1, vector=True, params=over_scope)
                     for name, term in searches.probed
                 ),
             ]
@@ -362,14 +352,14 @@ class ServerIndex:
             results = [next(responses).points if run else [] for run in runs]
             weak = weak_dense_legs(legs, results)
             if weak:
-                again = [requests[i].model_copy(update={"params": _EXACT}) for i in weak]
+                again = [requests[i].model_copy(update={"params": EXACT}) for i in weak]
                 exact = self._client.query_batch_points(collection, again)
                 for position, response in zip(weak, exact, strict=True):
                     results[position] = response.points
         return results, len(weak)
 
     def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
-        extra = () if document_id is None else (_match(PayloadKey.DOCUMENT_ID, document_id),)
+        extra = () if document_id is None else (match(PayloadKey.DOCUMENT_ID, document_id),)
         where = _scope_filter(scope, *extra)
         if not self._exists(collection):
             return 0
@@ -379,7 +369,7 @@ class ServerIndex:
     def scroll_document(
         self, collection: str, scope: Scope, document_id: str
     ) -> list[StoredPassage]:
-        where = _scope_filter(scope, _match(PayloadKey.DOCUMENT_ID, document_id))
+        where = _scope_filter(scope, match(PayloadKey.DOCUMENT_ID, document_id))
         if not self._exists(collection):
             return []
 
@@ -414,7 +404,7 @@ class ServerIndex:
         return self._delete(collection, _scope_filter(scope, models.HasIdCondition(has_id=ids)))
 
     def delete_document(self, collection: str, scope: Scope, document_id: str) -> int:
-        where = _scope_filter(scope, _match(PayloadKey.DOCUMENT_ID, document_id))
+        where = _scope_filter(scope, match(PayloadKey.DOCUMENT_ID, document_id))
         return self._delete(collection, where)
 
     def delete_scope(self, collection: str, scope: Scope) -> int:
@@ -527,7 +517,7 @@ class ServerIndex:
         """`_engine_errors`, and a collection the server no longer has (another replica
         dropped it) is forgotten, so the next call finds out afresh."""
         try:
-            with _engine_errors(collection):
+            with engine_errors(collection):
                 yield
         except UnexpectedResponse as exc:
             if exc.status_code != _NOT_FOUND:
@@ -578,7 +568,7 @@ class ServerIndex:
                     name: models.SparseVectorParams(modifier=models.Modifier.IDF)
                     for name in (SPARSE_VECTOR, DOCUMENT_SPARSE_VECTOR)
                 },
-                hnsw_config=_GRAPHS,
+                hnsw_config=GRAPHS,
                 shard_number=self._layout.shards,
                 replication_factor=self._layout.replication_factor,
                 write_consistency_factor=self._layout.write_consistency,
@@ -591,10 +581,10 @@ class ServerIndex:
     def _point(self, passage: Passage, document_keywords: bool) -> models.PointStruct:
         vectors: dict[str, models.Vector] = {
             DENSE_VECTOR: self._dense(passage.dense),
-            SPARSE_VECTOR: _sparse(passage.sparse),
+            SPARSE_VECTOR: sparse(passage.sparse),
         }
         if document_keywords and passage.document_sparse is not None:
-            vectors[DOCUMENT_SPARSE_VECTOR] = _sparse(passage.document_sparse)
+            vectors[DOCUMENT_SPARSE_VECTOR] = sparse(passage.document_sparse)
         payload = to_payload(passage.payload)
         return models.PointStruct(
             id=checked_point_id(passage.point_id), vector=vectors, payload=payload
@@ -607,9 +597,9 @@ class ServerIndex:
             query = models.NearestQuery(nearest=self._dense(leg.dense))
             # ACORN keeps the graph search's recall under narrow Scope filters, as on
             # Qdrant Edge (docs/decisions/filtered-search.md); local mode has no graph.
-            using, params = DENSE_VECTOR, _FILTERED_DENSE if self._payload_indexes else None
+            using, params = DENSE_VECTOR, FILTERED_DENSE if self._payload_indexes else None
         elif leg.sparse is not None:
-            query = models.NearestQuery(nearest=_sparse(leg.sparse))
+            query = models.NearestQuery(nearest=sparse(leg.sparse))
             # IDF over the scope only: other tenants' documents must not move our scores.
             idf = models.IdfCorpusParams(corpus=where)
             using = SPARSE_VECTOR if leg.kind is LegKind.KEYWORD else DOCUMENT_SPARSE_VECTOR
@@ -628,90 +618,3 @@ class ServerIndex:
 
     def _dense(self, vector: Sequence[float]) -> list[float]:
         return dense_values(vector, self._dense_dim)
-
-
-@contextmanager
-def _engine_errors(collection: str) -> Iterator[None]:
-    """Connection failures, timeouts and server-side trouble become `IndexUnavailableError`."""
-    try:
-        yield
-    except UnexpectedResponse as exc:
-        if exc.status_code is None or exc.status_code < _SERVER_ERROR:
-            raise
-        raise IndexUnavailableError(f"Qdrant failed on {collection!r}: {exc}") from exc
-    except grpc.RpcError as exc:
-        code = exc.code() if callable(getattr(exc, "code", None)) else None
-        if code not in _GRPC_UNAVAILABLE:
-            raise
-        raise IndexUnavailableError(f"Qdrant unreachable on {collection!r}: {exc}") from exc
-    except (
-        ResponseHandlingException,
-        ResourceExhaustedResponse,
-        httpx.TransportError,
-        ConnectionError,
-        TimeoutError,
-    ) as exc:
-        raise IndexUnavailableError(f"Qdrant unreachable on {collection!r}: {exc}") from exc
-
-
-def parse_version(version: str) -> tuple[int, ...]:
-    """(1, 20, 0) from "1.20.0", "v1.20" or "1.20.0-rc1"; (0, 0, 0) when no number leads."""
-    numbers: list[int] = []
-    for part in version.strip().removeprefix("v").split(".")[:3]:
-        digits = "".join(itertools.takewhile(str.isdigit, part))
-        if not digits:
-            break
-        numbers.append(int(digits))
-    return tuple(numbers + [0] * (3 - len(numbers)))
-
-
-def _keyword_index(key: str) -> models.KeywordIndexParams:
-    """The tenant key groups each tenant's points and carries the graph links; the Scope's
-    other keys only filter."""
-    tenant = key == TENANT_KEY
-    return models.KeywordIndexParams(
-        type=models.KeywordIndexType.KEYWORD, is_tenant=tenant, enable_hnsw=tenant
-    )
-
-
-def _index_as_wanted(info: models.PayloadIndexInfo | None, key: str) -> bool:
-    """Whether the collection's index of `key` is `_keyword_index(key)` (the server builds
-    graph links for an index's values unless told not to)."""
-    params = None if info is None else info.params
-    wanted = _keyword_index(key)
-    return (
-        isinstance(params, models.KeywordIndexParams)
-        and bool(params.is_tenant) is wanted.is_tenant
-        and (params.enable_hnsw is not False) is wanted.enable_hnsw
-    )
-
-
-def _match(key: PayloadKey, value: str) -> models.FieldCondition:
-    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
-
-
-def _sparse(vector: SparseVector) -> models.SparseVector:
-    indices, values = sparse_values(vector)
-    return models.SparseVector(indices=indices, values=values)
-
-
-def _term_request(
-    name: str,
-    term: int,
-    where: models.Filter,
-    *,
-    limit: int,
-    vector: bool,
-    params: models.SearchParams | None = None,
-) -> models.QueryRequest:
-    """A search of sparse vector `name` for one term (weight 1), reading no payload and,
-    when `vector`, each point's vector `name`."""
-    return models.QueryRequest(
-        query=models.NearestQuery(nearest=models.SparseVector(indices=[term], values=[1.0])),
-        using=name,
-        filter=where,
-        params=params,
-        limit=limit,
-        with_vector=[name] if vector else False,
-        with_payload=False,
-    )

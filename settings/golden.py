@@ -1,5 +1,8 @@
 """A knowledge base's golden set and its evaluations, as the SettingsStore keeps them.
 
+A KB's measured off-topic lines (`MeasuredLines`) are kept beside them: derived from
+the KB's passages inside one Scope, so workspace data too, deleted with the KB.
+
 A golden set is workspace data: questions with the documents that answer them (and
 optionally their relevance grades) and off-topic questions the KB should not answer. An
 evaluation runs them through the retrieval turn; its record holds its progress and, once
@@ -81,3 +84,19 @@ class Evaluation(msgspec.Struct, frozen=True, kw_only=True):
     applied_at: str | None = None
     #: the key (id) that applied its recommendation
     applied_by: str | None = None
+
+
+class MeasuredLines(msgspec.Struct, frozen=True, kw_only=True):
+    """A KB's off-topic lines as measured inside one Scope
+    (`gateway.retrieval.off_topic_line`), kept so a restarted or other gateway process
+    serves them without measuring again."""
+
+    tenant_id: str
+    kb_id: str
+    #: the Scope, the collection and the probes' fingerprint the lines were measured for
+    scope: str
+    dense: float
+    joint: float
+    #: the Scope's points when they were measured
+    points: int
+    measured_at: str

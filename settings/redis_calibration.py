@@ -1,4 +1,5 @@
-"""The Redis store's golden sets, evaluations and evaluation leases (`settings.golden`).
+"""The Redis store's golden sets, evaluations, evaluation leases and measured off-topic
+lines (`settings.golden`).
 
 `RedisStore` inherits these methods; they call Redis through its client and fail-fast
 gate. Keys (ids percent-encoded, as everywhere in `settings.redis_store`):
@@ -7,6 +8,7 @@ gate. Keys (ids percent-encoded, as everywhere in `settings.redis_store`):
     kbgate:evaluation:{tenant_id}:{evaluation_id} Evaluation (JSON)
     kbgate:evaluations:{tenant_id}:{kb_id}        list of the KB's evaluation ids, newest first
     kbgate:evaluationlease:{tenant_id}            the running evaluation's id, with PX lease
+    kbgate:lines:{tenant_id}:{kb_id}              hash: Scope -> MeasuredLines (JSON)
     kbgate:calibrated:{tenant_id}                 set of KB ids holding any of the above
 
 Ids inside the list and the lease are stored percent-encoded, so a script can build a
@@ -22,7 +24,13 @@ from urllib.parse import quote
 
 import redis.asyncio
 
-from settings.golden import EVALUATIONS_KEPT, Evaluation, EvaluationStatus, GoldenSet
+from settings.golden import (
+    EVALUATIONS_KEPT,
+    Evaluation,
+    EvaluationStatus,
+    GoldenSet,
+    MeasuredLines,
+)
 from settings.records import SettingChange
 from settings.store_rules import RecordDecoder, encode, no_workspace
 
@@ -31,6 +39,14 @@ _PUT_GOLDEN = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 redis.call('SET', KEYS[2], ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[2])
+return 1
+"""
+
+# KEYS: workspace, KB's lines, calibrated set. ARGV: Scope, record, kb id.
+_PUT_LINES = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('SADD', KEYS[3], ARGV[3])
 return 1
 """
 
@@ -63,8 +79,10 @@ end
 return 1
 """
 
-# KEYS: golden set, KB's list, lease. ARGV: record key prefix. How many records went.
+# KEYS: golden set, KB's list, lease, KB's lines. ARGV: record key prefix. How many golden
+# sets and evaluations went.
 _DELETE = """
+redis.call('DEL', KEYS[4])
 local removed = redis.call('DEL', KEYS[1])
 local holder = redis.call('GET', KEYS[3])
 for _, id in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
@@ -119,6 +137,26 @@ class RedisCalibration:
         )
         if outcome == -1:
             raise no_workspace(tenant_id)
+
+    async def put_measured_lines(self, lines: MeasuredLines) -> None:
+        """Keep the KB's lines for their Scope; nothing when the workspace is unknown."""
+        tenant_id = lines.tenant_id
+        await self._script(
+            _PUT_LINES,
+            [
+                _key("ws", tenant_id),
+                _key("lines", tenant_id, lines.kb_id),
+                _key("calibrated", tenant_id),
+            ],
+            [lines.scope, encode(lines), lines.kb_id],
+        )
+
+    async def get_measured_lines(
+        self, tenant_id: str, kb_id: str, scope: str
+    ) -> MeasuredLines | None:
+        with self._calling():
+            raw = await self._client.hget(_key("lines", tenant_id, kb_id), scope)
+        return None if raw is None else self._decode.one(MeasuredLines, raw)
 
     async def get_golden_set(self, tenant_id: str, kb_id: str) -> GoldenSet | None:
         with self._calling():
@@ -205,6 +243,7 @@ class RedisCalibration:
                         _key("golden", tenant_id, each),
                         _key("evaluations", tenant_id, each),
                         _key("evaluationlease", tenant_id),
+                        _key("lines", tenant_id, each),
                     ],
                     [_key("evaluation", tenant_id, "")],
                 )

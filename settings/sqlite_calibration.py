@@ -1,4 +1,5 @@
-"""The SQLite store's golden sets, evaluations and evaluation leases (`settings.golden`).
+"""The SQLite store's golden sets, evaluations, evaluation leases and measured off-topic
+lines (`settings.golden`).
 
 `SqliteStore` inherits these methods; they run through its connection and lock like
 every other statement. One lease row per workspace marks its running evaluation until
@@ -14,7 +15,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
-from settings.golden import EVALUATIONS_KEPT, Evaluation, EvaluationStatus, GoldenSet
+from settings.golden import (
+    EVALUATIONS_KEPT,
+    Evaluation,
+    EvaluationStatus,
+    GoldenSet,
+    MeasuredLines,
+)
 from settings.records import SettingChange
 from settings.store_rules import RecordDecoder, encode, no_workspace
 
@@ -36,6 +43,13 @@ CREATE TABLE IF NOT EXISTS evaluations (
     UNIQUE (tenant_id, evaluation_id)
 );
 CREATE INDEX IF NOT EXISTS evaluations_by_kb ON evaluations (tenant_id, kb_id, seq);
+CREATE TABLE IF NOT EXISTS measured_lines (
+    tenant_id TEXT NOT NULL,
+    kb_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, kb_id, scope)
+);
 CREATE TABLE IF NOT EXISTS evaluation_leases (
     tenant_id TEXT PRIMARY KEY,
     evaluation_id TEXT NOT NULL,
@@ -187,7 +201,34 @@ class SqliteCalibration:
                 conn.execute(leases + " AND tenant_id = ?", (*params, tenant_id))
                 removed = conn.execute(f"DELETE FROM golden_sets WHERE {where}", params).rowcount  # noqa: S608 — fixed clauses
                 removed += conn.execute(f"DELETE FROM evaluations WHERE {where}", params).rowcount  # noqa: S608 — fixed clauses
+                conn.execute(f"DELETE FROM measured_lines WHERE {where}", params)  # noqa: S608 — fixed clauses
             return int(removed)
+
+        return await self._run(work)
+
+    async def put_measured_lines(self, lines: MeasuredLines) -> None:
+        """Keep the KB's lines for their Scope; nothing when the workspace is unknown."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            with _transaction(conn):
+                if _workspace_exists(conn, lines.tenant_id):
+                    conn.execute(
+                        "INSERT OR REPLACE INTO measured_lines (tenant_id, kb_id, scope, record) "
+                        "VALUES (?, ?, ?, ?)",
+                        (lines.tenant_id, lines.kb_id, lines.scope, encode(lines).decode()),
+                    )
+
+        await self._run(work)
+
+    async def get_measured_lines(
+        self, tenant_id: str, kb_id: str, scope: str
+    ) -> MeasuredLines | None:
+        def work(conn: sqlite3.Connection) -> MeasuredLines | None:
+            row = conn.execute(
+                "SELECT record FROM measured_lines WHERE tenant_id = ? AND kb_id = ? AND scope = ?",
+                (tenant_id, kb_id, scope),
+            ).fetchone()
+            return None if row is None else self._decode.one(MeasuredLines, row[0])
 
         return await self._run(work)
 

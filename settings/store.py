@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from settings.golden import Evaluation, GoldenSet
+from settings.golden import Evaluation, GoldenSet, MeasuredLines
 from settings.records import (
     AdminChange,
     Agent,
@@ -158,8 +158,18 @@ class SettingsStore(Protocol):
         """The KB's evaluations, newest first."""
 
     async def delete_calibration(self, tenant_id: str, kb_id: str | None = None) -> int:
-        """Remove the KB's golden set and evaluations (with None, those of every KB of the
-        tenant) and give back the lease of a running one; returns how many records went."""
+        """Remove the KB's golden set, evaluations and measured lines (with None, those of
+        every KB of the tenant) and give back the lease of a running one; returns how many
+        golden sets and evaluations went."""
+
+    async def put_measured_lines(self, lines: MeasuredLines) -> None:
+        """Keep the KB's lines for their Scope, replacing earlier ones; nothing when the
+        workspace is unknown (it was deleted while they were measured)."""
+
+    async def get_measured_lines(
+        self, tenant_id: str, kb_id: str, scope: str
+    ) -> MeasuredLines | None:
+        """The KB's lines last kept for `scope` (another tenant's: None)."""
 
     async def append_settings_history(
         self, tenant_id: str, changes: Sequence[SettingChange]

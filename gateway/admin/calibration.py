@@ -123,9 +123,11 @@ def report_of(evaluation: Evaluation) -> EvaluationReport | None:
 
 
 async def forget(services: Services, tenant_id: str, kb_id: str | None = None) -> int:
-    """Stop the KB's (None: the workspace's) running evaluations in this process and delete
-    its golden sets and evaluations; returns how many records went."""
+    """Stop the KB's (None: the workspace's) running evaluations in this process, forget
+    its measured off-topic lines and delete its golden sets, evaluations and kept lines;
+    returns how many golden sets and evaluations went."""
     services.background.cancel_where(runner.of_workspace(tenant_id, kb_id))
+    services.off_topic_lines.forget(tenant_id, kb_id)
     return await services.store.delete_calibration(tenant_id, kb_id)
 
 

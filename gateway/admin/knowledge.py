@@ -218,7 +218,9 @@ async def delete_knowledge_base(
     passages = await purge_passages(services, kb)
     detached = await detach_from_agents(services, kb, principal)
     await services.store.delete_knowledge_base(kb.tenant_id, kb.kb_id)
-    # Its golden set and evaluations; a running evaluation stops at its next progress write.
+    # Its golden set, evaluations and measured lines; a running evaluation stops at its
+    # next progress write.
+    services.off_topic_lines.forget(kb.tenant_id, kb.kb_id)
     await services.store.delete_calibration(kb.tenant_id, kb.kb_id)
     services.settings.invalidate(kb.tenant_id)
     await _audit(services, principal, "knowledge_base", kb.kb_id, "deleted", fields=[])

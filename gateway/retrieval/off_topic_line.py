@@ -18,34 +18,47 @@ cooking probes) without lifting it.
 
 The lines are measured per Scope: what the caller's clearance lets it see, and nothing
 else, so no caller's abstentions depend on passages it may not read. Lines are kept in
-memory. A Scope's first turn starts their measurement in the background (per probe one
-engine call for its legs and one for its keyword IDFs, then as long a pause, one Scope at
-a time in the process; the probes' embeddings are computed once and kept beside the
-models) and is served the platform default, as are the turns until it is done: a few
-seconds for 13,000 points. Known lines are measured again in the background when a turn
-finds them older than `RECOUNT_AFTER_S` and their Scope's point count has moved by more
-than `REMEASURE_SHARE` since they were measured. A KB or agent setting `score_threshold`
-overrides both (docs/decisions/off-topic-line.md).
+memory and in the settings store (`MeasuredLines`, the KB's workspace data, deleted with
+it), keyed by the Scope and a fingerprint of the probes, the model and the rule's
+constants. A Scope's first turn in a process reads them from the store; when none are
+kept, it starts their measurement in the background (per probe one engine call for its
+legs and one for its keyword IDFs, then as long a pause, one Scope at a time in the
+process; the probes' embeddings are computed once and kept beside the models) and is
+served the platform default, as are the turns until it is done: a few seconds for 13,000
+points. So a restarted gateway, or another replica on the same store, serves the lines
+from its first turn. Lines are measured again in the background when a turn finds them
+older than `RECOUNT_AFTER_S` (lines read from the store count as that old) and their
+Scope's point count has moved by more than `REMEASURE_SHARE` since they were measured. A
+KB or agent setting `score_threshold` overrides both (docs/decisions/off-topic-line.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gateway.retrieval.answering import joint_score, keyword_bests, keyword_legs
+from gateway.retrieval.answering import (
+    JOINT_KEYWORD_WEIGHT,
+    joint_score,
+    keyword_bests,
+    keyword_legs,
+)
 from gateway.retrieval.index_calls import call_index
 from ingest.embedding import Embedding
 from ingest.index import Index, IndexUnavailableError, Leg, LegKind, RankedPoint, SparseVector
 from ingest.lru import LruCache
 from ingest.payload import Scope
+from settings.golden import MeasuredLines
+from settings.store import StoreUnavailableError
 
 if TYPE_CHECKING:
     from gateway.retrieval.plan import KbPlan
@@ -128,7 +141,7 @@ class _Measured:
 
 
 class OffTopicLines:
-    """Each Scope's measured lines, in memory (a cache: any process measures the same)."""
+    """Each Scope's measured lines, in memory and in the settings store."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._lines: LruCache[Key, _Measured] = LruCache(LINES_KEPT)
@@ -138,6 +151,7 @@ class OffTopicLines:
         self._one_at_a_time = asyncio.Semaphore(1)
         self._embedding = asyncio.Lock()
         self._clock = clock
+        self._fingerprint: str | None = None
 
     async def lines(self, services: Services, plan: KbPlan, *, wait: bool = False) -> Lines | None:
         """The plan's lines; None while they are being measured for the first time (the
@@ -145,6 +159,8 @@ class OffTopicLines:
         searches), or when the index could not be asked. `wait`: wait for them instead."""
         key: Key = (plan.collection, plan.scope)
         known = self._lines.get(key)
+        if known is None and key not in self._first:
+            known = await self._kept(services, plan)
         if known is None:
             first = self._first.get(key)
             if first is None:
@@ -165,14 +181,60 @@ class OffTopicLines:
             services.background.start(task, self._recheck(services, plan, known))
         return known.lines
 
+    def forget(self, tenant_id: str, kb_id: str | None = None) -> None:
+        """Drop the lines of every Scope holding the KB (None: any of the workspace's) from
+        memory; the store's go with the KB's calibration data."""
+        self._lines.discard_where(
+            lambda key: key[1].tenant_id == tenant_id and (kb_id is None or kb_id in key[1].kb_ids)
+        )
+
     def known(self, collection: str, scope: Scope) -> Lines | None:
         """The Scope's lines if they have been measured; starts nothing."""
         found = self._lines.get((collection, scope))
         return None if found is None else found.lines
 
+    async def _kept(self, services: Services, plan: KbPlan) -> _Measured | None:
+        """The lines the store keeps for the plan's Scope, remembered here as due for a
+        recount; None when none are kept or the store cannot be read."""
+        try:
+            kept = await services.store.get_measured_lines(
+                plan.scope.tenant_id, plan.kb.kb_id, self._store_key(services, plan)
+            )
+        except StoreUnavailableError:
+            return None
+        if kept is None:
+            return None
+        services.telemetry.count("off_topic_lines_kept")
+        lines = Lines(dense=kept.dense, joint=kept.joint)
+        measured = _Measured(lines, kept.points, self._clock() - RECOUNT_AFTER_S)
+        self._lines.put((plan.collection, plan.scope), measured)
+        return measured
+
+    async def _keep(self, services: Services, plan: KbPlan, measured: _Measured) -> None:
+        """Keep freshly measured lines in the store (a store outage only costs a later
+        process their measurement)."""
+        record = MeasuredLines(
+            tenant_id=plan.scope.tenant_id,
+            kb_id=plan.kb.kb_id,
+            scope=self._store_key(services, plan),
+            dense=measured.lines.dense,
+            joint=measured.lines.joint,
+            points=measured.points,
+            measured_at=datetime.now(UTC).isoformat(),
+        )
+        with suppress(StoreUnavailableError):
+            await services.store.put_measured_lines(record)
+
+    def _store_key(self, services: Services, plan: KbPlan) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(services.config.embedding_model, load_probes())
+        return scope_key(self._fingerprint, plan.collection, plan.scope)
+
     async def _measure_first(self, services: Services, plan: KbPlan, key: Key) -> None:
         with suppress(TimeoutError, IndexUnavailableError):
-            self._lines.put(key, await self.measure(services, plan))
+            measured = await self.measure(services, plan)
+            self._lines.put(key, measured)
+            await self._keep(services, plan, measured)
 
     async def measure(self, services: Services, plan: KbPlan) -> _Measured:
         """Search every probe inside the plan's Scope, one probe at a time with turns
@@ -215,6 +277,8 @@ class OffTopicLines:
             return
         fresh.checked_at = self._clock()
         self._lines.put((plan.collection, plan.scope), fresh)
+        if moved:
+            await self._keep(services, plan, fresh)
 
     async def _probe_embeddings(
         self, services: Services
@@ -228,6 +292,20 @@ class OffTopicLines:
                 )
                 self._probes, self._embeddings = probes, embeddings
         return self._probes, self._embeddings
+
+
+def fingerprint(model: str | None, probes: Sequence[Probe]) -> str:
+    """What kept lines were measured with: the model, the probes and the rule's constants;
+    lines kept under another fingerprint are never read."""
+    rule = [model or "default", LINE_LOWEST, LINE_HIGHEST, TOPICS_ALLOWED_NEAR]
+    rule += [JOINT_KEYWORD_WEIGHT, [(probe.topic, probe.text) for probe in probes]]
+    return hashlib.sha256(json.dumps(rule).encode()).hexdigest()[:16]
+
+
+def scope_key(fingerprint: str, collection: str, scope: Scope) -> str:
+    """The store's key of a Scope's lines."""
+    fields = [fingerprint, collection, scope.org_id, scope.strict, scope.clearance.value]
+    return json.dumps([*fields, sorted(scope.kb_ids)], separators=(",", ":"))
 
 
 def probe_legs(

@@ -228,6 +228,47 @@ async def test_turns_arriving_together_wait_for_one_measurement(
     assert 'kbgate_events_total{event="off_topic_lines_measured"} 1.0' in metrics
 
 
+async def test_a_restarted_gateway_serves_the_kept_line_from_its_first_turn(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """Measured lines are kept in the settings store: the next gateway process on the same
+    data dir serves a Scope's line from its first turn and measures nothing; a deleted KB's
+    lines go with it."""
+    async with serving(tmp_path, embedder) as gw:
+        tenant = await _tenant(gw, "home", EVERYDAY)
+        line, source = await _score_threshold(tenant)
+        assert source == "measured"
+        assert line > LINE_LOWEST
+    async with serving(tmp_path, embedder) as again:
+        restarted = Tenant(again, tenant.org_id, tenant.tenant_id, dict(tenant.keys))
+        assert await _score_threshold(restarted, settled=False) == (line, "measured")
+        await asyncio.sleep(1)  # the recount a kept line is due for: nothing moved
+        assert await _measurements(again) == 0.0
+        deleted = await again.client.delete("/v1/knowledge-bases/kb", headers=tenant.headers())
+        assert deleted.status_code == 200
+    async with serving(tmp_path, embedder) as third:
+        recreated = Tenant(third, tenant.org_id, tenant.tenant_id, dict(tenant.keys))
+        await recreated.kb("kb")
+        await recreated.agent("bot", ["kb"])
+        for doc_id, text in EVERYDAY.items():
+            await recreated.doc("kb", doc_id, text)
+        assert await _score_threshold(recreated, settled=False) == (0.44, "platform")
+
+
+async def test_a_deleted_kbs_line_is_forgotten(gateway: Gateway) -> None:
+    """A KB deleted and created again under its id starts without a line: its first turn is
+    served the platform default while the new KB's line is measured."""
+    tenant = await _tenant(gateway, "home", EVERYDAY)
+    assert (await _score_threshold(tenant))[1] == "measured"
+    deleted = await gateway.client.delete("/v1/knowledge-bases/kb", headers=tenant.headers())
+    assert deleted.status_code == 200
+    await tenant.kb("kb")
+    await tenant.agent("bot", ["kb"])
+    for doc_id, text in EVERYDAY.items():
+        await tenant.doc("kb", doc_id, text)
+    assert await _score_threshold(tenant, settled=False) == (0.44, "platform")
+
+
 async def test_the_joint_line_answers_a_question_its_words_bring_over_it(
     gateway: Gateway, embedder: Embedder
 ) -> None:

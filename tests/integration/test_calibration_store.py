@@ -17,6 +17,7 @@ from settings.golden import (
     EvaluationStatus,
     GoldenQuestion,
     GoldenSet,
+    MeasuredLines,
 )
 from settings.records import Org, SettingChange, Workspace
 from settings.redis_store import RedisStore
@@ -177,6 +178,48 @@ async def test_deleting_calibration_removes_a_kbs_or_a_workspaces(store: Setting
     assert await store.list_evaluations("t1", "kb2") == []
     assert await store.get_golden_set("t2", "kb") is not None
     assert await store.get_evaluation("t2", "e2") is not None
+
+
+def lines(tenant_id: str, kb_id: str, scope: str, dense: float = 0.5) -> MeasuredLines:
+    return MeasuredLines(
+        tenant_id=tenant_id,
+        kb_id=kb_id,
+        scope=scope,
+        dense=dense,
+        joint=dense + 0.05,
+        points=120,
+        measured_at=AT,
+    )
+
+
+async def test_measured_lines_are_kept_per_workspace_kb_and_scope(store: SettingsStore) -> None:
+    """Lines read back only under the workspace, KB and Scope they were kept for, the
+    latest replacing the earlier; none are kept for an unknown workspace."""
+    await store.put_measured_lines(lines("t1", "kb", "s1"))
+    await store.put_measured_lines(lines("t1", "kb", "s1", dense=0.55))
+    await store.put_measured_lines(lines("t1", "kb", "s2", dense=0.42))
+    assert await store.get_measured_lines("t1", "kb", "s1") == lines("t1", "kb", "s1", 0.55)
+    assert await store.get_measured_lines("t1", "kb", "s2") == lines("t1", "kb", "s2", 0.42)
+    assert await store.get_measured_lines("t2", "kb", "s1") is None
+    assert await store.get_measured_lines("t1", "kb2", "s1") is None
+    assert await store.get_measured_lines("t1", "kb", "s3") is None
+    await store.put_measured_lines(lines("gone", "kb", "s1"))
+    assert await store.get_measured_lines("gone", "kb", "s1") is None
+
+
+async def test_measured_lines_go_with_their_kbs_calibration(store: SettingsStore) -> None:
+    """Deleting a KB's calibration removes its lines of every Scope; the workspace's other
+    KBs keep theirs until the workspace's calibration goes; another workspace's stay."""
+    for tenant_id, kb_id, scope in [("t1", "kb", "s1"), ("t1", "kb", "s2"), ("t1", "kb2", "s1"),
+                                    ("t2", "kb", "s1")]:  # fmt: skip
+        await store.put_measured_lines(lines(tenant_id, kb_id, scope))
+    assert await store.delete_calibration("t1", "kb") == 0
+    assert await store.get_measured_lines("t1", "kb", "s1") is None
+    assert await store.get_measured_lines("t1", "kb", "s2") is None
+    assert await store.get_measured_lines("t1", "kb2", "s1") is not None
+    await store.delete_calibration("t1")
+    assert await store.get_measured_lines("t1", "kb2", "s1") is None
+    assert await store.get_measured_lines("t2", "kb", "s1") is not None
 
 
 async def test_applied_changes_join_the_settings_history(store: SettingsStore) -> None:

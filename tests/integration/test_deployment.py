@@ -471,7 +471,7 @@ def test_compose_pins_a_supported_qdrant_and_scales_the_gateway() -> None:
     above the shutdown bound it sets."""
     import yaml  # type: ignore[import-untyped]  # PyYAML ships no type hints (it comes with litestar)
 
-    from ingest.qdrant_server import MIN_SERVER_VERSION, parse_version
+    from ingest.qdrant_server_requests import MIN_SERVER_VERSION, parse_version
 
     compose = yaml.safe_load((REPO / "compose.yaml").read_text())
     services = compose["services"]

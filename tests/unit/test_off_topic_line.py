@@ -14,13 +14,17 @@ from gateway.retrieval.off_topic_line import (
     LINE_LOWEST,
     TOPICS_ALLOWED_NEAR,
     Lines,
+    Probe,
+    fingerprint,
     line_from_best,
     lines_from_best,
     load_probes,
     probe_embeddings,
+    scope_key,
 )
 from ingest.embedding import Embedding
 from ingest.index import SparseVector
+from ingest.payload import Scope
 
 
 def test_the_line_is_the_sixth_highest_topics_best_probe() -> None:
@@ -115,3 +119,25 @@ def test_the_probes_are_not_the_evaluations_off_topic_questions() -> None:
     ):
         asked = {json.loads(line)["text"].casefold() for line in path.read_text().splitlines()}
         assert probes.isdisjoint(asked), path
+
+
+def test_kept_lines_are_keyed_by_what_measured_them() -> None:
+    """Another model or another probe set gives another fingerprint; another clearance,
+    org, KB or collection another key: kept lines serve only the Scope they were measured
+    for, with the same model and probes."""
+    probes = [Probe("cooking", "How long do I boil an egg?")]
+    mark = fingerprint(None, probes)
+    assert mark == fingerprint(None, list(probes))
+    assert fingerprint("BAAI/bge-small-en-v1.5", probes) != mark
+    assert fingerprint(None, [Probe("cooking", "How long do I bake bread?")]) != mark
+    scope = Scope.of(org_id="acme", tenant_id="t1", kb_ids=["kb"], clearance="internal")
+    others = [
+        Scope.of(org_id="acme", tenant_id="t1", kb_ids=["kb"], clearance="restricted"),
+        Scope.of(org_id="acme", tenant_id="t1", kb_ids=["kb", "kb2"], clearance="internal"),
+        Scope.of(org_id="other", tenant_id="t1", kb_ids=["kb"], clearance="internal"),
+    ]
+    keys = {scope_key(mark, "kbgate_shared", each) for each in [scope, *others]}
+    keys.add(scope_key(mark, "kbgate_org_acme", scope))
+    keys.add(scope_key(fingerprint("m", probes), "kbgate_shared", scope))
+    assert len(keys) == 6
+    assert scope_key(mark, "kbgate_shared", scope) == scope_key(mark, "kbgate_shared", scope)
