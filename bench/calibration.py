@@ -11,7 +11,9 @@ the qrels). Then, with the commands a user runs:
     kbgate eval --url URL --kb scifact --key KEY --golden-set heldout.jsonl --json
 
 the first evaluates the KB at the platform defaults on the tune half and applies its
-recommendation; the second measures the applied settings on the held-out half. Writes
+recommendation; the second measures the applied settings on the held-out half. The
+held-out half is also evaluated at the platform defaults first (no `--apply`), so the
+table shows what calibration changed on questions it never saw. Writes
 `bench/results/calibration.json` and prints a table.
 
     uv run python -m bench.calibration --limit 200 [--data-dir DIR]
@@ -150,6 +152,7 @@ def main() -> None:
                 files[part] = Path(scratch) / f"{part}.jsonl"
                 _golden_file(files[part], rows, off_halves[part])
             key = headers["Authorization"].removeprefix("Bearer ")
+            heldout_before = _eval(gateway.url, key, files["heldout"])
             tune = _eval(gateway.url, key, files["tune"], "--apply")
             heldout = _eval(gateway.url, key, files["heldout"])
     result = {
@@ -162,6 +165,7 @@ def main() -> None:
         "load_average_at_start": [round(x, 2) for x in load_start],
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "tune": tune,
+        "heldout_before": heldout_before,
         "heldout": heldout,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -172,6 +176,7 @@ def main() -> None:
     )
     print(_row("tune, platform defaults", tune["report"]["current"]))
     print(_row("tune, recommended (applied)", tune["report"]["recommendation"]))
+    print(_row("held-out, platform defaults", heldout_before["report"]["current"]))
     print(_row("held-out, applied settings", heldout["report"]["current"]))
     print(
         json.dumps(
