@@ -32,6 +32,7 @@ from gateway.calibration.recommend import (
     FloorChoice,
     GroundingScores,
     abstention,
+    cautions,
     choose_floors,
     choose_fusion,
     choose_grounding_floor,
@@ -334,6 +335,7 @@ def _recommendation(
         changes=_changes(current, settings, choice.weights is not None, run.kb.line is not None),
         meets_target=measured.answerable <= ANSWERABLE_ABSTENTION_MAX
         and measured.off_topic >= OFF_TOPIC_ABSTENTION_MIN,
+        cautions=cautions(choice.floors.floors, off_topic_questions=len(run.off_topic)),
     )
 
 

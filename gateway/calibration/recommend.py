@@ -13,7 +13,8 @@ floor is above the question's critical floor. The recommended floors keep the an
 questions' abstention within `ANSWERABLE_ABSTENTION_MAX` while abstaining on the most
 off-topic questions (ties: the lower floors). Fusion weights are recommended when their
 hybrid nDCG@10 beats the KB's current weights by `FUSION_MARGIN`. The grounding floor is
-the one that best separates supported from unsupported answers (Youden's J).
+the one that best separates supported from unsupported answers (Youden's J). `cautions`
+names, in plain words, what a recommendation gives up beyond its golden set.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ FUSION_CANDIDATES: tuple[Weights, ...] = (
     Weights(dense=0.5, keyword=1.0),
     Weights(dense=0.25, keyword=1.0),
 )
+#: a recommended `keyword_floor` at or above which a keyword hit hardly ever answers alone
+KEYWORD_FLOOR_CAUTION = 0.9
+#: off-topic questions under which floors are placed with little margin
+FEW_OFF_TOPIC = 50
 #: candidate values per floor beyond which candidates are thinned out evenly
 _MAX_CANDIDATES = 120
 _CURVE_POINTS = 41
@@ -318,3 +323,25 @@ def _run_length(indices: Sequence[int]) -> int:
 
 def grounding_curve(scores: GroundingScores) -> list[GroundingFlags]:
     return [grounding_flags(scores, n / 50) for n in range(51)]
+
+
+# ---- cautions ----------------------------------------------------------------------------
+
+
+def cautions(recommended: Mapping[str, float], *, off_topic_questions: int) -> list[str]:
+    """What the recommended floors give up on questions the golden set does not hold."""
+    found = []
+    if recommended["keyword_floor"] >= KEYWORD_FLOOR_CAUTION:
+        found.append(
+            f"keyword_floor {recommended['keyword_floor']:g}: a keyword hit will hardly ever "
+            "answer by itself, so questions by identifier, code or rare name abstain unless "
+            "their passages are also close by meaning; if users ask such questions, add some "
+            "to the golden set"
+        )
+    if off_topic_questions < FEW_OFF_TOPIC:
+        found.append(
+            f"{off_topic_questions} off-topic questions: the floors sit right above the "
+            "highest of them, and other off-topic questions may pass; give the golden set "
+            f"{FEW_OFF_TOPIC} or more"
+        )
+    return found

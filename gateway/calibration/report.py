@@ -93,6 +93,8 @@ class Recommendation(Outcome, kw_only=True):
     #: the settings `apply` writes (only those that differ from the KB's stored ones)
     changes: dict[str, float | Weights]
     meets_target: bool
+    #: what the recommended floors give up on questions the golden set does not hold
+    cautions: list[str] = msgspec.field(default_factory=list)
 
 
 class Counts(msgspec.Struct, kw_only=True):

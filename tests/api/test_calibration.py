@@ -184,8 +184,9 @@ async def test_an_evaluations_figures_match_the_hand_checked_kb(gateway: Gateway
     the measurements predict equals the real turn's; the recommended floors keep answerable
     abstention within 5% and cut at least as many off-topic questions as the defaults; the
     grounding floor it recommends flags every other-domain answer and no more supported ones
-    than the platform default; the current dense floor is the KB's measured line, as a
-    turn's."""
+    than the platform default; its cautions name a keyword floor of 0.9 or more, and not
+    the 50 built-in off-topic questions; the current dense floor is the KB's measured
+    line, as a turn's."""
     tenant = await _tenant(gateway)
     await tenant.agent("bot", ["policies"])
     body = await _evaluated(tenant)
@@ -219,6 +220,9 @@ async def test_an_evaluations_figures_match_the_hand_checked_kb(gateway: Gateway
     measured = recommended["measured"]
     expected_verdict = measured["answerable"] <= 0.05 and measured["off_topic"] >= 0.9
     assert recommended["meets_target"] is expected_verdict
+    keyword_caution = [c for c in recommended["cautions"] if c.startswith("keyword_floor")]
+    assert bool(keyword_caution) is (recommended["settings"]["keyword_floor"] >= 0.9)
+    assert not [c for c in recommended["cautions"] if "off-topic questions" in c]  # 50 built in
     assert recommended["ndcg_10"] == pytest.approx(HAND_NDCG, abs=1e-4)
     assert "fusion" not in recommended["changes"]  # every pair of weights ranks alike here
     assert recommended["grounding"]["other_domain"] == 1.0

@@ -30,6 +30,7 @@ QUESTIONS = [
     ("When are travel expenses reimbursed?", ["expenses"]),
     ("Who do I report lost devices to?", ["security"]),
 ]
+OFF_TOPIC = ["Who won the 2014 World Cup?", "How do I bake bread?", "What is a black hole?"]
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +66,8 @@ def test_upload_a_golden_set_run_it_see_the_plots_and_apply(
     page: Page, site: Site, admin_key: str, tmp_path: Path
 ) -> None:
     """A JSON lines golden set uploads through the file field; running it shows progress,
-    then the figures and four plots (abstention against each floor, nDCG per channel,
-    grounding flags); applying writes the recommended floors, which the knowledge bases
+    then the figures, four plots (abstention against each floor, nDCG per channel,
+    grounding flags) and the caution that three off-topic questions are few; applying writes the recommended floors, which the knowledge bases
     page then shows as set by the KB."""
     golden = tmp_path / "golden.jsonl"
     golden.write_text(
@@ -74,6 +75,7 @@ def test_upload_a_golden_set_run_it_see_the_plots_and_apply(
             json.dumps({"question": question, "document_ids": ids}) + "\n"
             for question, ids in QUESTIONS
         )
+        + "".join(json.dumps({"question": q}) + "\n" for q in OFF_TOPIC)
     )
     page.goto(f"{site.url}/console/login")
     page.get_by_label("Admin key").fill(admin_key)
@@ -97,6 +99,7 @@ def test_upload_a_golden_set_run_it_see_the_plots_and_apply(
         expect(series.first).to_have_attribute("points", re.compile(r"^(\d+\.\d,\d+\.\d ?){20,}$"))
     expect(page.locator('figure.plot[data-plot="ndcg"] rect.bar')).to_have_count(8)
     expect(page.locator('#channels [data-channel="dense"]')).to_contain_text("1.000")
+    expect(page.locator("#cautions")).to_contain_text("3 off-topic questions")
     recommended = page.locator('#outcomes [data-outcome="recommended"]')
     threshold = recommended.locator('[data-setting="score_threshold"]').inner_text()
     page.screenshot(path=SCREENSHOTS / "21-evaluation.png", full_page=True)

@@ -13,6 +13,7 @@ from gateway.calibration.metrics import ndcg_at, recall_at
 from gateway.calibration.recommend import (
     GroundingScores,
     abstention,
+    cautions,
     choose_floors,
     choose_fusion,
     choose_grounding_floor,
@@ -132,3 +133,15 @@ def test_grounding_floor_separates_supported_from_unsupported_answers() -> None:
     assert 0.3 < floor <= 0.5
     assert floor == pytest.approx(0.4, abs=0.011)
     assert choose_grounding_floor(GroundingScores([0.5], [], []), 0.7) == 0.7
+
+
+def test_cautions_name_what_the_floors_give_up_beyond_the_golden_set() -> None:
+    """A keyword floor of 0.9 or more is named (keyword hits then hardly ever answer alone),
+    and so is a golden set of fewer than 50 off-topic questions; neither otherwise."""
+    assert cautions({"score_threshold": 0.3, "keyword_floor": 0.5}, off_topic_questions=50) == []
+    high = cautions({"score_threshold": 0.3, "keyword_floor": 1.0}, off_topic_questions=50)
+    assert len(high) == 1
+    assert high[0].startswith("keyword_floor 1: a keyword hit will hardly ever answer")
+    few = cautions({"score_threshold": 0.3, "keyword_floor": 0.9}, off_topic_questions=12)
+    assert len(few) == 2
+    assert few[1].startswith("12 off-topic questions")

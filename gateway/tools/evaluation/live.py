@@ -181,4 +181,5 @@ def summary(evaluation: dict[str, Any]) -> str:
         f"{'yes' if recommendation['meets_target'] else 'no'}"
         + ("; applied" if evaluation.get("applied") else "")
     )
+    lines += [f"  caution: {caution}" for caution in recommendation.get("cautions", [])]
     return "\n".join(lines)
