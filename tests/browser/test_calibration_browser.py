@@ -67,8 +67,9 @@ def test_upload_a_golden_set_run_it_see_the_plots_and_apply(
 ) -> None:
     """A JSON lines golden set uploads through the file field; running it shows progress,
     then the figures, four plots (abstention against each floor, nDCG per channel,
-    grounding flags) and the caution that three off-topic questions are few; applying writes the recommended floors, which the knowledge bases
-    page then shows as set by the KB."""
+    grounding flags) and the caution that three off-topic questions are few; applying
+    writes the recommended floors, which the knowledge bases page then shows as set by the
+    KB."""
     golden = tmp_path / "golden.jsonl"
     golden.write_text(
         "".join(
