@@ -73,6 +73,7 @@ from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from ingest.sync import DocumentWriter
 from settings.config import load_config
 from settings.records import Role
+from settings.sqlite_store import SqliteStore
 from tests.support.gateway_process import GatewayProcess
 
 RESULTS = Path(__file__).parent / "results"
@@ -462,8 +463,9 @@ def _lines_in_force(caller: _Caller) -> bool:
 
 def line_phase(store: Store, env: dict[str, str], keys: dict[str, str]) -> dict[str, Any]:
     """A fresh gateway: how long the largest workspace's off-topic lines take to measure
-    from its first turn, and the tiny workspace's turns (one caller, back to back, distinct
-    questions) while they are measured against after."""
+    from its first turn (those the turn phase kept in the store forgotten first), and the
+    tiny workspace's turns (one caller, back to back, distinct questions) while they are
+    measured against after."""
     gateway, _ = _start(store.data_dir, env)
     try:
         _prepare_agents(gateway.url, store, keys)
@@ -471,6 +473,16 @@ def line_phase(store: Store, env: dict[str, str], keys: dict[str, str]) -> dict[
         return _tiny_turns_beside_lines(gateway.url, keys)
     finally:
         gateway.stop()
+
+
+async def _forget_kept_lines(data_dir: Path, tenant_id: str) -> None:
+    """Delete the workspace's kept off-topic lines (its calibration data; the scale stores
+    hold no golden sets)."""
+    store = await SqliteStore.open(data_dir / "kbgate.sqlite3")
+    try:
+        await store.delete_calibration(tenant_id)
+    finally:
+        await store.close()
 
 
 def _tiny_turns_beside_lines(url: str, keys: dict[str, str]) -> dict[str, Any]:
@@ -643,6 +655,8 @@ async def run_size(
         result["turns"] = turn_phase(store, env, manifest["keys"], args.questions)
     if "lines" in args.phases:
         print(f"lines {store.size}", file=sys.stderr)
+        largest = turn_workspaces(store.plan)["largest"]
+        await _forget_kept_lines(store.data_dir, store.layout.tenant(largest))
         result["lines"] = line_phase(store, env, manifest["keys"])
     if "recall" in args.phases:
         print(f"recall {store.size}", file=sys.stderr)

@@ -19,8 +19,8 @@ cooking probes) without lifting it.
 The lines are measured per Scope: what the caller's clearance lets it see, and nothing
 else, so no caller's abstentions depend on passages it may not read. Lines are kept in
 memory and in the settings store (`MeasuredLines`, the KB's workspace data, deleted with
-it), keyed by the Scope and a fingerprint of the probes, the model and the rule's
-constants. A Scope's first turn in a process reads them from the store; when none are
+it), keyed by the Scope and a fingerprint of the probes, the model and the code that
+measures them. A Scope's first turn in a process reads them from the store; when none are
 kept, it starts their measurement in the background (per probe one engine call for its
 legs and one for its keyword IDFs, then as long a pause, one Scope at a time in the
 process; the probes' embeddings are computed once and kept beside the models) and is
@@ -46,12 +46,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gateway.retrieval.answering import (
-    JOINT_KEYWORD_WEIGHT,
-    joint_score,
-    keyword_bests,
-    keyword_legs,
-)
+from gateway.retrieval import answering
+from gateway.retrieval.answering import joint_score, keyword_bests, keyword_legs
 from gateway.retrieval.index_calls import call_index
 from ingest.embedding import Embedding
 from ingest.index import Index, IndexUnavailableError, Leg, LegKind, RankedPoint, SparseVector
@@ -295,11 +291,15 @@ class OffTopicLines:
 
 
 def fingerprint(model: str | None, probes: Sequence[Probe]) -> str:
-    """What kept lines were measured with: the model, the probes and the rule's constants;
-    lines kept under another fingerprint are never read."""
-    rule = [model or "default", LINE_LOWEST, LINE_HIGHEST, TOPICS_ALLOWED_NEAR]
-    rule += [JOINT_KEYWORD_WEIGHT, [(probe.topic, probe.text) for probe in probes]]
-    return hashlib.sha256(json.dumps(rule).encode()).hexdigest()[:16]
+    """What kept lines were measured with: the model, the probes and the code that measures
+    them (this module and `gateway.retrieval.answering`), so a process running other code
+    measures again; lines kept under another fingerprint are never read."""
+    digest = hashlib.sha256(
+        json.dumps([model or "default", [(probe.topic, probe.text) for probe in probes]]).encode()
+    )
+    for module in (__file__, answering.__file__):
+        digest.update(Path(module).read_bytes() if module else b"")
+    return digest.hexdigest()[:16]
 
 
 def scope_key(fingerprint: str, collection: str, scope: Scope) -> str:
