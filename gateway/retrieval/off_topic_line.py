@@ -184,9 +184,10 @@ class OffTopicLines:
             lambda key: key[1].tenant_id == tenant_id and (kb_id is None or kb_id in key[1].kb_ids)
         )
 
-    def known(self, collection: str, scope: Scope) -> Lines | None:
-        """The Scope's lines if they have been measured; starts nothing."""
-        found = self._lines.get((collection, scope))
+    async def known(self, services: Services, plan: KbPlan) -> Lines | None:
+        """The plan's lines if they have been measured, here or by a process that kept them
+        in the store; starts nothing."""
+        found = self._lines.get((plan.collection, plan.scope)) or await self._kept(services, plan)
         return None if found is None else found.lines
 
     async def _kept(self, services: Services, plan: KbPlan) -> _Measured | None:

@@ -176,7 +176,8 @@ async def knowledge_base_in_force(
 ) -> dict[str, Resolved[Any]]:
     """The KB's settings resolved alone (`knowledge_base_effective`), with an unset
     `score_threshold` shown as the off-topic line the principal's turns use once one of
-    them has measured it for the principal's Scope; never starts a measurement."""
+    them has measured it for the principal's Scope (in this process, or kept in the
+    store); never starts a measurement."""
     effective = knowledge_base_effective(services, kb)
     lines_on = services.config.defaults.off_topic_line
     if not lines_on or effective["score_threshold"].source != "platform":
@@ -186,7 +187,7 @@ async def knowledge_base_in_force(
         workspace.settings if workspace else None, workspace.created_at if workspace else ""
     )
     plan = plan_knowledge_base(services, principal, kb, None, strict.value)
-    lines = services.off_topic_lines.known(plan.collection, plan.scope)
+    lines = await services.off_topic_lines.known(services, plan)
     if lines is None:
         return effective
     line = measured_score_threshold(lines.dense, services.config.bounds)

@@ -232,8 +232,8 @@ async def test_a_restarted_gateway_serves_the_kept_line_from_its_first_turn(
     tmp_path: Path, embedder: Embedder
 ) -> None:
     """Measured lines are kept in the settings store: the next gateway process on the same
-    data dir serves a Scope's line from its first turn and measures nothing; a deleted KB's
-    lines go with it."""
+    data dir shows a KB's line before any turn and serves it from the Scope's first turn,
+    measuring nothing; a deleted KB's lines go with it."""
     async with serving(tmp_path, embedder) as gw:
         tenant = await _tenant(gw, "home", EVERYDAY)
         line, source = await _score_threshold(tenant)
@@ -241,6 +241,12 @@ async def test_a_restarted_gateway_serves_the_kept_line_from_its_first_turn(
         assert line > LINE_LOWEST
     async with serving(tmp_path, embedder) as again:
         restarted = Tenant(again, tenant.org_id, tenant.tenant_id, dict(tenant.keys))
+        shown = await again.client.get("/v1/knowledge-bases/kb", headers=tenant.headers())
+        assert shown.json()["effective"]["score_threshold"] == {
+            **shown.json()["effective"]["score_threshold"],
+            "value": line,
+            "source": "measured",
+        }
         assert await _score_threshold(restarted, settled=False) == (line, "measured")
         await asyncio.sleep(1)  # the recount a kept line is due for: nothing moved
         assert await _measurements(again) == 0.0
