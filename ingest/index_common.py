@@ -21,12 +21,14 @@ from ingest.index import (
     Leg,
     LegKind,
     Passage,
+    QueryResult,
     RankedPoint,
+    RankResult,
     SparseVector,
     StoredPassage,
 )
 from ingest.keyword_scale import bm25_idf
-from ingest.payload import from_payload, ref_from_payload
+from ingest.payload import REF_KEYS, PassagePayload, Scope, from_payload, ref_from_payload
 
 Item = TypeVar("Item")
 
@@ -102,6 +104,49 @@ def hit(point: ScoredPoint) -> Hit:
 
 def ranked_point(point: ScoredPoint) -> RankedPoint:
     return RankedPoint(str(point.id), point.score, ref_from_payload(point.payload or {}))
+
+
+class AdapterReads:
+    """`Index.query`, `rank`, `fetch` and `held_terms`, alike on both engines, over an
+    adapter's two scoped engine calls: `_query_batch` (every leg in one call inside the
+    Scope, the weak dense legs again: `weak_dense_legs`) and `_points`."""
+
+    def _query_batch(
+        self, collection: str, scope: Scope, legs: Sequence[Leg], *, with_payload: bool | list[str]
+    ) -> tuple[Sequence[Sequence[ScoredPoint]], int]:
+        """Each leg's points with the payload keys asked for, and how many legs were searched
+        again."""
+        raise NotImplementedError
+
+    def _points(
+        self, collection: str, scope: Scope, point_ids: Sequence[str], *, terms: bool
+    ) -> Sequence[VectorPoint]:
+        """Those points inside the Scope: with their payloads, or (`terms`) with their
+        sparse vectors only."""
+        raise NotImplementedError
+
+    def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
+        found, _ = self._query_batch(collection, scope, legs, with_payload=True)
+        return QueryResult(legs=tuple(tuple(map(hit, points)) for points in found))
+
+    def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
+        found, exact_checks = self._query_batch(
+            collection, scope, legs, with_payload=list(REF_KEYS)
+        )
+        legs_found = tuple(tuple(map(ranked_point, points)) for points in found)
+        return RankResult(legs=legs_found, exact_checks=exact_checks)
+
+    def fetch(
+        self, collection: str, scope: Scope, point_ids: Sequence[str]
+    ) -> dict[str, PassagePayload]:
+        records = self._points(collection, scope, point_ids, terms=False)
+        return {str(record.id): from_payload(record.payload or {}) for record in records}
+
+    def held_terms(
+        self, collection: str, scope: Scope, point_ids: Sequence[str]
+    ) -> dict[str, HeldTerms]:
+        records = self._points(collection, scope, point_ids, terms=True)
+        return {str(record.id): held_terms_of(record) for record in records}
 
 
 def passage_of(point: VectorPoint) -> Passage:

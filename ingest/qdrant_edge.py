@@ -56,13 +56,10 @@ from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
     SPARSE_VECTOR,
-    HeldTerms,
     IndexUnavailableError,
     Leg,
     LegKind,
     Passage,
-    QueryResult,
-    RankResult,
     StoredPassage,
 )
 from ingest.index import SparseVector as PassageSparse
@@ -70,10 +67,10 @@ from ingest.index_common import (
     ACORN_MAX_SELECTIVITY,
     DENSE_EF,
     SCROLL_PAGE,
+    AdapterReads,
     IdfSearches,
     checked_point_id,
     dense_values,
-    held_terms_of,
     keyword_terms,
     legs_idf,
     passage_of,
@@ -82,16 +79,11 @@ from ingest.index_common import (
     stored_passages,
     weak_dense_legs,
 )
-from ingest.index_common import hit as _hit
-from ingest.index_common import ranked_point as _ranked
 from ingest.payload import (
     PII_ANALYZER_PATH,
-    REF_KEYS,
-    PassagePayload,
     PayloadKey,
     PiiAnalysis,
     Scope,
-    from_payload,
     is_valid_org_id,
     pii_payload,
     to_payload,
@@ -123,7 +115,7 @@ def _scope_filter(
     return Filter(must=[*must, *extra], must_not=list(excluding) or None)
 
 
-class EdgeIndex:
+class EdgeIndex(AdapterReads):
     """Qdrant Edge shards under `data_dir / "qdrant-edge"`, opened on demand and kept open.
 
     Thread-safe; one process per data dir (a shard's WAL is locked while open). Edge's
@@ -173,17 +165,6 @@ class EdgeIndex:
     def document_keywords(self, collection: str) -> bool:
         held = self._existing(collection)
         return held is not None and held.document_keywords
-
-    def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
-        found, _ = self._query_batch(collection, scope, legs, with_payload=True)
-        return QueryResult(legs=tuple(tuple(map(_hit, points)) for points in found))
-
-    def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
-        found, exact_checks = self._query_batch(
-            collection, scope, legs, with_payload=list(REF_KEYS)
-        )
-        legs_found = tuple(tuple(map(_ranked, points)) for points in found)
-        return RankResult(legs=legs_found, exact_checks=exact_checks)
 
     def keyword_idf(
         self, collection: str, scope: Scope, legs: Sequence[Leg]
@@ -240,18 +221,6 @@ class EdgeIndex:
             with_payload=False,
             params=_idf_over(where),
         )
-
-    def fetch(
-        self, collection: str, scope: Scope, point_ids: Sequence[str]
-    ) -> dict[str, PassagePayload]:
-        records = self._points(collection, scope, point_ids, terms=False)
-        return {str(record.id): from_payload(record.payload or {}) for record in records}
-
-    def held_terms(
-        self, collection: str, scope: Scope, point_ids: Sequence[str]
-    ) -> dict[str, HeldTerms]:
-        records = self._points(collection, scope, point_ids, terms=True)
-        return {str(record.id): held_terms_of(record) for record in records}
 
     def _points(
         self, collection: str, scope: Scope, point_ids: Sequence[str], *, terms: bool

@@ -25,29 +25,24 @@ from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
     SPARSE_VECTOR,
-    HeldTerms,
     IncompatibleServerError,
     IndexUnavailableError,
     Leg,
     LegKind,
     Passage,
-    QueryResult,
-    RankResult,
     StoredPassage,
     checked_collection,
     droppable_collection,
 )
 from ingest.index_common import (
     SCROLL_PAGE,
+    AdapterReads,
     IdfSearches,
     checked_point_id,
     dense_values,
-    held_terms_of,
-    hit,
     keyword_terms,
     legs_idf,
     passage_of,
-    ranked_point,
     scroll_all,
     stored_passages,
     weak_dense_legs,
@@ -55,12 +50,9 @@ from ingest.index_common import (
 from ingest.payload import (
     INDEXED_KEYS,
     PII_ANALYZER_PATH,
-    REF_KEYS,
-    PassagePayload,
     PayloadKey,
     PiiAnalysis,
     Scope,
-    from_payload,
     is_valid_org_id,
     pii_payload,
     to_payload,
@@ -111,7 +103,7 @@ class CollectionLayout:
     write_consistency: int = 1
 
 
-class ServerIndex:
+class ServerIndex(AdapterReads):
     """Collections on a Qdrant server (or in qdrant-client local mode)."""
 
     #: A server call waits on the network without the GIL; local mode is Python.
@@ -242,17 +234,6 @@ class ServerIndex:
         known = self._document_keywords[collection] = DOCUMENT_SPARSE_VECTOR in (sparse or {})
         return known
 
-    def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
-        responses, _ = self._query_batch(collection, scope, legs, with_payload=True)
-        return QueryResult(legs=tuple(tuple(map(hit, points)) for points in responses))
-
-    def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
-        found, exact_checks = self._query_batch(
-            collection, scope, legs, with_payload=list(REF_KEYS)
-        )
-        legs_found = tuple(tuple(map(ranked_point, points)) for points in found)
-        return RankResult(legs=legs_found, exact_checks=exact_checks)
-
     def keyword_idf(
         self, collection: str, scope: Scope, legs: Sequence[Leg]
     ) -> tuple[tuple[float, ...], ...]:
@@ -291,18 +272,6 @@ class ServerIndex:
             ]
             responses = self._client.query_batch_points(collection, requests) if requests else []
         return legs_idf(legs, searches.idf([response.points for response in responses]))
-
-    def fetch(
-        self, collection: str, scope: Scope, point_ids: Sequence[str]
-    ) -> dict[str, PassagePayload]:
-        records = self._points(collection, scope, point_ids, terms=False)
-        return {str(record.id): from_payload(record.payload or {}) for record in records}
-
-    def held_terms(
-        self, collection: str, scope: Scope, point_ids: Sequence[str]
-    ) -> dict[str, HeldTerms]:
-        records = self._points(collection, scope, point_ids, terms=True)
-        return {str(record.id): held_terms_of(record) for record in records}
 
     def _points(
         self, collection: str, scope: Scope, point_ids: Sequence[str], *, terms: bool
