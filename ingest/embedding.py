@@ -240,12 +240,36 @@ class FastEmbedder:
         return _combine(dense, sparse)
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
-        # One question per model run: the integer model quantizes a run's activations
-        # with one scale, so a batch-mate (maybe another tenant's question) would shift
-        # a question's vector. Alone is also cheaper: no padding (docs/benchmarks.md).
-        dense = self._dense_vectors(texts, self._query_dense.query_embed, inline=True, batch_size=1)
-        sparse = [_to_sparse(item) for item in self._sparse.query_embed(list(texts))]
-        return _combine(dense, sparse)
+        return _combine(self.query_dense(texts), self.query_sparse(texts))
+
+    def query_sparse(self, texts: Sequence[str]) -> list[SparseVector]:
+        """The questions' BM25 vectors (weights all 1); cheap, in this thread."""
+        return [_to_sparse(item) for item in self._sparse.query_embed(list(texts))]
+
+    def query_dense(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
+        """The questions' dense vectors, in this thread.
+
+        One question per model run: the integer model quantizes a run's activations with
+        one scale, so a batch-mate (maybe another tenant's question) would shift a
+        question's vector. Alone is also cheaper: no padding (docs/benchmarks.md)."""
+        return self._dense_vectors(texts, self._query_dense.query_embed, inline=True, batch_size=1)
+
+    def prepare_questions(self, texts: Sequence[str]) -> PreparedQuestions:
+        """The questions tokenized for `run_questions`, which then holds the GIL only around
+        the model's runs, not before the first."""
+        model = self._query_dense.model
+        if not _plain_text_model(model):
+            return PreparedQuestions(tuple(texts), ())
+        return PreparedQuestions(tuple(texts), tuple(_feed(model, text) for text in texts))
+
+    def run_questions(self, prepared: PreparedQuestions) -> list[tuple[float, ...]]:
+        """`query_dense` of the prepared questions: the same vectors."""
+        if self._closed:
+            raise RuntimeError("the embedder is closed")
+        if not prepared.feeds:
+            return self.query_dense(prepared.texts)
+        model = self._query_dense.model
+        return [_pooled(model, feed) for feed in prepared.feeds]
 
     def embed_document_keywords(self, texts: Sequence[str]) -> list[SparseVector]:
         return [_to_sparse(item) for item in self._document_sparse.passage_embed(list(texts))]
@@ -290,6 +314,55 @@ class FastEmbedder:
         while queued:
             collect(*_done(queued.popleft()))
         return vectors
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedQuestions:
+    """Questions and, where the model allows, their model inputs (one feed per question)."""
+
+    texts: tuple[str, ...]
+    feeds: tuple[dict[str, Any], ...]
+
+
+def _plain_text_model(model: Any) -> bool:
+    """Whether fastembed embeds this model's questions as plain texts (no task or prefix),
+    through the steps `_feed` and `_pooled` repeat."""
+    from fastembed.text.onnx_text_model import OnnxTextModel
+    from fastembed.text.text_embedding_base import TextEmbeddingBase
+
+    plain = type(model).query_embed is TextEmbeddingBase.query_embed
+    return plain and isinstance(model, OnnxTextModel)
+
+
+def _feed(model: Any, text: str) -> dict[str, Any]:
+    """fastembed's `onnx_embed` up to the run, for one text: its model inputs."""
+    import numpy as np
+
+    encoded = model.tokenize([text])
+    ids = np.array([e.ids for e in encoded], dtype=np.int64)
+    mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+    names = {node.name for node in model.model.get_inputs()}
+    feed: dict[str, Any] = {"input_ids": ids}
+    if "attention_mask" in names:
+        feed["attention_mask"] = mask
+    if "token_type_ids" in names:
+        feed["token_type_ids"] = np.zeros_like(ids)
+    return {**model._preprocess_onnx_input(feed), "_mask": mask, "_ids": ids}
+
+
+def _pooled(model: Any, feed: dict[str, Any]) -> tuple[float, ...]:
+    """fastembed's run and post-processing of one prepared text (its private steps; fastembed
+    is pinned below 0.10): the vector `query_embed` gives."""
+    from fastembed.common.onnx_model import OnnxOutputContext
+
+    inputs = {name: value for name, value in feed.items() if not name.startswith("_")}
+    output = model._run_model(inputs, model.ONNX_OUTPUT_NAMES)
+    context = OnnxOutputContext(
+        model_output=output,
+        attention_mask=inputs.get("attention_mask", feed["_mask"]),
+        input_ids=inputs.get("input_ids", feed["_ids"]),
+    )
+    return tuple(next(iter(model._post_process_onnx_output(context))).tolist())
 
 
 def _run_batch(embed: Callable[..., Iterable[Any]], batch: list[str]) -> list[Any]:

@@ -32,27 +32,32 @@ T = TypeVar("T")
 
 def normalised_text(text: str) -> str:
     """NFKC, case folded, whitespace runs as one space, trimmed."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    return " ".join(_normalised_words(text))
 
 
 def normalised_checksum(text: str) -> str:
     """sha256 of the normalised text: equal for copies that differ only in case, spacing
     or Unicode form."""
-    return _checksum(normalised_text(text))
+    return _checksum(_normalised_words(text))
 
 
 def shingles(text: str) -> frozenset[tuple[str, ...]]:
     """Every run of `SHINGLE_WORDS` consecutive words of the normalised text (the whole
     text when it has fewer words)."""
-    return _shingles(normalised_text(text))
+    return _shingles(_normalised_words(text))
 
 
-def _checksum(normal: str) -> str:
-    return hashlib.sha256(normal.encode("utf-8")).hexdigest()
+def _normalised_words(text: str) -> list[str]:
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+    return text.casefold().split()
 
 
-def _shingles(normal: str) -> frozenset[tuple[str, ...]]:
-    words = normal.split()
+def _checksum(words: list[str]) -> str:
+    return hashlib.sha256(" ".join(words).encode("utf-8")).hexdigest()
+
+
+def _shingles(words: list[str]) -> frozenset[tuple[str, ...]]:
     if len(words) <= SHINGLE_WORDS:
         return frozenset({tuple(words)})
     return frozenset(zip(*(words[i:] for i in range(SHINGLE_WORDS)), strict=False))
@@ -82,9 +87,9 @@ def without_copies(
     checksums: set[str] = set()
     kept_shingles: list[frozenset[tuple[str, ...]]] = []
     for candidate in candidates:
-        normal = normalised_text(text_of(candidate))
-        checksum = _checksum(normal)
-        own = _shingles(normal)
+        words = _normalised_words(text_of(candidate))
+        checksum = _checksum(words)
+        own = _shingles(words)
         copy = checksum in checksums or any(near_copies(own, other) for other in kept_shingles)
         if copy and may_drop(candidate):
             continue

@@ -7,7 +7,7 @@ better-ranked passage left out.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from gateway.errors import DependencyUnavailableError
@@ -16,6 +16,7 @@ from gateway.retrieval.diversity import without_copies
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base
 from gateway.retrieval.index_calls import call_index
 from gateway.retrieval.plan import KbPlan
+from gateway.retrieval.query_embedding import PendingEmbeddings
 from gateway.retrieval.versions import newest_versions
 from gateway.runtime.services import Services
 from ingest.embedding import Embedding
@@ -30,6 +31,8 @@ from ingest.index import (
 from ingest.payload import PassagePayload
 
 T = TypeVar("T")
+#: Something of one KB ranked in its Scope (a blocking index call).
+PlanRanking = Callable[["Services", KbPlan, Sequence[Embedding], int], T]
 
 #: Of a KB's keyword weight, the part its whole-document BM25 leg gets (the passage leg
 #: gets the rest): a document's words spread over its passages, which a passage leg alone
@@ -46,13 +49,21 @@ LEG_DEPTH_MIN = 20
 
 
 async def embed_queries(services: Services, tenant_id: str, texts: list[str]) -> list[Embedding]:
-    """Off the event loop, bounded in time: through the tenant's cache, batched with
-    concurrent turns' questions (`gateway.retrieval.query_embedding`)."""
+    """Off the event loop, bounded in time, through the tenant's cache
+    (`gateway.retrieval.query_embedding`)."""
     try:
         async with asyncio.timeout(services.config.embed_timeout_s):
             return await services.query_embeddings.embed(tenant_id, texts)
     except (TimeoutError, RuntimeError, ValueError) as error:
         raise DependencyUnavailableError("embedder") from error
+
+
+def start_embedding(
+    services: Services, tenant_id: str, texts: list[str], *, alone: bool
+) -> PendingEmbeddings:
+    """The question's embeddings through the tenant's cache; a turn running `alone` runs
+    the model in its own thread (`QueryEmbeddings.start`)."""
+    return services.query_embeddings.start(tenant_id, texts, here=alone)
 
 
 async def search_plans(
@@ -63,18 +74,7 @@ async def search_plans(
     leg_limit: int,
 ) -> list[RankedLeg[RankedPoint]]:
     """Rank every KB concurrently; all or nothing (no partial answers across KBs)."""
-
-    async def one(plan: KbPlan) -> list[RankedLeg[RankedPoint]]:
-        timeout_s = services.config.qdrant_timeout_s
-        return await call_index(
-            services.index.holds_the_gil, timeout_s, rank_plan, services, plan, embeddings,
-            leg_limit=leg_limit,
-        )  # fmt: skip
-
-    try:
-        per_kb = await _concurrently([one(plan) for plan in plans])
-    except (TimeoutError, IndexUnavailableError) as error:
-        raise DependencyUnavailableError("index") from error
+    per_kb = await _per_plan(services, plans, _plan_ranked, embeddings, leg_limit)
     return [leg for legs in per_kb for leg in legs]
 
 
@@ -85,12 +85,26 @@ def rank_plan(
     scale when no dense passage reached `score_threshold`: `answers`), newest document
     versions only, each with its channel weight. Blocking: the turn calls it through
     `call_index`, an evaluation on the expensive-work pool."""
-    document_keywords = services.index.document_keywords(plan.collection)
-    legs = legs_for(plan, embeddings, leg_limit, document_keywords=document_keywords)
+    legs = legs_for(plan, embeddings, leg_limit, document_keywords=_documents(services, plan))
+    return _weighed(services, plan, legs, _ranked(services, plan, legs))
+
+
+def _ranked(services: Services, plan: KbPlan, legs: Sequence[Leg]) -> list[list[RankedPoint]]:
+    """Each leg's hits in the KB's Scope: one engine call."""
+    if not legs:
+        return []
     result: RankResult = services.index.rank(plan.collection, plan.scope, legs)
     if result.exact_checks:
         services.telemetry.count("dense_exact_checks", result.exact_checks)
-    hits = _current_only([list(found) for found in result.legs])
+    return [list(found) for found in result.legs]
+
+
+def _weighed(
+    services: Services, plan: KbPlan, legs: Sequence[Leg], found: list[list[RankedPoint]]
+) -> list[RankedLeg[RankedPoint]]:
+    """The KB's ranked legs: newest versions only, nothing unless the KB answers (`answers`),
+    each with its channel weight."""
+    hits = _current_only(found)
     if not answers(services.index, plan, legs, hits):
         hits = [[] for _ in legs]
     weights = leg_weights(plan, legs)
@@ -98,6 +112,131 @@ def rank_plan(
         RankedLeg(plan.kb.kb_id, leg.kind, weights[leg.kind], found)
         for leg, found in zip(legs, hits, strict=True)
     ]
+
+
+async def search_while_embedding(
+    services: Services,
+    plans: Sequence[KbPlan],
+    pending: PendingEmbeddings,
+    *,
+    leg_limit: int,
+    embedded: Callable[[], None] = lambda: None,
+) -> list[RankedLeg[RankedPoint]]:
+    """Every KB's ranked legs, as `search_plans` ranks them for the pending embeddings
+    (`embedded` is called once they are known). When the model is to run in this thread
+    (`pending.here`), the KBs' keyword legs are ranked meanwhile in a worker thread from
+    the BM25 vectors, and the dense legs after."""
+    if not pending.here:
+        embeddings = await _embedded(services, pending)
+        embedded()
+        return await search_plans(services, plans, embeddings, leg_limit=leg_limit)
+    services.telemetry.count("turn_embedded_in_place")
+    sparse = [Embedding((), vector) for vector in pending.sparse]
+    # submitted now: the model's run below holds this thread without yielding to the loop
+    keyword = asyncio.get_running_loop().run_in_executor(
+        None, _every_plan, services, plans, _keyword_ranked, sparse, leg_limit
+    )
+    embeddings = await _embedded(services, pending)
+    early = await _bounded(services, keyword)
+    embedded()
+    late = await _per_plan(services, plans, _dense_ranked, embeddings, leg_limit)
+    legs = [
+        _merged(
+            services,
+            plan,
+            legs_for(plan, embeddings, leg_limit, document_keywords=_documents(services, plan)),
+            keyword_hits,
+            dense_hits,
+        )
+        for plan, keyword_hits, dense_hits in zip(plans, early, late, strict=True)
+    ]
+    return [leg for kb_legs in legs for leg in kb_legs]
+
+
+def _keyword_ranked(
+    services: Services, plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int
+) -> list[list[RankedPoint]]:
+    legs = legs_for(plan, embeddings, leg_limit, document_keywords=_documents(services, plan))
+    return _ranked(services, plan, [leg for leg in legs if leg.kind is not LegKind.DENSE])
+
+
+def _dense_ranked(
+    services: Services, plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int
+) -> list[list[RankedPoint]]:
+    legs = legs_for(plan, embeddings, leg_limit, document_keywords=False)
+    return _ranked(services, plan, [leg for leg in legs if leg.kind is LegKind.DENSE])
+
+
+def _merged(
+    services: Services,
+    plan: KbPlan,
+    legs: Sequence[Leg],
+    keyword: list[list[RankedPoint]],
+    dense: list[list[RankedPoint]],
+) -> list[RankedLeg[RankedPoint]]:
+    """The KB's legs (`legs_for`'s order), each with the hits of the call that ranked it."""
+    calls = {True: iter(dense), False: iter(keyword)}
+    found = [next(calls[leg.kind is LegKind.DENSE]) for leg in legs]
+    return _weighed(services, plan, legs, found)
+
+
+async def _embedded(services: Services, pending: PendingEmbeddings) -> list[Embedding]:
+    """The pending embeddings, bounded in time (`embed_queries`)."""
+    try:
+        async with asyncio.timeout(services.config.embed_timeout_s):
+            return await pending.embeddings()
+    except (TimeoutError, RuntimeError, ValueError) as error:
+        raise DependencyUnavailableError("embedder") from error
+
+
+def _every_plan(
+    services: Services,
+    plans: Sequence[KbPlan],
+    rank: PlanRanking[T],
+    embeddings: Sequence[Embedding],
+    leg_limit: int,
+) -> list[T]:
+    return [rank(services, plan, embeddings, leg_limit) for plan in plans]
+
+
+async def _bounded(services: Services, call: asyncio.Future[T]) -> T:
+    """An index call's result, waited for `qdrant_timeout_s` at most; all or nothing."""
+    try:
+        async with asyncio.timeout(services.config.qdrant_timeout_s):
+            return await call
+    except (TimeoutError, IndexUnavailableError) as error:
+        raise DependencyUnavailableError("index") from error
+
+
+async def _per_plan(
+    services: Services,
+    plans: Sequence[KbPlan],
+    rank: PlanRanking[T],
+    embeddings: Sequence[Embedding],
+    leg_limit: int,
+) -> list[T]:
+    """`rank` for every KB through `call_index`, all or nothing."""
+
+    async def one(plan: KbPlan) -> T:
+        timeout_s = services.config.qdrant_timeout_s
+        return await call_index(
+            services.index.holds_the_gil, timeout_s, rank, services, plan, embeddings, leg_limit
+        )
+
+    try:
+        return await _concurrently([one(plan) for plan in plans])
+    except (TimeoutError, IndexUnavailableError) as error:
+        raise DependencyUnavailableError("index") from error
+
+
+def _plan_ranked(
+    services: Services, plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int
+) -> list[RankedLeg[RankedPoint]]:
+    return rank_plan(services, plan, embeddings, leg_limit=leg_limit)
+
+
+def _documents(services: Services, plan: KbPlan) -> bool:
+    return services.index.document_keywords(plan.collection)
 
 
 async def fetch_chosen(

@@ -8,19 +8,69 @@ Questions not in the cache are embedded one call per turn in the question thread
 model releases the GIL), one fewer than the cores: concurrent turns' questions run side
 by side while the event loop, which runs every turn's index calls, keeps a core rather
 than waiting its turn among model runs (docs/decisions/query-batching.md).
+
+A turn running alone (`TurnsInFlight`) may instead embed its question in its own thread
+while its keyword legs are searched in another: `start(..., here=True)` makes the BM25
+vectors at once and leaves the model's run to `PendingEmbeddings.embeddings`, which then
+blocks the event loop for the run (the model releases the GIL) while nothing else waits
+for it (docs/decisions/search-while-embedding.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
 
-from ingest.embedding import Embedding
+from ingest.embedding import Embedding, PreparedQuestions
+from ingest.index import SparseVector
 from ingest.lru import LruCache
 
 EmbedFn = Callable[[Sequence[str]], list[Embedding]]
+
+
+class QuestionModel(Protocol):
+    """A question's two vectors made apart (`ingest.embedding.FastEmbedder`)."""
+
+    def query_sparse(self, texts: Sequence[str]) -> list[SparseVector]: ...
+
+    def prepare_questions(self, texts: Sequence[str]) -> PreparedQuestions: ...
+
+    def run_questions(self, prepared: PreparedQuestions) -> list[tuple[float, ...]]: ...
+
+
+@dataclass(slots=True)
+class PendingEmbeddings:
+    """A turn's question embeddings on their way. When `here`, `sparse` (every text's BM25
+    vector, in order) is known now and `embeddings()` runs the model in the calling thread;
+    otherwise `embeddings()` waits for the question threads."""
+
+    here: bool
+    sparse: list[SparseVector]
+    _waiting: Awaitable[list[Embedding]]
+
+    async def embeddings(self) -> list[Embedding]:
+        return await self._waiting
+
+
+class TurnsInFlight:
+    """How many retrieval turns this process is running."""
+
+    def __init__(self) -> None:
+        self._count = 0
+
+    @contextmanager
+    def entered(self) -> Iterator[bool]:
+        """Count a turn while inside; yields whether it is the only one."""
+        self._count += 1
+        try:
+            yield self._count == 1
+        finally:
+            self._count -= 1
 
 
 class QueryEmbeddings:
@@ -31,10 +81,15 @@ class QueryEmbeddings:
         embed: EmbedFn,
         cache: LruCache[tuple[str, str], Embedding],
         threads: int | None = None,
+        *,
+        model: QuestionModel | None = None,
     ) -> None:
         """`embed` is a blocking `Embedder.embed_queries`; it runs in `threads` threads of
-        this object's own (None: `question_threads()`). `close` stops them."""
+        this object's own (None: `question_threads()`). `close` stops them. With `model`
+        (the same model's two vectors apart), `start` can leave the model's run to the
+        caller's thread."""
         self._embed = embed
+        self._model = model
         self._cache = cache
         self._threads = ThreadPoolExecutor(
             threads or question_threads(), thread_name_prefix="kbgate-question"
@@ -53,7 +108,44 @@ class QueryEmbeddings:
             return [hit for hit in found if hit is not None]
         loop = asyncio.get_running_loop()
         vectors = await loop.run_in_executor(self._threads, self._embed, missing)
-        fresh = dict(zip(missing, vectors, strict=True))
+        return self._keep(partition, texts, found, dict(zip(missing, vectors, strict=True)))
+
+    def start(
+        self, partition: str, texts: Sequence[str], *, here: bool = False
+    ) -> PendingEmbeddings:
+        """The embeddings of `texts` as `embed` gives them. With `here` (and a model run
+        needed), the BM25 vectors are made now and the model runs in the thread that awaits
+        `embeddings()`; otherwise `embeddings()` is `embed`."""
+        if not here or self._model is None:
+            return PendingEmbeddings(here=False, sparse=[], _waiting=self.embed(partition, texts))
+        found = [self._cache.get((partition, text)) for text in texts]
+        missing = list(dict.fromkeys(t for t, hit in zip(texts, found, strict=True) if hit is None))
+        if not missing:
+            cached = self.embed(partition, texts)
+            return PendingEmbeddings(here=False, sparse=[], _waiting=cached)
+        model = self._model
+        sparse = dict(zip(missing, model.query_sparse(missing), strict=True))
+        prepared = model.prepare_questions(missing)
+
+        async def run() -> list[Embedding]:  # awaited, it runs the model in the awaiting thread
+            vectors = dict(zip(missing, model.run_questions(prepared), strict=True))
+            fresh = {text: Embedding(vectors[text], sparse[text]) for text in missing}
+            return self._keep(partition, texts, found, fresh)
+
+        every = [
+            hit.sparse if hit is not None else sparse[text]
+            for text, hit in zip(texts, found, strict=True)
+        ]
+        return PendingEmbeddings(here=True, sparse=every, _waiting=run())
+
+    def _keep(
+        self,
+        partition: str,
+        texts: Sequence[str],
+        found: list[Embedding | None],
+        fresh: dict[str, Embedding],
+    ) -> list[Embedding]:
+        """Cache the fresh embeddings; all of them in the order of `texts`."""
         for text, embedding in fresh.items():
             self._cache.put((partition, text), embedding)
         return [

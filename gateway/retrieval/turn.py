@@ -1,7 +1,8 @@
 """The retrieval turn, orchestration only.
 
 Principal -> plan (settings through the cache, KB cap, per-KB limits and Scope) -> one
-embedding call -> every KB ranked concurrently, newest document versions only -> fusion
+embedding call -> every KB ranked (its keyword legs while the question is embedded),
+newest document versions only -> fusion
 -> per-KB and overall top_k -> the chosen passages' payloads, copies of better-ranked ones
 replaced by the next -> abstain, or redact, fence, record and answer. The rules live in
 `settings.resolve`, `gateway.retrieval.plan`, `gateway.retrieval.legs`,
@@ -22,7 +23,7 @@ from gateway.admin.workspace import turn_retention
 from gateway.errors import InvalidInputError
 from gateway.retrieval.evidence import EvidenceBlock, fence
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
-from gateway.retrieval.legs import embed_queries, fetch_distinct, search_plans
+from gateway.retrieval.legs import fetch_distinct, search_while_embedding, start_embedding
 from gateway.retrieval.plan import (
     KbPlan,
     TurnContext,
@@ -78,6 +79,19 @@ async def retrieve(
 ) -> TurnResult:
     """Run one retrieval turn for the principal's agent."""
     validate_question(services, question, variations)
+    with services.turns.entered() as alone:
+        return await _retrieve(services, principal, agent_id, question, variations, alone=alone)
+
+
+async def _retrieve(
+    services: Services,
+    principal: Principal,
+    agent_id: str,
+    question: str,
+    variations: Sequence[str],
+    *,
+    alone: bool,
+) -> TurnResult:
     clock = _Stopwatch()
     context = await plan_turn(services, principal, agent_id)
     context.plans = await with_lines(services, context.plans)
@@ -89,10 +103,13 @@ async def retrieve(
     if not context.plans:
         return _abstained(services, turn_id, effective, "no_knowledge_base", {})
     clock.lap("plan")
-    embeddings = await embed_queries(services, principal.tenant_id, [question, *variations])
-    clock.lap("embed")
-    legs = await search_plans(
-        services, context.plans, embeddings, leg_limit=services.config.leg_limit
+    pending = start_embedding(services, principal.tenant_id, [question, *variations], alone=alone)
+    legs = await search_while_embedding(
+        services,
+        context.plans,
+        pending,
+        leg_limit=services.config.leg_limit,
+        embedded=lambda: clock.lap("embed"),
     )
     clock.lap("search")
     fused, _ = fused_and_capped(services, context.plans, legs)

@@ -31,11 +31,11 @@ from gateway.access.ratelimit import (
 )
 from gateway.errors import RateLimitedError
 from gateway.retrieval.off_topic_line import OffTopicLines
-from gateway.retrieval.query_embedding import QueryEmbeddings
+from gateway.retrieval.query_embedding import QueryEmbeddings, TurnsInFlight
 from gateway.runtime.background import BackgroundTasks
 from gateway.runtime.telemetry import Telemetry
 from gateway.safety.redaction import Redactor
-from ingest.embedding import MINILM_MODEL_NAME, Embedder
+from ingest.embedding import MINILM_MODEL_NAME, Embedder, FastEmbedder
 from ingest.index import Index, IndexUnavailableError
 from ingest.lru import LruCache
 from ingest.payload import PiiSpan
@@ -106,6 +106,8 @@ class Services:
     document_locks: KeyedLocks = field(default_factory=KeyedLocks)
     #: work left running by a request (a KB's evaluation), cancelled first at close
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
+    #: retrieval turns running now: a lone turn embeds in its own thread
+    turns: TurnsInFlight = field(default_factory=TurnsInFlight)
     #: each KB Scope's measured dense floor, where no setting gives one
     off_topic_lines: OffTopicLines = field(default_factory=OffTopicLines)
     #: workspaces' PII allow-lists, parsed once per list of entries
@@ -218,7 +220,11 @@ async def build_services(
         ),
         auth_failures=_build_failure_counter(redis, config, telemetry),
         key_usage=KeyUsage(store.record_key_use),
-        query_embeddings=QueryEmbeddings(model.embed_queries, LruCache(config.query_cache_size)),
+        query_embeddings=QueryEmbeddings(
+            model.embed_queries,
+            LruCache(config.query_cache_size),
+            model=model if isinstance(model, FastEmbedder) else None,
+        ),
         analysis_cache=LruCache(config.redaction_cache_size),
         expensive=ExpensiveWork(config.expensive_threads, config.expensive_per_workspace),
         console_sessions=_build_console_sessions(redis),

@@ -83,6 +83,11 @@ def _principal() -> Principal:
     )
 
 
+def _count(services: Services, event: str) -> float:
+    value = services.telemetry.registry.get_sample_value("kbgate_events_total", {"event": event})
+    return value or 0.0
+
+
 def _answer(result: turn.TurnResult) -> list[tuple[str, float, float | None, float | None]]:
     return [
         (c.point_id, round(c.score, 6), c.dense_score, c.keyword_score) for c in result.candidates
@@ -90,13 +95,17 @@ def _answer(result: turn.TurnResult) -> list[tuple[str, float, float | None, flo
 
 
 async def test_concurrent_turns_answer_as_sequential_ones(services: Services) -> None:
-    """Eight turns at once (their questions embedded side by side in worker threads) return
-    the same passages, in the same order, with the same scores as the turns run one by one."""
+    """Eight turns at once (their questions embedded side by side in the question threads)
+    return the same passages, in the same order, with the same scores as the turns run one
+    by one (each alone: its question embedded in its own thread while its keyword legs are
+    ranked in another)."""
     principal = _principal()
+    in_place = _count(services, "turn_embedded_in_place")
     sequential = [
         await turn.retrieve(services, principal, AGENT, question, variations)
         for question, variations in QUESTIONS
     ]
+    assert _count(services, "turn_embedded_in_place") - in_place == len(QUESTIONS)
     concurrent = await asyncio.gather(
         *(
             turn.retrieve(services, principal, AGENT, question, variations)

@@ -258,6 +258,18 @@ def test_a_questions_vector_does_not_depend_on_the_questions_beside_it(
     assert beside[0].dense == pytest.approx(alone.dense, abs=1e-6)
 
 
+def test_prepared_questions_get_the_vectors_of_query_dense(embedder: FastEmbedder) -> None:
+    """Questions tokenized ahead (`prepare_questions`) and run later (`run_questions`) get
+    exactly the vectors `query_dense` gives, with their BM25 vectors from `query_sparse`."""
+    texts = [*FIDELITY_TEXTS[:3], "short", " ".join(CORPUS_WORDS)]
+    prepared = embedder.prepare_questions(texts)
+    assert len(prepared.feeds) == len(texts)
+    assert embedder.run_questions(prepared) == embedder.query_dense(texts)
+    together = embedder.embed_queries(texts)
+    assert [item.sparse for item in together] == embedder.query_sparse(texts)
+    assert [item.dense for item in together] == embedder.query_dense(texts)
+
+
 def test_questions_and_passages_share_one_vector_space_across_sessions(
     embedder: FastEmbedder,
 ) -> None:

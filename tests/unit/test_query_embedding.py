@@ -8,8 +8,9 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from gateway.retrieval.query_embedding import QueryEmbeddings
-from ingest.embedding import Embedding
+from gateway.retrieval.query_embedding import QueryEmbeddings, TurnsInFlight
+from ingest.embedding import Embedding, PreparedQuestions
+from ingest.index import SparseVector
 from ingest.lru import LruCache
 from tests.support.fake_embedder import FakeEmbedder
 
@@ -123,3 +124,74 @@ async def test_the_cache_stays_within_its_bound() -> None:
     assert len(cache) == 2
     await embeddings.embed("t", ["a"])
     assert model.batches == [["a"], ["b"], ["c"], ["a"]]
+
+
+class SplitModel:
+    """A fake model whose question vectors come apart (`QuestionModel`), recording in which
+    thread each dense run happened."""
+
+    def __init__(self) -> None:
+        self._inner = FakeEmbedder()
+        self.dense_threads: list[int] = []
+
+    def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
+        self.dense_threads.append(threading.get_ident())
+        return self._inner.embed_queries(texts)
+
+    def query_sparse(self, texts: Sequence[str]) -> list[SparseVector]:
+        return [embedding.sparse for embedding in self._inner.embed_queries(texts)]
+
+    def prepare_questions(self, texts: Sequence[str]) -> PreparedQuestions:
+        return PreparedQuestions(tuple(texts), ())
+
+    def run_questions(self, prepared: PreparedQuestions) -> list[tuple[float, ...]]:
+        self.dense_threads.append(threading.get_ident())
+        return [embedding.dense for embedding in self._inner.embed_queries(prepared.texts)]
+
+
+async def test_a_lone_turns_question_is_embedded_in_its_own_thread_with_its_bm25_at_once() -> None:
+    """`start(here=True)` gives every text's BM25 vector before any model run, then runs the
+    model in the awaiting thread; the embeddings equal the question threads' and are cached."""
+    model = SplitModel()
+    embeddings = QueryEmbeddings(model.embed_queries, LruCache(16), model=model)
+    await embeddings.embed("t", ["known"])
+    pending = embeddings.start("t", ["new", "known", "new"], here=True)
+    assert pending.here
+    expected = FakeEmbedder().embed_queries(["new", "known", "new"])
+    assert pending.sparse == [embedding.sparse for embedding in expected]
+    assert len(model.dense_threads) == 1  # only "known", earlier, in a question thread
+    assert await pending.embeddings() == expected
+    assert model.dense_threads[1] == threading.get_ident()
+    again = embeddings.start("t", ["new"], here=True)
+    assert not again.here  # cached: nothing to run
+    assert await again.embeddings() == expected[:1]
+    assert len(model.dense_threads) == 2
+    embeddings.close()
+
+
+async def test_a_turn_not_alone_embeds_in_the_question_threads() -> None:
+    """Without `here`, or without a model that splits, `start` embeds as `embed` does."""
+    model = SplitModel()
+    for embeddings, here in (
+        (QueryEmbeddings(model.embed_queries, LruCache(0), model=model), False),
+        (QueryEmbeddings(model.embed_queries, LruCache(0)), True),
+    ):
+        pending = embeddings.start("t", ["question"], here=here)
+        assert not pending.here
+        assert await pending.embeddings() == FakeEmbedder().embed_queries(["question"])
+        assert model.dense_threads[-1] != threading.get_ident()
+        embeddings.close()
+
+
+def test_turns_in_flight_tell_a_lone_turn() -> None:
+    """A turn is alone only while no other is inside; the count falls back when it leaves,
+    also on an error."""
+    turns = TurnsInFlight()
+    with turns.entered() as first:
+        assert first
+        with turns.entered() as second:
+            assert not second
+    with pytest.raises(RuntimeError), turns.entered():
+        raise RuntimeError("turn failed")
+    with turns.entered() as again:
+        assert again
