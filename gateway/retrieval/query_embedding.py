@@ -63,12 +63,17 @@ class TurnsInFlight:
     def __init__(self) -> None:
         self._count = 0
 
+    @property
+    def alone(self) -> bool:
+        """Whether one turn, the caller's own, is running."""
+        return self._count == 1
+
     @contextmanager
-    def entered(self) -> Iterator[bool]:
-        """Count a turn while inside; yields whether it is the only one."""
+    def entered(self) -> Iterator[None]:
+        """Count a turn while inside."""
         self._count += 1
         try:
-            yield self._count == 1
+            yield
         finally:
             self._count -= 1
 

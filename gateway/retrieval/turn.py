@@ -79,8 +79,8 @@ async def retrieve(
 ) -> TurnResult:
     """Run one retrieval turn for the principal's agent."""
     validate_question(services, question, variations)
-    with services.turns.entered() as alone:
-        return await _retrieve(services, principal, agent_id, question, variations, alone=alone)
+    with services.turns.entered():
+        return await _retrieve(services, principal, agent_id, question, variations)
 
 
 async def _retrieve(
@@ -89,8 +89,6 @@ async def _retrieve(
     agent_id: str,
     question: str,
     variations: Sequence[str],
-    *,
-    alone: bool,
 ) -> TurnResult:
     clock = _Stopwatch()
     context = await plan_turn(services, principal, agent_id)
@@ -103,7 +101,8 @@ async def _retrieve(
     if not context.plans:
         return _abstained(services, turn_id, effective, "no_knowledge_base", {})
     clock.lap("plan")
-    pending = start_embedding(services, principal.tenant_id, [question, *variations], alone=alone)
+    asked = [question, *variations]
+    pending = start_embedding(services, principal.tenant_id, asked, alone=services.turns.alone)
     legs = await search_while_embedding(
         services,
         context.plans,

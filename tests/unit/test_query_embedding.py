@@ -184,14 +184,18 @@ async def test_a_turn_not_alone_embeds_in_the_question_threads() -> None:
 
 
 def test_turns_in_flight_tell_a_lone_turn() -> None:
-    """A turn is alone only while no other is inside; the count falls back when it leaves,
-    also on an error."""
+    """A turn is alone only while no other is inside; the count falls back when a turn
+    leaves, also on an error."""
     turns = TurnsInFlight()
-    with turns.entered() as first:
-        assert first
-        with turns.entered() as second:
-            assert not second
+    seen: list[bool] = []
+    with turns.entered():
+        seen.append(turns.alone)
+        with turns.entered():
+            seen.append(turns.alone)
+        seen.append(turns.alone)
     with pytest.raises(RuntimeError), turns.entered():
         raise RuntimeError("turn failed")
-    with turns.entered() as again:
-        assert again
+    seen.append(turns.alone)
+    with turns.entered():
+        seen.append(turns.alone)
+    assert seen == [True, False, True, False, True]
