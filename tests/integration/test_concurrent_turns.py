@@ -22,6 +22,12 @@ from settings.records import Role
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 ORG, TENANT, KB, AGENT = "batch-org", "batch-tenant", "facts", "helper"
+#: a second KB of the agent, in the shared collection: turns rank two KBs
+SECOND_KB = "office"
+SECOND_DOCUMENTS = {
+    "printer": "The printer on the second floor prints badges and parking permits on request.",
+    "holidays": "Public holidays are listed in the staff calendar; leave requests go to HR.",
+}
 
 DOCUMENTS = {
     "leave": "Employees accrue 25 days of paid leave a year. Unused days carry over to March.",
@@ -57,18 +63,27 @@ async def services(tmp_path: Path, embedder: FastEmbedder) -> AsyncIterator[Serv
     await knowledge.put_knowledge_base(
         built, principal, KB, name="Facts", storage="org", settings={"score_threshold": 0.2}
     )
-    await knowledge.put_agent(built, principal, AGENT, [KB], {})
-    for document_id, text in DOCUMENTS.items():
-        await knowledge.put_document(
-            built,
-            principal,
-            KB,
-            document_id,
-            text=text,
-            classification="internal",
-            title=document_id,
-            source="test",
-        )
+    await knowledge.put_knowledge_base(
+        built,
+        principal,
+        SECOND_KB,
+        name="Office",
+        storage="shared",
+        settings={"score_threshold": 0.2},
+    )
+    await knowledge.put_agent(built, principal, AGENT, [KB, SECOND_KB], {})
+    for kb_id, documents in ((KB, DOCUMENTS), (SECOND_KB, SECOND_DOCUMENTS)):
+        for document_id, text in documents.items():
+            await knowledge.put_document(
+                built,
+                principal,
+                kb_id,
+                document_id,
+                text=text,
+                classification="internal",
+                title=document_id,
+                source="test",
+            )
     yield built
     await built.close()
 
@@ -95,10 +110,10 @@ def _answer(result: turn.TurnResult) -> list[tuple[str, float, float | None, flo
 
 
 async def test_concurrent_turns_answer_as_sequential_ones(services: Services) -> None:
-    """Eight turns at once (their questions embedded side by side in the question threads)
-    return the same passages, in the same order, with the same scores as the turns run one
-    by one (each alone: its question embedded in its own thread while its keyword legs are
-    ranked in another)."""
+    """Eight turns at once over two KBs (their questions embedded side by side in the
+    question threads) return the same passages, in the same order, with the same scores as
+    the turns run one by one (each alone: its question embedded in its own thread while its
+    KBs' keyword legs are ranked in another)."""
     principal = _principal()
     in_place = _count(services, "turn_embedded_in_place")
     sequential = [
