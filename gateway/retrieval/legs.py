@@ -134,7 +134,7 @@ async def search_while_embedding(
     sparse = [Embedding((), vector) for vector in pending.sparse]
     # submitted now: the model's run below holds this thread without yielding to the loop
     keyword = asyncio.get_running_loop().run_in_executor(
-        None, _every_plan, services, plans, _keyword_ranked, sparse, leg_limit
+        None, lambda: [_keyword_ranked(services, plan, sparse, leg_limit) for plan in plans]
     )
     embeddings = await _embedded(services, pending)
     early = await _bounded(services, keyword)
@@ -187,16 +187,6 @@ async def _embedded(services: Services, pending: PendingEmbeddings) -> list[Embe
             return await pending.embeddings()
     except (TimeoutError, RuntimeError, ValueError) as error:
         raise DependencyUnavailableError("embedder") from error
-
-
-def _every_plan(
-    services: Services,
-    plans: Sequence[KbPlan],
-    rank: PlanRanking[T],
-    embeddings: Sequence[Embedding],
-    leg_limit: int,
-) -> list[T]:
-    return [rank(services, plan, embeddings, leg_limit) for plan in plans]
 
 
 async def _bounded(services: Services, call: asyncio.Future[T]) -> T:

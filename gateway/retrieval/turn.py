@@ -80,16 +80,13 @@ async def retrieve(
     """Run one retrieval turn for the principal's agent."""
     validate_question(services, question, variations)
     with services.turns.entered():
-        return await _retrieve(services, principal, agent_id, question, variations)
+        return await _retrieve(services, principal, agent_id, [question, *variations])
 
 
 async def _retrieve(
-    services: Services,
-    principal: Principal,
-    agent_id: str,
-    question: str,
-    variations: Sequence[str],
+    services: Services, principal: Principal, agent_id: str, asked: list[str]
 ) -> TurnResult:
+    """The turn for the question and its variations (`asked`), counted in `services.turns`."""
     clock = _Stopwatch()
     context = await plan_turn(services, principal, agent_id)
     context.plans = await with_lines(services, context.plans)
@@ -101,7 +98,6 @@ async def _retrieve(
     if not context.plans:
         return _abstained(services, turn_id, effective, "no_knowledge_base", {})
     clock.lap("plan")
-    asked = [question, *variations]
     pending = start_embedding(services, principal.tenant_id, asked, alone=services.turns.alone)
     legs = await search_while_embedding(
         services,
