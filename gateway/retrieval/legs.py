@@ -58,14 +58,6 @@ async def embed_queries(services: Services, tenant_id: str, texts: list[str]) ->
         raise DependencyUnavailableError("embedder") from error
 
 
-def start_embedding(
-    services: Services, tenant_id: str, texts: list[str], *, alone: bool
-) -> PendingEmbeddings:
-    """The question's embeddings through the tenant's cache; a turn running `alone` runs
-    the model in its own thread (`QueryEmbeddings.start`)."""
-    return services.query_embeddings.start(tenant_id, texts, here=alone)
-
-
 async def search_plans(
     services: Services,
     plans: Sequence[KbPlan],
@@ -141,14 +133,8 @@ async def search_while_embedding(
     embedded()
     late = await _per_plan(services, plans, _dense_ranked, embeddings, leg_limit)
     legs = [
-        _merged(
-            services,
-            plan,
-            legs_for(plan, embeddings, leg_limit, document_keywords=_documents(services, plan)),
-            keyword_hits,
-            dense_hits,
-        )
-        for plan, keyword_hits, dense_hits in zip(plans, early, late, strict=True)
+        _merged(services, plan, kb_legs, keyword_hits, dense_hits)
+        for plan, keyword_hits, (kb_legs, dense_hits) in zip(plans, early, late, strict=True)
     ]
     return [leg for kb_legs in legs for leg in kb_legs]
 
@@ -162,9 +148,10 @@ def _keyword_ranked(
 
 def _dense_ranked(
     services: Services, plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int
-) -> list[list[RankedPoint]]:
-    legs = legs_for(plan, embeddings, leg_limit, document_keywords=False)
-    return _ranked(services, plan, [leg for leg in legs if leg.kind is LegKind.DENSE])
+) -> tuple[list[Leg], list[list[RankedPoint]]]:
+    """All the KB's legs (`legs_for`'s order) and the hits of its dense ones."""
+    legs = legs_for(plan, embeddings, leg_limit, document_keywords=_documents(services, plan))
+    return legs, _ranked(services, plan, [leg for leg in legs if leg.kind is LegKind.DENSE])
 
 
 def _merged(

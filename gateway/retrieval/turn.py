@@ -23,7 +23,7 @@ from gateway.admin.workspace import turn_retention
 from gateway.errors import InvalidInputError
 from gateway.retrieval.evidence import EvidenceBlock, fence
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
-from gateway.retrieval.legs import fetch_distinct, search_while_embedding, start_embedding
+from gateway.retrieval.legs import fetch_distinct, search_while_embedding
 from gateway.retrieval.plan import (
     KbPlan,
     TurnContext,
@@ -98,7 +98,8 @@ async def _retrieve(
     if not context.plans:
         return _abstained(services, turn_id, effective, "no_knowledge_base", {})
     clock.lap("plan")
-    pending = start_embedding(services, principal.tenant_id, asked, alone=services.turns.alone)
+    # a lone turn runs the model in this thread, its keyword legs searched meanwhile
+    pending = services.query_embeddings.start(principal.tenant_id, asked, here=services.turns.alone)
     legs = await search_while_embedding(
         services,
         context.plans,
