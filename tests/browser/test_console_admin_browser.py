@@ -88,8 +88,8 @@ def test_sign_in_create_a_kb_upload_two_files_and_ask_a_question(page: Page, sit
     expect(page.locator("#abstention")).to_contain_text("Abstained:")
     expect(page.locator("#result h2")).to_have_text("Abstained")
     expect(page.locator("p.notice")).to_have_count(0)
-    background = page.locator("#abstention").evaluate("e => getComputedStyle(e).backgroundColor")
-    assert background == "rgb(253, 240, 220)"  # the amber outcome box, not the green notice
+    # the amber outcome box, not the green notice; retried until the stylesheet has applied
+    expect(page.locator("#abstention")).to_have_css("background-color", "rgb(253, 240, 220)")
     shot(page, "11-abstained")
 
     page.once("dialog", lambda dialog: dialog.accept())
