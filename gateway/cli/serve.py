@@ -53,8 +53,7 @@ def run_serve(args: argparse.Namespace) -> int:
             "kbgate: generated the platform key (shown once; set KBGATE_PLATFORM_KEY to choose "
             f"your own):\n  {generated}"
         )
-    say(f"kbgate: serving on http://{config.host}:{config.port} (API schema at /schema)")
-    say(f"kbgate: admin console at http://{config.host}:{config.port}/console")
+    say("kbgate: starting (loading the models and opening the indexes)")
     drain = Drain()
     server_config = uvicorn.Config(
         create_app(config, drain=drain),
@@ -67,11 +66,18 @@ def run_serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=1,  # after the drain: idle connections only
     )
     try:
-        GracefulServer(server_config, drain, config.shutdown_timeout_s).run()
+        GracefulServer(
+            server_config, drain, config.shutdown_timeout_s, on_listening=lambda: _listening(config)
+        ).run()
     finally:
         if data_dir_lock is not None:
             data_dir_lock.release()
     return 0
+
+
+def _listening(config: Config) -> None:
+    say(f"kbgate: serving on http://{config.host}:{config.port} (API schema at /schema)")
+    say(f"kbgate: admin console at http://{config.host}:{config.port}/console")
 
 
 async def _ensure_platform_key(config: Config) -> str | None:

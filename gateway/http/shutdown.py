@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import time
+from collections.abc import Callable
 from types import FrameType
 
 import uvicorn
@@ -79,13 +81,26 @@ async def _refuse(send: Send) -> None:
 
 
 class GracefulServer(uvicorn.Server):
-    """uvicorn's server, draining for up to `timeout_s` before it stops."""
+    """uvicorn's server, draining for up to `timeout_s` before it stops; `on_listening`
+    runs once the app has started and the socket accepts connections."""
 
-    def __init__(self, config: uvicorn.Config, drain: Drain, timeout_s: float) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        drain: Drain,
+        timeout_s: float,
+        on_listening: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self._drain = drain
         self._timeout_s = timeout_s
         self._deadline: float | None = None
+        self._on_listening = on_listening
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and not self.should_exit and self._on_listening is not None:
+            self._on_listening()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._deadline is None and sig in (signal.SIGTERM, signal.SIGINT):

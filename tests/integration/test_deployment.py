@@ -108,6 +108,36 @@ def test_serve_starts_on_a_supported_qdrant_server(
     assert ready["dependencies"]["index"] == {"status": "up", "engine": "qdrant-server"}
 
 
+def test_serve_prints_its_url_only_once_the_url_answers(tmp_path: Path, model_dir: Path) -> None:
+    """`kbgate serve` says it is starting at once, and prints "serving on <url>" only when
+    that URL already answers: a newcomer who pastes the next command on seeing it is not
+    refused."""
+    port = free_port()
+    process = subprocess.Popen(  # noqa: S603 — our own console script, fixed arguments
+        [str(KBGATE), "serve"],
+        env=_env(tmp_path / "data", port, model_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if "serving on" in line:
+                response = httpx.get(f"http://127.0.0.1:{port}/health/live", timeout=5)
+                assert response.status_code == 200
+                break
+        else:
+            raise AssertionError(f"no 'serving on' line: {lines}")
+        assert "starting" in lines[0]
+        assert f"http://127.0.0.1:{port}" in lines[-1]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 def test_a_server_reached_only_later_is_checked_before_use() -> None:
     """A server that does not answer at connect time is checked by the first call that
     reaches it: a too-old one makes that call, and every later one, fail as unavailable
