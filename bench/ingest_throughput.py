@@ -78,13 +78,15 @@ def raw_embedder(
 ) -> list[dict[str, Any]]:
     """Passages/s of the embedder alone in each of `RAW_CONFIGS`, on the same passages; the
     configurations take turns `rounds` times (the median is kept), so each sees the same
-    share of a machine whose load changes."""
+    share of a machine whose load changes. The passages are spread evenly over all the
+    documents the HTTP path writes, so both see texts of the same lengths."""
     params = ChunkingParams()
-    texts = [
+    every = [
         embedding_input(doc.title, passage)
         for doc in docs
         for passage in chunk_text(doc.text, params)
-    ][:passages]
+    ]
+    texts = every[:: max(1, len(every) // passages)][:passages]
     embedders = {
         config: build_embedder(model_dir, None, config[1], config[2], workers=config[0])
         for config in RAW_CONFIGS
