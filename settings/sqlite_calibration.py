@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from settings.golden import (
@@ -23,6 +22,7 @@ from settings.golden import (
     MeasuredLines,
 )
 from settings.records import SettingChange
+from settings.sqlite_connection import transaction
 from settings.store_rules import RecordDecoder, encode, no_workspace
 
 T = TypeVar("T")
@@ -58,19 +58,6 @@ CREATE TABLE IF NOT EXISTS evaluation_leases (
 """
 
 
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.rollback()
-        raise
-
-
 class SqliteCalibration:
     """Golden sets and evaluations on the store's connection (see the module docstring)."""
 
@@ -84,7 +71,7 @@ class SqliteCalibration:
         """Create or replace the KB's golden set. NotFoundError if the workspace is unknown."""
 
         def work(conn: sqlite3.Connection) -> None:
-            with _transaction(conn):
+            with transaction(conn):
                 if not _workspace_exists(conn, golden.tenant_id):
                     raise no_workspace(golden.tenant_id)
                 conn.execute(
@@ -111,7 +98,7 @@ class SqliteCalibration:
 
         def work(conn: sqlite3.Connection) -> str | None:
             now = time.time()
-            with _transaction(conn):
+            with transaction(conn):
                 if not _workspace_exists(conn, tenant_id):
                     raise no_workspace(tenant_id)
                 holder = conn.execute(
@@ -147,7 +134,7 @@ class SqliteCalibration:
         running = evaluation.status is EvaluationStatus.RUNNING
 
         def work(conn: sqlite3.Connection) -> bool:
-            with _transaction(conn):
+            with transaction(conn):
                 updated = conn.execute(
                     "UPDATE evaluations SET record = ? WHERE tenant_id = ? AND evaluation_id = ?",
                     (_text(evaluation), tenant_id, evaluation_id),
@@ -195,7 +182,7 @@ class SqliteCalibration:
         params: tuple[str, ...] = (tenant_id,) if kb_id is None else (tenant_id, kb_id)
 
         def work(conn: sqlite3.Connection) -> int:
-            with _transaction(conn):
+            with transaction(conn):
                 ids = f"SELECT evaluation_id FROM evaluations WHERE {where}"  # noqa: S608 — fixed clauses
                 leases = f"DELETE FROM evaluation_leases WHERE evaluation_id IN ({ids})"  # noqa: S608 — fixed clauses
                 conn.execute(leases + " AND tenant_id = ?", (*params, tenant_id))
@@ -210,7 +197,7 @@ class SqliteCalibration:
         """Keep the KB's lines for their Scope; nothing when the workspace is unknown."""
 
         def work(conn: sqlite3.Connection) -> None:
-            with _transaction(conn):
+            with transaction(conn):
                 if _workspace_exists(conn, lines.tenant_id):
                     conn.execute(
                         "INSERT OR REPLACE INTO measured_lines (tenant_id, kb_id, scope, record) "
@@ -238,7 +225,7 @@ class SqliteCalibration:
         """Append changes stored elsewhere to the workspace's settings history."""
 
         def work(conn: sqlite3.Connection) -> None:
-            with _transaction(conn):
+            with transaction(conn):
                 conn.executemany(
                     "INSERT INTO settings_history (tenant_id, record) VALUES (?, ?)",
                     [(tenant_id, encode(change).decode()) for change in changes],

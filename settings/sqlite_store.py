@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,7 +29,7 @@ from settings.records import (
     Workspace,
 )
 from settings.sqlite_calibration import SqliteCalibration
-from settings.sqlite_connection import SerialConnection, connect
+from settings.sqlite_connection import SerialConnection, connect, transaction
 from settings.sqlite_schema import SCHEMA, SCHEMA_VERSION
 from settings.sqlite_turns import SqliteTurns
 from settings.sqlite_upkeep import SqliteUpkeep
@@ -54,19 +53,6 @@ T = TypeVar("T")
 
 def _encode(record: msgspec.Struct) -> str:
     return encode(record).decode()
-
-
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.rollback()
-        raise
 
 
 class SqliteStore(SqliteUpkeep, SqliteCalibration):
@@ -123,7 +109,7 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
         """AlreadyExistsError if the tenant id is taken in any org; NotFoundError if no org."""
 
         def work(conn: sqlite3.Connection) -> None:
-            with _transaction(conn):
+            with transaction(conn):
                 if not _exists(conn, "SELECT 1 FROM orgs WHERE org_id = ?", workspace.org_id):
                     raise no_org(workspace.org_id)
                 try:
@@ -165,7 +151,7 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
         """Set the org's state to `deleting` (None: no such org)."""
 
         def work(conn: sqlite3.Connection) -> Org | None:
-            with _transaction(conn):
+            with transaction(conn):
                 row = conn.execute("SELECT record FROM orgs WHERE org_id = ?", (org_id,)).fetchone()
                 found = self._decode.one_or_none(Org, _record(row))
                 if found is None:
@@ -182,7 +168,7 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
         """Set the workspace's state to `deleting` (None: no such workspace)."""
 
         def work(conn: sqlite3.Connection) -> Workspace | None:
-            with _transaction(conn):
+            with transaction(conn):
                 found = self._read_workspace(conn, tenant_id)
                 if found is None:
                     return None
@@ -199,7 +185,7 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
         """Remove the workspace, its history, KBs, agents and held-back counters at once."""
 
         def work(conn: sqlite3.Connection) -> bool:
-            with _transaction(conn):
+            with transaction(conn):
                 for table in (
                     "settings_history",
                     "admin_history",
@@ -217,7 +203,7 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
         """Remove the org record; NotEmptyError while it has a workspace."""
 
         def work(conn: sqlite3.Connection) -> bool:
-            with _transaction(conn):
+            with transaction(conn):
                 if _exists(conn, "SELECT 1 FROM workspaces WHERE org_id = ?", org_id):
                     raise org_not_empty(org_id)
                 return conn.execute("DELETE FROM orgs WHERE org_id = ?", (org_id,)).rowcount > 0
@@ -230,7 +216,7 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
         """Apply changes and record one SettingChange per changed key, in one transaction."""
 
         def work(conn: sqlite3.Connection) -> Workspace:
-            with _transaction(conn):
+            with transaction(conn):
                 updated, history = changed_workspace(
                     self._read_workspace(conn, tenant_id), tenant_id, changes, key_id=key_id, at=at
                 )
@@ -339,7 +325,7 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
         """Remove the KB record and its held-back counter; False when there was none."""
 
         def work(conn: sqlite3.Connection) -> bool:
-            with _transaction(conn):
+            with transaction(conn):
                 conn.execute(
                     "DELETE FROM held_back WHERE tenant_id = ? AND kb_id = ?", (tenant_id, kb_id)
                 )
@@ -386,7 +372,7 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
         transaction."""
 
         def work(conn: sqlite3.Connection) -> None:
-            with _transaction(conn):
+            with transaction(conn):
                 try:
                     conn.execute(
                         "INSERT INTO api_keys (key_id, key_hash, record) VALUES (?, ?, ?)",
@@ -422,7 +408,7 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
         """Delete the key and its use record and append `event`, in one transaction."""
 
         def work(conn: sqlite3.Connection) -> ApiKey | None:
-            with _transaction(conn):
+            with transaction(conn):
                 row = conn.execute(
                     "DELETE FROM api_keys WHERE key_id = ? RETURNING record", (key_id,)
                 ).fetchone()
@@ -542,7 +528,7 @@ def _put_scoped(
     record_id: str,
     record: msgspec.Struct,
 ) -> bool:
-    with _transaction(conn):
+    with transaction(conn):
         if not _exists(conn, "SELECT 1 FROM workspaces WHERE tenant_id = ?", tenant_id):
             raise no_workspace(tenant_id)
         created = not _exists(
