@@ -46,7 +46,7 @@ from ingest.index import (
     is_collection_name,
 )
 from ingest.index_common import GRAPH_M
-from ingest.payload import INDEXED_KEYS, TENANT_KEY
+from ingest.payload import INDEXED_KEYS, TENANT_KEY, PayloadKey
 
 if TYPE_CHECKING:
     from qdrant_edge import PayloadIndexInfo
@@ -430,9 +430,12 @@ def _graphs(full_scan_threshold_kb: int) -> HnswIndexConfig:
 
 def _keyword_index(key: str) -> KeywordIndexParams:
     """The tenant key groups each tenant's points together and carries the graph links;
-    the Scope's other keys only filter."""
+    the Scope's other keys only filter. The document key is read from disk as needed:
+    only a document's own operations filter on it, never a search, and loading it whole
+    was a third of a shard's load (docs/decisions/edge-index-builds.md)."""
     tenant = key == TENANT_KEY
-    return KeywordIndexParams(is_tenant=tenant, enable_hnsw=tenant)
+    memory = Memory.Cold if key == PayloadKey.DOCUMENT_ID else None
+    return KeywordIndexParams(is_tenant=tenant, enable_hnsw=tenant, memory=memory)
 
 
 def _index_as_wanted(info: PayloadIndexInfo | None, key: str) -> bool:
@@ -444,6 +447,7 @@ def _index_as_wanted(info: PayloadIndexInfo | None, key: str) -> bool:
         isinstance(params, KeywordIndexParams)
         and params.is_tenant is wanted.is_tenant
         and (params.enable_hnsw is not False) is wanted.enable_hnsw
+        and params.memory == wanted.memory
     )
 
 

@@ -73,10 +73,14 @@ def parse_version(version: str) -> tuple[int, ...]:
 
 def keyword_index(key: str) -> models.KeywordIndexParams:
     """The tenant key groups each tenant's points and carries the graph links; the Scope's
-    other keys only filter."""
+    other keys only filter. The document key stays on disk: only a document's own
+    operations filter on it, never a search (as on Qdrant Edge)."""
     tenant = key == TENANT_KEY
     return models.KeywordIndexParams(
-        type=models.KeywordIndexType.KEYWORD, is_tenant=tenant, enable_hnsw=tenant
+        type=models.KeywordIndexType.KEYWORD,
+        is_tenant=tenant,
+        enable_hnsw=tenant,
+        on_disk=key == PayloadKey.DOCUMENT_ID,
     )
 
 
@@ -89,6 +93,7 @@ def index_as_wanted(info: models.PayloadIndexInfo | None, key: str) -> bool:
         isinstance(params, models.KeywordIndexParams)
         and bool(params.is_tenant) is wanted.is_tenant
         and (params.enable_hnsw is not False) is wanted.enable_hnsw
+        and bool(params.on_disk) is wanted.on_disk
     )
 
 

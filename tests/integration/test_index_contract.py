@@ -30,11 +30,13 @@ from qdrant_edge import (
     EdgeSparseVectorParams,
     EdgeVectorParams,
     KeywordIndexParams,
+    Memory,
     Modifier,
     Query,
     QueryBatchRequest,
     QueryRequest,
     SearchParams,
+    UpdateOperation,
 )
 from testcontainers.community.qdrant import QdrantContainer
 
@@ -57,6 +59,7 @@ from ingest.payload import (
     TENANT_KEY,
     Classification,
     PassagePayload,
+    PayloadKey,
     PiiAnalysis,
     PiiSpan,
     Scope,
@@ -179,13 +182,21 @@ def ids_of(passages: Sequence[Passage]) -> set[str]:
 # --- engines ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class IndexKind:
+    """What a payload index is: the tenant key's, and read from disk as needed."""
+
+    tenant: bool
+    on_disk: bool
+
+
 @dataclass
 class Engine:
     """An Index under test, plus a way to read its payload indexes (None: not inspectable)."""
 
     name: str
     index: Index
-    payload_indexes: Callable[[str], dict[str, bool]] | None
+    payload_indexes: Callable[[str], dict[str, IndexKind]] | None
 
 
 @pytest.fixture(scope="module")
@@ -195,8 +206,8 @@ def qdrant_url() -> Iterator[str]:
         yield f"http://{container.rest_host_address}"
 
 
-def _edge_indexes(index: EdgeIndex, root: Path) -> Callable[[str], dict[str, bool]]:
-    def read(collection: str) -> dict[str, bool]:
+def _edge_indexes(index: EdgeIndex, root: Path) -> Callable[[str], dict[str, IndexKind]]:
+    def read(collection: str) -> dict[str, IndexKind]:
         index.close()  # one EdgeShard per directory: release it to read it
         shard = EdgeShard.load(str(root / EDGE_DIR / collection))
         try:
@@ -204,22 +215,28 @@ def _edge_indexes(index: EdgeIndex, root: Path) -> Callable[[str], dict[str, boo
         finally:
             shard.close()
         return {
-            key: isinstance(info.params, KeywordIndexParams) and bool(info.params.is_tenant)
+            key: IndexKind(
+                tenant=bool(info.params.is_tenant), on_disk=info.params.memory == Memory.Cold
+            )
             for key, info in schema.items()
+            if isinstance(info.params, KeywordIndexParams)
         }
 
     return read
 
 
-def _server_indexes(url: str) -> Callable[[str], dict[str, bool]]:
-    def read(collection: str) -> dict[str, bool]:
+def _server_indexes(url: str) -> Callable[[str], dict[str, IndexKind]]:
+    def read(collection: str) -> dict[str, IndexKind]:
         client = QdrantClient(url=url, check_compatibility=False)
         try:
             schema = client.get_collection(collection).payload_schema
         finally:
             client.close()
         return {
-            key: bool(getattr(info.params, "is_tenant", False) or False)
+            key: IndexKind(
+                tenant=bool(getattr(info.params, "is_tenant", False)),
+                on_disk=bool(getattr(info.params, "on_disk", False)),
+            )
             for key, info in schema.items()
         }
 
@@ -259,7 +276,7 @@ def test_ensure_collection_is_idempotent_and_indexes_payload(
     engine: Engine, collection: str
 ) -> None:
     """Creating a collection twice is fine; it starts empty with the five keyword indexes,
-    `tenantId` marked as the tenant key."""
+    `tenantId` marked as the tenant key and `documentId` kept on disk."""
     engine.index.ensure_collection(collection)
     engine.index.ensure_collection(collection)
     assert engine.index.count(collection, scope()) == 0
@@ -267,7 +284,35 @@ def test_ensure_collection_is_idempotent_and_indexes_payload(
         pytest.skip(f"{engine.name} does not keep payload indexes")
     indexes = engine.payload_indexes(collection)
     assert set(indexes) == {str(key) for key in INDEXED_KEYS}
-    assert indexes == {str(key): key == TENANT_KEY for key in INDEXED_KEYS}
+    assert indexes == {
+        str(key): IndexKind(tenant=key == TENANT_KEY, on_disk=key == PayloadKey.DOCUMENT_ID)
+        for key in INDEXED_KEYS
+    }
+
+
+def test_an_edge_shard_made_with_its_document_index_in_memory_gets_it_on_disk(
+    tmp_path: Path, collection: str
+) -> None:
+    """A shard whose `documentId` index was built in memory (before that index moved to
+    disk) has it made again on disk when next opened, its points unchanged."""
+    edge = EdgeIndex(tmp_path, dense_dim=DIM)
+    edge.upsert(collection, [passage(idx=k, dense=tilted(k), terms=(1,)) for k in range(3)])
+    edge.close()
+    shard = EdgeShard.load(str(tmp_path / EDGE_DIR / collection))
+    in_memory = KeywordIndexParams(is_tenant=False, enable_hnsw=False)
+    shard.update(UpdateOperation.delete_field_index(PayloadKey.DOCUMENT_ID))
+    shard.update(UpdateOperation.create_field_index(PayloadKey.DOCUMENT_ID, in_memory))
+    shard.flush()
+    shard.close()
+    assert _edge_indexes(edge, tmp_path)(collection)[PayloadKey.DOCUMENT_ID] == IndexKind(
+        tenant=False, on_disk=False
+    )
+
+    reopened = EdgeIndex(tmp_path, dense_dim=DIM)
+    assert reopened.count(collection, scope()) == 3
+    assert _edge_indexes(reopened, tmp_path)(collection)[PayloadKey.DOCUMENT_ID] == IndexKind(
+        tenant=False, on_disk=True
+    )
 
 
 def test_query_runs_every_leg_with_its_own_limit_and_floor(index: Index, collection: str) -> None:
