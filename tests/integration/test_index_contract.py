@@ -52,7 +52,7 @@ from ingest.index import (
     SparseVector,
     org_collection,
 )
-from ingest.index_common import EXACT_CHECK_BELOW, IDF_COUNT_LIMIT
+from ingest.index_common import EXACT_CHECK_BELOW, IDF_COUNT_LIMIT, SCROLL_PAGE
 from ingest.keyword_scale import bm25_idf
 from ingest.payload import (
     INDEXED_KEYS,
@@ -575,8 +575,9 @@ def test_scroll_document_is_ordered_scoped_and_paginated(index: Index, collectio
 
 
 def test_document_ids_are_scoped(index: Index, collection: str) -> None:
-    """Distinct document ids come from the scope only, each once, however many there are."""
-    many = {f"doc{n:03}" for n in range(120)}
+    """Distinct document ids come from the scope only, each once, however many there are
+    (more than a scroll page: `SCROLL_PAGE`)."""
+    many = {f"doc{n:03}" for n in range(SCROLL_PAGE + 44)}
     index.upsert(
         collection,
         [
