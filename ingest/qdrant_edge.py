@@ -97,6 +97,10 @@ EDGE_DIR = "qdrant-edge"
 _EDGE_CONFIG_FILE = "edge_config.json"
 
 
+#: Points a Scope's deletion removes per Edge call.
+DELETE_PAGE = 1024
+
+
 def _scope_filter(
     scope: Scope, *extra: ConditionType, excluding: Sequence[ConditionType] = ()
 ) -> Filter:
@@ -302,7 +306,24 @@ class EdgeIndex(AdapterReads):
         return self._delete(collection, _scope_filter(scope, _document(document_id)))
 
     def delete_scope(self, collection: str, scope: Scope) -> int:
-        return self._delete(collection, _scope_filter(scope))
+        # Page by page, as `document_ids` reads: one delete over a workspace's Scope held
+        # the GIL, and every turn, for as long as all the pages together.
+        where = _scope_filter(scope)
+        deleted = 0
+        while True:
+            with self._writing(collection) as held:
+                if held is None:
+                    return deleted
+                page, _ = held.shard.scroll(
+                    ScrollRequest(limit=DELETE_PAGE, filter=where, with_payload=False)
+                )
+                if not page:
+                    if deleted:
+                        held.shard.flush()  # the deletion is durable before it is answered
+                    return deleted
+                ids = [record.id for record in page]
+                held.update(UpdateOperation.delete_points(ids), durable=False)
+            deleted += len(page)
 
     def passages_page(
         self, collection: str, scope: Scope, offset: str | None, limit: int

@@ -67,6 +67,7 @@ from ingest.payload import (
     to_payload,
 )
 from ingest.qdrant_edge import _FILTERED_DENSE as _EDGE_GRAPH_SEARCH
+from ingest.qdrant_edge import DELETE_PAGE as EDGE_DELETE_PAGE
 from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from ingest.qdrant_edge import _scope_filter as _edge_scope_filter
 from ingest.qdrant_server import ServerIndex
@@ -644,6 +645,20 @@ def test_delete_scope_removes_exactly_the_scope(index: Index, collection: str) -
     assert index.count(collection, scope("t2")) == 1
     assert index.count(collection, scope(kbs=("kb2",))) == 1
     assert index.delete_scope(org_collection("never-created"), scope()) == 0
+
+
+def test_delete_scope_removes_a_scope_larger_than_an_edge_page(
+    index: Index, collection: str
+) -> None:
+    """A Scope of more points than Qdrant Edge deletes in one call goes whole, and
+    another tenant's points stay."""
+    mine = [passage(doc=f"doc{i}", terms=(1,)) for i in range(EDGE_DELETE_PAGE + 37)]
+    index.upsert(collection, [*mine, passage(tenant="t2", doc="doc0")])
+
+    assert index.delete_scope(collection, scope()) == len(mine)
+
+    assert index.count(collection, scope()) == 0
+    assert index.count(collection, scope("t2")) == 1
 
 
 def test_backfill_org_sets_org_inside_the_scope_only(index: Index, collection: str) -> None:
