@@ -430,9 +430,10 @@ def _graphs(full_scan_threshold_kb: int) -> HnswIndexConfig:
 
 def _keyword_index(key: str) -> KeywordIndexParams:
     """The tenant key groups each tenant's points together and carries the graph links;
-    the Scope's other keys only filter. The document key is read from disk as needed:
-    only a document's own operations filter on it, never a search, and loading it whole
-    was a third of a shard's load (docs/decisions/edge-index-builds.md)."""
+    the Scope's other keys only filter. The document key's index is read from disk as
+    needed: only a document's own operations filter on it, never a search, and in memory
+    it would be read whole at every load of the shard, which turns wait for
+    (docs/decisions/edge-index-builds.md)."""
     tenant = key == TENANT_KEY
     memory = Memory.Cold if key == PayloadKey.DOCUMENT_ID else None
     return KeywordIndexParams(is_tenant=tenant, enable_hnsw=tenant, memory=memory)

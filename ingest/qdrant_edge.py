@@ -277,8 +277,8 @@ class EdgeIndex(AdapterReads):
         if held is None:
             return set()
         # Page by page rather than one facet: each Edge call holds the GIL, so one facet
-        # over a large Scope stalled every turn for its whole length; a page holds it for
-        # a few milliseconds.
+        # over a large Scope would stop every turn for its whole length; a page holds it
+        # for a few milliseconds.
         only_the_id = [str(PayloadKey.DOCUMENT_ID)]
 
         def page(offset: PointId | None) -> tuple[list[Record], PointId | None]:
@@ -306,8 +306,8 @@ class EdgeIndex(AdapterReads):
         return self._delete(collection, _scope_filter(scope, _document(document_id)))
 
     def delete_scope(self, collection: str, scope: Scope) -> int:
-        # Page by page, as `document_ids` reads: one delete over a workspace's Scope held
-        # the GIL, and every turn, for as long as all the pages together.
+        # Page by page, as `document_ids` reads: one delete over a workspace's Scope would
+        # hold the GIL, and stop every turn, for as long as all the pages together.
         where = _scope_filter(scope)
         deleted = 0
         while True:
