@@ -206,22 +206,22 @@ def pauses(source: Path, scratch: Path, rounds: int, seconds: float) -> dict[str
             arm = "pages" if paged else "one call"
             store = _Store(source, scratch)
             try:
-                listing: Callable[[], object] = (
-                    partial(store.index.document_ids, store.collection, store.largest)
-                    if paged
-                    else store.facet_listing
-                )
-                result["listing"].setdefault(arm, []).append(
-                    store.waits_beside(listing, loop=True, seconds=seconds)
-                )
-                deletion: Callable[[], object] = (
-                    partial(store.index.delete_scope, store.collection, store.largest)
-                    if paged
-                    else store.filter_deletion
-                )
-                result["deletion"].setdefault(arm, []).append(
-                    store.waits_beside(deletion, loop=False, seconds=seconds)
-                )
+                ways: dict[str, tuple[Callable[[], object], Callable[[], object], bool]] = {
+                    "listing": (  # the former way, the paged way, in a loop
+                        store.facet_listing,
+                        partial(store.index.document_ids, store.collection, store.largest),
+                        True,
+                    ),
+                    "deletion": (  # last: it empties the largest tenant's Scope
+                        store.filter_deletion,
+                        partial(store.index.delete_scope, store.collection, store.largest),
+                        False,
+                    ),
+                }
+                for kind, (one_call, in_pages, loop) in ways.items():
+                    work = in_pages if paged else one_call
+                    waits = store.waits_beside(work, loop=loop, seconds=seconds)
+                    result[kind].setdefault(arm, []).append(waits)
                 result["largest_tenant_passages"] = store.passages
             finally:
                 store.close()
