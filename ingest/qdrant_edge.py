@@ -321,8 +321,8 @@ class EdgeIndex(AdapterReads):
                     if deleted:
                         held.shard.flush()  # the deletion is durable before it is answered
                     return deleted
-                ids = [record.id for record in page]
-                held.update(UpdateOperation.delete_points(ids), durable=False)
+                these = _scope_filter(scope, HasIdCondition({record.id for record in page}))
+                held.update(UpdateOperation.delete_points_by_filter(these), durable=False)
             deleted += len(page)
 
     def passages_page(
