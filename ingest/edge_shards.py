@@ -46,7 +46,7 @@ from ingest.index import (
     is_collection_name,
 )
 from ingest.index_common import GRAPH_M
-from ingest.payload import INDEXED_KEYS, TENANT_KEY, PayloadKey
+from ingest.payload import INDEXED_KEYS, ON_DISK_KEY, TENANT_KEY
 
 if TYPE_CHECKING:
     from qdrant_edge import PayloadIndexInfo
@@ -435,7 +435,7 @@ def _keyword_index(key: str) -> KeywordIndexParams:
     it would be read whole at every load of the shard, which turns wait for
     (docs/decisions/edge-index-builds.md)."""
     tenant = key == TENANT_KEY
-    memory = Memory.Cold if key == PayloadKey.DOCUMENT_ID else None
+    memory = Memory.Cold if key == ON_DISK_KEY else None
     return KeywordIndexParams(is_tenant=tenant, enable_hnsw=tenant, memory=memory)
 
 

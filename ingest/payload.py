@@ -46,6 +46,9 @@ INDEXED_KEYS: tuple[PayloadKey, ...] = (
     PayloadKey.CLASSIFICATION,
 )
 TENANT_KEY = PayloadKey.TENANT_ID
+#: The indexed key kept on disk rather than in memory: only a document's own operations
+#: filter on it, never a search.
+ON_DISK_KEY = PayloadKey.DOCUMENT_ID
 
 
 class Classification(enum.StrEnum):

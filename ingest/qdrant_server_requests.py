@@ -19,7 +19,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from ingest.index import IndexUnavailableError, SparseVector
 from ingest.index_common import ACORN_MAX_SELECTIVITY, DENSE_EF, GRAPH_M, sparse_values
-from ingest.payload import TENANT_KEY, PayloadKey
+from ingest.payload import ON_DISK_KEY, TENANT_KEY, PayloadKey
 
 #: Per-scope IDF (`SearchParams.idf.corpus`) arrived in Qdrant 1.19.
 MIN_SERVER_VERSION = (1, 19, 0)
@@ -80,7 +80,7 @@ def keyword_index(key: str) -> models.KeywordIndexParams:
         type=models.KeywordIndexType.KEYWORD,
         is_tenant=tenant,
         enable_hnsw=tenant,
-        on_disk=key == PayloadKey.DOCUMENT_ID,
+        on_disk=key == ON_DISK_KEY,
     )
 
 
