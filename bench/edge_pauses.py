@@ -46,6 +46,7 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
+from gateway.runtime.memory import bound_allocator
 from ingest.payload import Classification, PayloadKey, Scope
 from ingest.qdrant_edge import EDGE_DIR, EdgeIndex, _scope_filter
 
@@ -239,6 +240,7 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 
 def main() -> None:
+    bound_allocator()  # the gateway's heap, so the engine's figures are the gateway's
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("collection", type=Path, help="a collection directory of a store")
     parser.add_argument("--rounds", type=int, default=6, help="alternated loads; pauses: half")

@@ -63,6 +63,7 @@ from bench.scale_plot import figure
 from bench.turn_latency import _Caller, _summary
 from gateway.access.auth import Principal
 from gateway.admin import knowledge, provisioning
+from gateway.runtime.memory import bound_allocator
 from gateway.runtime.services import Services, build_embedder, build_services
 from gateway.runtime.telemetry import Telemetry, build_logger
 from gateway.safety.redaction import Redactor
@@ -668,6 +669,7 @@ async def run_size(
 
 
 async def main() -> None:
+    bound_allocator()  # the gateway's heap, so the engine's figures are the gateway's
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--work-dir", type=Path, required=True)
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
