@@ -608,20 +608,27 @@ print(json.dumps({"baseline": baseline, "after_first": after_first, "after_secon
 """
 
 
+def _fresh_interpreter(script: str, model_dir: Path) -> dict[str, float]:
+    """Run `script` in a new interpreter (model dir and the corpus's words as arguments);
+    the JSON object its last line prints."""
+    done = subprocess.run(  # noqa: S603 — this interpreter, a fixed script
+        [sys.executable, "-c", script, str(model_dir), " ".join(CORPUS_WORDS)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
 def test_memory_stays_flat_when_the_same_corpus_is_embedded_again(
     embedder: FastEmbedder, model_dir: Path
 ) -> None:
     """Embedding ~400 texts of 5 to 400 words twice (in a process of its own): RSS after the
     second pass is within 10 % (or 100 MB) of RSS after the first, i.e. new input shapes do
     not grow a cache."""
-    done = subprocess.run(  # noqa: S603 — this interpreter, a fixed script
-        [sys.executable, "-c", _MEMORY_SCRIPT, str(model_dir), " ".join(CORPUS_WORDS)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    rss = json.loads(done.stdout.strip().splitlines()[-1])
+    rss = _fresh_interpreter(_MEMORY_SCRIPT, model_dir)
     print(  # noqa: T201  # the figures are part of the result; shown with `pytest -s`
         f"\nRSS MB: loaded {rss['baseline']:.0f}, after pass 1 {rss['after_first']:.0f}, "
         f"after pass 2 {rss['after_second']:.0f}, peak {rss['peak']:.0f}"
@@ -657,16 +664,9 @@ print(json.dumps({"faults_per_passage": faults / 40}))
 
 def test_a_warm_runner_reuses_the_models_buffers(model_dir: Path) -> None:
     """With the gateway's allocator bounds, a warm runner embeds a passage of about a
-    hundred words with fewer than 100 minor page faults: the model's buffers stay in the
-    heap between runs instead of being mapped again (about 4,700 a passage with a 128 KiB
-    threshold)."""
-    done = subprocess.run(  # noqa: S603 — this interpreter, a fixed script
-        [sys.executable, "-c", _FAULTS_SCRIPT, str(model_dir), " ".join(CORPUS_WORDS)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    faults = json.loads(done.stdout.strip().splitlines()[-1])["faults_per_passage"]
+    hundred words with fewer than 1,000 minor page faults: the model's buffers stay in the
+    heap between runs instead of being mapped again (4,700-4,800 a passage with a 128 KiB
+    threshold; 8-270 with the bounds, the rest the machine's own page reclaim)."""
+    faults = _fresh_interpreter(_FAULTS_SCRIPT, model_dir)["faults_per_passage"]
     print(f"\nminor page faults a passage: {faults:.0f}")  # noqa: T201  # shown with `pytest -s`
-    assert faults < 100
+    assert faults < 1000
