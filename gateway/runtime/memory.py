@@ -9,8 +9,8 @@ arenas and a fixed mmap threshold keep it flat.
 The threshold, 4 MiB, is above the model's buffers for one passage (the largest, the
 attention scores of a 256-token run, is 3 MiB), and the heap's free top is given back
 only beyond 16 MiB: each model run reuses the previous run's buffers instead of mapping
-them again, page by page (below that, the kernel's page faults took a sixth of an
-ingest's CPU). Blocks above the threshold are mapped and given back when freed.
+them again and having the kernel fault them in page by page. Blocks above the threshold
+are mapped and given back when freed.
 Environment settings (`MALLOC_ARENA_MAX`, `MALLOC_MMAP_THRESHOLD_`,
 `MALLOC_TRIM_THRESHOLD_`) win; elsewhere than glibc this does nothing.
 """

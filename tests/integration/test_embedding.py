@@ -665,8 +665,8 @@ print(json.dumps({"faults_per_passage": faults / 40}))
 def test_a_warm_runner_reuses_the_models_buffers(model_dir: Path) -> None:
     """With the gateway's allocator bounds, a warm runner embeds a passage of about a
     hundred words with fewer than 1,000 minor page faults: the model's buffers stay in the
-    heap between runs instead of being mapped again (4,700-4,800 a passage with a 128 KiB
-    threshold; 8-270 with the bounds, the rest the machine's own page reclaim)."""
+    heap between runs. Buffers mapped afresh at each run cost several thousand a passage;
+    the machine's own page reclaim adds a few hundred at most."""
     faults = _fresh_interpreter(_FAULTS_SCRIPT, model_dir)["faults_per_passage"]
     print(f"\nminor page faults a passage: {faults:.0f}")  # noqa: T201  # shown with `pytest -s`
     assert faults < 1000
