@@ -47,6 +47,7 @@ from qdrant_edge import (
 )
 
 from gateway.runtime.memory import bound_allocator
+from ingest.edge_build import copy_shard
 from ingest.payload import Classification, PayloadKey, Scope
 from ingest.qdrant_edge import EDGE_DIR, EdgeIndex, _scope_filter
 
@@ -58,7 +59,7 @@ def _copy(source: Path, target: Path) -> None:
     """A copy of the collection, written back to disk (a fresh copy's dirty pages would be
     written out by Edge's first flush, holding the GIL)."""
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(source, target)
+    copy_shard(source, target)  # as the gateway copies a shard to index it
     os.sync()
 
 

@@ -21,6 +21,7 @@ Run as `python -m ingest.edge_build PATH --dense-dim N --threshold-kb KB`.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import shutil
 import subprocess
@@ -163,6 +164,69 @@ def read_through(path: Path) -> None:
             with part.open("rb") as handle:
                 while handle.read(_READ_CHUNK):
                     pass
+
+
+def copy_shard(source: Path, target: Path) -> None:
+    """Copy a shard's directory to `target` (which must not exist), keeping its files' holes.
+
+    Edge sizes its log segments and storage pages ahead (32 MB files, mostly never
+    written), and the file system keeps the unwritten parts as holes. A plain copy writes
+    them out as zeros: the copy, which becomes the live shard after a swap, would take
+    twice the disk, and copying it (while the collection's writes wait) would write it all.
+    """
+    shutil.copytree(source, target, copy_function=_copy_file_with_holes)
+
+
+def _copy_file_with_holes(source: str, target: str) -> None:
+    with open(source, "rb") as reader, open(target, "wb") as writer:
+        size = os.fstat(reader.fileno()).st_size
+        for start, end in _data_extents(reader.fileno(), size):
+            _copy_range(reader.fileno(), writer.fileno(), start, end)
+        writer.truncate(size)  # a hole at the end stays one
+    shutil.copystat(source, target)
+
+
+def _data_extents(handle: int, size: int) -> list[tuple[int, int]]:
+    """The (start, end) ranges of a file that hold data; the whole file where the platform
+    or the file system cannot tell data from holes."""
+    if not hasattr(os, "SEEK_DATA"):
+        return [(0, size)]
+    extents, offset = [], 0
+    while offset < size:
+        try:
+            start = os.lseek(handle, offset, os.SEEK_DATA)
+        except OSError as error:
+            if error.errno == errno.ENXIO:  # only a hole from `offset` on
+                break
+            if error.errno == errno.EINVAL:  # a file system without the query
+                return [(0, size)]
+            raise
+        end = os.lseek(handle, start, os.SEEK_HOLE)
+        extents.append((start, end))
+        offset = end
+    return extents
+
+
+def _copy_range(reader: int, writer: int, start: int, end: int) -> None:
+    offset = start
+    while offset < end:
+        copied = _copy_some(reader, writer, offset, end)
+        if copied == 0:  # the file shrank meanwhile: nothing more to copy
+            return
+        offset += copied
+
+
+def _copy_some(reader: int, writer: int, offset: int, end: int) -> int:
+    """Copy bytes from `offset` towards `end`; how many. In the kernel where it can (one
+    call, which lets go of the GIL throughout), else through this process."""
+    in_kernel = getattr(os, "copy_file_range", None)
+    if in_kernel is not None:
+        try:
+            return int(in_kernel(reader, writer, end - offset, offset, offset))
+        except OSError:  # not between these two files (another file system, say)
+            pass
+    chunk = os.pread(reader, min(_READ_CHUNK, end - offset), offset)
+    return os.pwrite(writer, chunk, offset) if chunk else 0
 
 
 def _generation(name: str, collection: str) -> int:

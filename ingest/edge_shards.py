@@ -259,7 +259,7 @@ class EdgeShards:
                 return False
             with engine_errors(collection):
                 held.shard.flush()
-            shutil.copytree(held.path, copy)
+            edge_build.copy_shard(held.path, copy)
             held.journal, written = [], held.unindexed
         try:
             built = self._builds.build(copy, self._dense_dim, self._indexing_threshold_kb)

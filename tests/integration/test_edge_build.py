@@ -128,6 +128,29 @@ def test_the_swapped_generation_is_the_collection_after_a_restart(data_dir: Path
         again.close()
 
 
+def _disk_bytes(directory: Path) -> tuple[int, int]:
+    """The files' allocated bytes and their sizes, summed."""
+    files = [path.stat() for path in directory.rglob("*") if path.is_file()]
+    return sum(f.st_blocks * 512 for f in files), sum(f.st_size for f in files)
+
+
+def test_the_swapped_shard_keeps_the_holes_of_its_log(index: _DuringBuild, data_dir: Path) -> None:
+    """The copy keeps the holes of the files Edge sizes ahead (its log segments, 32 MB
+    each), so the shard swapped in takes about the disk of the one it replaces plus its
+    graph, not the log's whole size."""
+    index.upsert(COLLECTION, _passages(0, 100, random.Random(12)))
+    held = index._existing(COLLECTION)
+    assert held is not None
+    live_log, log_size = _disk_bytes(held.path / "wal")
+    assert live_log < log_size / 4  # Edge's own segments are mostly holes
+    assert index.index_written() == [COLLECTION]
+    swapped = index._existing(COLLECTION)
+    assert swapped is not None
+    assert swapped.path.name == f"{COLLECTION}~1"
+    swapped_log, _ = _disk_bytes(swapped.path / "wal")
+    assert swapped_log < log_size / 4
+
+
 def test_a_collection_dropped_during_the_build_stays_dropped(
     index: _DuringBuild, data_dir: Path
 ) -> None:
