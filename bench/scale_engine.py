@@ -182,7 +182,9 @@ def build_beside_turns(
 
     def build() -> None:
         started = time.perf_counter()
-        outcome["swapped"] = index.index_written()
+        builds = index.index_written()
+        outcome["swapped"] = list(builds.collections)
+        outcome["copy_load_ms"] = builds.longest_load_ms
         outcome["build_s"] = round(time.perf_counter() - started, 2)
         done.set()
 

@@ -40,6 +40,7 @@ from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
     SPARSE_VECTOR,
+    IndexBuilds,
     IndexUnavailableError,
     checked_collection,
     droppable_collection,
@@ -79,6 +80,8 @@ class Shard:
     retired: bool = False
     #: the collection was dropped: a writer that waited for `writes` fails
     dropped: bool = False
+    #: how long Edge took to load the shard (it holds the GIL throughout), in ms
+    load_ms: float = 0.0
 
     def update(self, operation: UpdateOperation, *, durable: bool = True) -> None:
         """Apply one write (and make it durable unless told not to); the caller holds
@@ -160,10 +163,12 @@ class EdgeShards:
         )
         # Loading with the config checks it against the stored segments, and also
         # recovers a directory left half-created by a crash.
+        started = time.perf_counter()
         if path.exists():
             shard = EdgeShard.load(str(path), config)
         else:
             shard = EdgeShard.create(str(path), config)
+        load_ms = (time.perf_counter() - started) * 1000
         try:
             indexed = shard.info().payload_schema
             stale = [key for key in INDEXED_KEYS if not _index_as_wanted(indexed.get(key), key)]
@@ -175,7 +180,7 @@ class EdgeShards:
         except BaseException:
             shard.close()  # release the directory lock
             raise
-        return Shard(shard, path, document_keywords)
+        return Shard(shard, path, document_keywords, load_ms=load_ms)
 
     @property
     def _due(self) -> int:
@@ -218,19 +223,22 @@ class EdgeShards:
             return []
         return _each(self._collections_on_disk(), self._optimize_open)
 
-    def index_written(self) -> list[str]:
+    def index_written(self) -> IndexBuilds:
         """Build, beside the serving process, the indexes of the open collections that took
         enough writes to fill an indexed segment since they were opened or last indexed;
-        return the collections swapped for their indexed copy. Slow (the build's seconds,
-        in a child process), but reads and writes go on meanwhile: writes wait only while
-        the shard is copied and while the writes made during the build are replayed, and
-        the process stops only while it loads the indexed copy (a fraction of a second).
+        answer the collections swapped for their indexed copy, and the longest load of
+        such a copy. Slow (the build's seconds, in a child process), but reads and writes
+        go on meanwhile: writes wait only while the shard is copied and while the writes
+        made during the build are replayed, and the process stops only while it loads the
+        indexed copy (a fraction of a second).
         """
         if self._indexing_threshold_kb == 0:
-            return []
+            return IndexBuilds()
         with self._building:
             due = [name for name, held in list(self._shards.items()) if held.unindexed >= self._due]
-            return _each(due, self._index_beside)
+            swapped = _each(due, self._index_beside)
+            loads = [self._shards[name].load_ms for name in swapped if name in self._shards]
+            return IndexBuilds(tuple(swapped), round(max(loads, default=0.0), 1))
 
     def _optimize_open(self, collection: str) -> bool:
         held = self.open(collection)

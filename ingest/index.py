@@ -174,6 +174,16 @@ class RankResult:
     exact_checks: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class IndexBuilds:
+    """What `Index.index_written` did: the collections swapped for their indexed copies,
+    and the longest load of such a copy, in ms (Qdrant Edge holds the GIL while it loads
+    one: the whole process stands still for that long)."""
+
+    collections: tuple[str, ...] = ()
+    longest_load_ms: float = 0.0
+
+
 class IndexUnavailableError(RuntimeError):
     """The engine could not be reached or did not answer in time."""
 
@@ -278,9 +288,9 @@ class Index(Protocol):
         `IndexUnavailableError` after trying every collection if any failed; searches
         still answer (exactly) where it did."""
 
-    def index_written(self) -> list[str]:
+    def index_written(self) -> IndexBuilds:
         """While serving: build the search indexes of collections that took many writes,
-        without stopping reads or writes for long; return the collections that changed.
+        without stopping reads or writes for long; answer the collections that changed.
         Raises `IndexUnavailableError` after trying every collection if any failed."""
 
     def ping(self) -> None:

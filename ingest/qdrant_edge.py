@@ -55,6 +55,7 @@ from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
     SPARSE_VECTOR,
+    IndexBuilds,
     IndexUnavailableError,
     Leg,
     LegKind,
@@ -398,7 +399,7 @@ class EdgeIndex(AdapterReads):
         """Every collection's indexes, built in this process: it stops while they build."""
         return self._shards.optimize()
 
-    def index_written(self) -> list[str]:
+    def index_written(self) -> IndexBuilds:
         """The indexes of collections written enough, built beside this process
         (`EdgeShards.index_written`)."""
         return self._shards.index_written()

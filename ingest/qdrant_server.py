@@ -26,6 +26,7 @@ from ingest.index import (
     DOCUMENT_SPARSE_VECTOR,
     SPARSE_VECTOR,
     IncompatibleServerError,
+    IndexBuilds,
     IndexUnavailableError,
     Leg,
     LegKind,
@@ -457,9 +458,9 @@ class ServerIndex(AdapterReads):
         """Nothing to do: the server's own optimizer indexes segments in the background."""
         return []
 
-    def index_written(self) -> list[str]:
+    def index_written(self) -> IndexBuilds:
         """Nothing to do: the server's own optimizer indexes segments in the background."""
-        return []
+        return IndexBuilds()
 
     def ping(self) -> None:
         if self._closed:

@@ -24,7 +24,7 @@ from gateway.admin import lifecycle
 from gateway.admin.provisioning import PLATFORM
 from gateway.errors import GatewayError
 from gateway.runtime.services import Services
-from ingest.index import IndexUnavailableError
+from ingest.index import IndexBuilds, IndexUnavailableError
 from settings.store import StoreUnavailableError
 
 #: what a step may fail with and be tried again next period
@@ -88,16 +88,19 @@ async def run_upkeep(services: Services) -> None:
         await asyncio.sleep(services.config.retention_sweep_s)
 
 
-async def index_written(services: Services) -> list[str]:
+async def index_written(services: Services) -> IndexBuilds:
     """Build the indexes of the collections written enough since they were last indexed;
-    returns them (logged as a count, never by name)."""
+    answers what it did (logged as counts and timings, never a collection's name): how
+    many collections, how long in all, and the longest load of an indexed copy, for which
+    the whole process stood still."""
     started = time.perf_counter()
     built = await asyncio.to_thread(services.index.index_written)
-    if built:
+    if built.collections:
         services.telemetry.log.info(
             "index_built_beside",
-            collections=len(built),
+            collections=len(built.collections),
             duration_ms=round((time.perf_counter() - started) * 1000),
+            load_ms=round(built.longest_load_ms),
         )
     return built
 

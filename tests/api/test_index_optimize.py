@@ -159,9 +159,9 @@ async def test_the_serving_gateway_indexes_what_it_was_written(
     tmp_path: Path, embedder: Embedder
 ) -> None:
     """Documents written over HTTP are indexed while the gateway serves: within a few
-    checks (`KBGATE_INDEX_CHECK_S`) it logs `index_built_beside` with a count and a
-    duration only, the collection lives in the swapped generation, and turns keep
-    answering from it."""
+    checks (`KBGATE_INDEX_CHECK_S`) it logs `index_built_beside` with a count and
+    durations only (in all, and the indexed copy's load), the collection lives in the
+    swapped generation, and turns keep answering from it."""
     config = gateway_config(tmp_path / "data", edge_indexing_threshold_kb=1, index_check_s=0.2)
     logs = io.StringIO()
     services = await build_services(
@@ -180,8 +180,15 @@ async def test_the_serving_gateway_indexes_what_it_was_written(
                     await anyio.sleep(0.1)
             edge = config.data_dir / "qdrant-edge"
             assert (edge / "kb_org_acme.live").read_text().startswith("kb_org_acme~")
-            assert set(built[0]) == {"event", "level", "timestamp", "collections", "duration_ms"}
+            assert set(built[0]) == {
+                *("event", "level", "timestamp"),
+                *("collections", "duration_ms", "load_ms"),
+            }
             assert built[0]["collections"] == 1
+            load_ms, duration_ms = built[0]["load_ms"], built[0]["duration_ms"]
+            assert isinstance(load_ms, int)
+            assert isinstance(duration_ms, int)
+            assert 0 < load_ms <= duration_ms
             turn = await tenant.retrieve("bot", "How often is each pump inspected?")
             assert turn.status_code == 200, turn.text
             assert turn.json()["passages"][0]["document_id"] == "pumps.txt"

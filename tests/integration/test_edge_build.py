@@ -17,7 +17,7 @@ from qdrant_edge import CountRequest
 
 from ingest import edge_build
 from ingest.edge_shards import Shard
-from ingest.index import IndexUnavailableError, Passage, org_collection
+from ingest.index import IndexBuilds, IndexUnavailableError, Passage, org_collection
 from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from tests.integration.test_index_contract import (  # the contract suite's data
     DIM,
@@ -96,13 +96,15 @@ def test_a_written_collection_is_indexed_and_keeps_every_write_made_meanwhile(
         during.delete_document(COLLECTION, scope(), "doc0")
 
     index.during = meanwhile
-    assert index.index_written() == [COLLECTION]
+    builds = index.index_written()
+    assert builds.collections == (COLLECTION,)
+    assert builds.longest_load_ms > 0  # the indexed copy's load, timed
     assert _indexed(index) >= 2 * 199  # the dense vectors too
     assert _count(index) == 219
     assert hit_ids(index, COLLECTION, scope(), dense_leg(late[-1].dense, limit=1)) == [
         [late[-1].point_id]
     ]
-    assert index.index_written() == []  # nothing written since
+    assert index.index_written() == IndexBuilds()  # nothing written since
 
 
 def test_the_swapped_generation_is_the_collection_after_a_restart(data_dir: Path) -> None:
@@ -112,7 +114,7 @@ def test_the_swapped_generation_is_the_collection_after_a_restart(data_dir: Path
     rng = random.Random(8)
     first = EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=THRESHOLD_KB)
     first.upsert(COLLECTION, _passages(0, 100, rng))
-    assert first.index_written() == [COLLECTION]
+    assert first.index_written().collections == (COLLECTION,)
     root = data_dir / EDGE_DIR
     assert (root / f"{COLLECTION}.live").read_text() == f"{COLLECTION}~1"
     assert not (root / COLLECTION).exists()  # the old directory went after the swap
@@ -143,7 +145,7 @@ def test_the_swapped_shard_keeps_the_holes_of_its_log(index: _DuringBuild, data_
     assert held is not None
     live_log, log_size = _disk_bytes(held.path / "wal")
     assert live_log < log_size / 4  # Edge's own segments are mostly holes
-    assert index.index_written() == [COLLECTION]
+    assert index.index_written().collections == (COLLECTION,)
     swapped = index._existing(COLLECTION)
     assert swapped is not None
     assert swapped.path.name == f"{COLLECTION}~1"
@@ -158,7 +160,7 @@ def test_a_collection_dropped_during_the_build_stays_dropped(
     and nothing of the collection is left on disk."""
     index.upsert(COLLECTION, _passages(0, 100, random.Random(9)))
     index.during = lambda during: during.drop_collection(COLLECTION)
-    assert index.index_written() == []
+    assert index.index_written() == IndexBuilds()
     assert index.count(COLLECTION, scope()) == 0
     assert list((data_dir / EDGE_DIR).iterdir()) == []
 
@@ -169,10 +171,10 @@ def test_reads_and_writes_go_on_while_the_child_builds(index: _DuringBuild) -> N
     rng = random.Random(10)
     index.upsert(COLLECTION, _passages(0, 3000, rng))
     done = threading.Event()
-    outcome: list[list[str]] = []
+    outcome: list[tuple[str, ...]] = []
 
     def build() -> None:
-        outcome.append(index.index_written())
+        outcome.append(index.index_written().collections)
         done.set()
 
     builder = threading.Thread(target=build)
@@ -185,7 +187,7 @@ def test_reads_and_writes_go_on_while_the_child_builds(index: _DuringBuild) -> N
         slowest = max(slowest, time.perf_counter() - started)
         calls, written = calls + 1, written + 1
     builder.join()
-    assert outcome == [[COLLECTION]]
+    assert outcome == [(COLLECTION,)]
     assert calls > 10
     assert _count(index) == written
     # The loads of the copy and closes of the old shard hold the GIL; at this size they
@@ -211,7 +213,7 @@ def test_a_failed_build_leaves_the_collection_as_it_was(
     assert sorted(p.name for p in (data_dir / EDGE_DIR).iterdir()) == [COLLECTION]
     assert _count(index) == 100
     index.during = lambda during: None
-    assert index.index_written() == [COLLECTION]
+    assert index.index_written().collections == (COLLECTION,)
 
 
 def test_the_layout_folds_back_after_a_crash(tmp_path: Path) -> None:
