@@ -237,7 +237,7 @@ class EdgeShards:
         with self._building:
             due = [name for name, held in list(self._shards.items()) if held.unindexed >= self._due]
             swapped = _each(due, self._index_beside)
-            loads = [self._shards[name].load_ms for name in swapped if name in self._shards]
+            loads = [held.load_ms for name in swapped if (held := self._shards.get(name))]
             return IndexBuilds(tuple(swapped), round(max(loads, default=0.0), 1))
 
     def _optimize_open(self, collection: str) -> bool:
