@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import queue
+import signal
 import socket
 import subprocess
 import sys
@@ -84,10 +85,21 @@ class EdgeHost:
         self.load_ms = float(self._ready(ours[0]))
 
     def _ready(self, first: Connection) -> Any:
-        if not first.poll(READY_TIMEOUT_S):
+        try:
+            if first.poll(READY_TIMEOUT_S):
+                return self._answer(first)
+        except (EOFError, OSError):  # it died before it served
+            pass
+        except IndexUnavailableError:
             self.stop()
-            raise IndexUnavailableError(f"the host of {self.collection!r} did not start")
-        return self._answer(first)
+            raise
+        self.stop()
+        raise IndexUnavailableError(f"the host of {self.collection!r} did not start")
+
+    @property
+    def alive(self) -> bool:
+        """Whether the host process is still running."""
+        return self._process.poll() is None
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """`method(*args)` of the host's index; its errors raised here as they were there
@@ -182,6 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--search-threads", type=int, required=True)
     parser.add_argument("--fds", required=True)
     args = parser.parse_args(argv)
+    # The gateway stops its hosts itself (a Ctrl-C reaches the whole process group); a
+    # gateway gone without stopping them closes their pipes, which ends them too.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     connections = [Connection(int(fd)) for fd in args.fds.split(",")]
     try:
         index = EdgeIndex(

@@ -148,6 +148,33 @@ class EdgeShards:
         """The host process serving the collection, if one does."""
         return self._hosts.get(collection)
 
+    def revive(self, collection: str, dead: EdgeHost) -> EdgeHost:
+        """A host started again on the collection's directory in place of one that died
+        (its writes are in the directory's log); the current host if another call already
+        started it. IndexUnavailableError when the collection is gone or will not load."""
+        with self._lock:
+            current = self._hosts.get(collection)
+            if current is None:
+                raise IndexUnavailableError(f"collection {collection!r} is gone")
+            if current is not dead:
+                return current
+            pointer = edge_build.pointer_file(self._root, collection)
+            path = self._root / pointer.read_text().strip()
+            current.stop()
+            host = self._host(collection, path)
+            self._hosts[collection] = host
+            return host
+
+    def _host(self, collection: str, path: Path) -> EdgeHost:
+        return EdgeHost(
+            self._root,
+            collection,
+            path,
+            dense_dim=self._dense_dim,
+            threshold_kb=self._indexing_threshold_kb,
+            search_threads=self._search_threads,
+        )
+
     def adopt(self, collection: str, path: Path) -> float:
         """Serve `collection` from the indexed copy in `path` (a host's start); the load's
         ms."""
@@ -353,14 +380,7 @@ class EdgeShards:
             with engine_errors(collection):
                 points = held.shard.info().points_count
             if points >= self._host_from_points:
-                return EdgeHost(
-                    self._root,
-                    collection,
-                    copy,
-                    dense_dim=self._dense_dim,
-                    threshold_kb=self._indexing_threshold_kb,
-                    search_threads=self._search_threads,
-                )
+                return self._host(collection, copy)
         return self._load_copy(collection, copy)
 
     def _swap_to_host(self, collection: str, held: Shard, host: EdgeHost, copy: Path) -> bool:

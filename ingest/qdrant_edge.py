@@ -151,6 +151,14 @@ def _hosted(
                 host = self._shards.host_of(collection)
                 if host is None:  # dropped meanwhile
                     raise IndexUnavailableError(f"collection {collection!r} is gone") from None
+        try:
+            return cast("_R", host.call(name, collection, *args, **kwargs))
+        except IndexUnavailableError:
+            if host.alive:
+                raise
+        # The host died: started again on the directory, which holds every write it took
+        # (each is flushed before it is answered), and the call tried once more.
+        host = self._shards.revive(collection, host)
         return cast("_R", host.call(name, collection, *args, **kwargs))
 
     return call

@@ -5,7 +5,12 @@ host from the first point, so that a few hundred points take the whole path."""
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -137,9 +142,7 @@ def test_reads_and_writes_go_on_while_the_collection_moves_to_its_host(
     assert index.count(COLLECTION, scope()) == written
 
 
-def test_a_hosted_collection_dropped_is_gone_with_its_host(
-    index: _Hosting, data_dir: Path
-) -> None:
+def test_a_hosted_collection_dropped_is_gone_with_its_host(index: _Hosting, data_dir: Path) -> None:
     """Dropping a hosted collection removes its points and directories and stops its
     host."""
     index.upsert(COLLECTION, _passages(0, 100, random.Random(24)))
@@ -150,15 +153,79 @@ def test_a_hosted_collection_dropped_is_gone_with_its_host(
     assert index.count(COLLECTION, scope()) == 0
 
 
-def test_a_dead_host_answers_unavailable(index: _Hosting) -> None:
-    """A host that died answers every call as the engine unavailable (503 at the edge),
-    never as an empty collection."""
+def test_a_dead_host_is_started_again_with_every_point(index: _Hosting) -> None:
+    """A host that died is started again on the collection's directory at the next call,
+    which answers from every point written before."""
     index.upsert(COLLECTION, _passages(0, 100, random.Random(25)))
+    assert index.index_written().collections == (COLLECTION,)
+    index.upsert(COLLECTION, _passages(100, 4, random.Random(28)))
+    host = index._shards.host_of(COLLECTION)
+    assert host is not None
+    host._process.kill()
+    host._process.wait()
+    assert index.count(COLLECTION, scope()) == 104
+    again = index._shards.host_of(COLLECTION)
+    assert again is not None
+    assert again is not host
+    assert again.alive
+
+
+def test_a_host_that_cannot_start_again_answers_unavailable(
+    index: _Hosting, data_dir: Path
+) -> None:
+    """A dead host whose directory is gone answers the engine unavailable (503 at the
+    edge), never an empty collection."""
+    index.upsert(COLLECTION, _passages(0, 100, random.Random(29)))
     assert index.index_written().collections == (COLLECTION,)
     host = index._shards.host_of(COLLECTION)
     assert host is not None
     host._process.kill()
     host._process.wait()
-    time.sleep(0.1)
+    for generation in (data_dir / EDGE_DIR).glob(f"{COLLECTION}~*"):
+        shutil.rmtree(generation)
     with pytest.raises(IndexUnavailableError):
         index.count(COLLECTION, scope())
+
+
+def test_a_host_ends_when_its_gateway_dies_without_stopping_it(data_dir: Path) -> None:
+    """A gateway killed outright leaves no host behind holding the collection: the host
+    sees its pipes close, flushes and exits, and the next process opens the collection
+    with every point."""
+    script = textwrap.dedent(
+        f"""
+        import os, random
+        from pathlib import Path
+        from ingest.qdrant_edge import EdgeIndex
+        from tests.integration.test_edge_hosts import _passages, COLLECTION, DIM
+        index = EdgeIndex(Path({str(data_dir)!r}), dense_dim=DIM, indexing_threshold_kb=1,
+                          host_from_points=1)
+        index.upsert(COLLECTION, _passages(0, 100, random.Random(26)))
+        assert index.index_written().collections == (COLLECTION,)
+        index.upsert(COLLECTION, _passages(100, 2, random.Random(27)))
+        print(index._shards.host_of(COLLECTION)._process.pid, flush=True)
+        os._exit(0)  # no close: the hosts are not stopped
+        """
+    )
+    done = subprocess.run(  # noqa: S603 — this interpreter, the test's own script
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    host_pid = int(done.stdout.split()[-1])
+    deadline = time.monotonic() + 30
+    while _alive(host_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(host_pid)
+    again = EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=1)
+    try:
+        assert again.count(COLLECTION, scope()) == 102
+    finally:
+        again.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (exited, not yet reaped by its dead parent's reaper) counts as gone
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "zombie" not in status.read_text()
