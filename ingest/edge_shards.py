@@ -474,7 +474,10 @@ class EdgeShards:
             return []
         names = {path.name for path in self._root.iterdir() if path.is_dir()}
         names |= set(edge_build.swapped_collections(self._root))
-        return sorted(name for name in names if is_collection_name(name))
+        # a hosted collection's directory is its host's
+        return sorted(
+            name for name in names if is_collection_name(name) and name not in self._hosts
+        )
 
     def _on_disk(self, collection: str) -> bool:
         return (self._root / collection).exists() or edge_build.pointer_file(
