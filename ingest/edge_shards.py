@@ -9,6 +9,7 @@ indexes the Scope needs.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -35,7 +36,9 @@ from qdrant_edge import (
 )
 
 from ingest import edge_build
+from ingest.edge_host import EdgeHost
 from ingest.edge_log_pages import page_out_log
+from ingest.edge_writes import Write
 from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
@@ -62,6 +65,10 @@ _EDGE_THRESHOLD_KB = 10_000
 _RETIRED_GRACE_S = 1.0
 
 
+class CollectionHostedError(Exception):
+    """The collection is served by a host process now: its calls go there."""
+
+
 @dataclass(slots=True)
 class Shard:
     """One open shard, with its write lock and what a build beside it needs."""
@@ -75,7 +82,7 @@ class Shard:
     #: points written since the shard was opened or last indexed
     unindexed: int = 0
     #: while a copy is indexed beside it: every write since the copy, replayed onto it
-    journal: list[UpdateOperation] | None = None
+    journal: list[Write] | None = None
     #: swapped for its indexed copy: a writer that waited for `writes` writes to the copy
     retired: bool = False
     #: the collection was dropped: a writer that waited for `writes` fails
@@ -83,12 +90,12 @@ class Shard:
     #: how long Edge took to load the shard (it holds the GIL throughout), in ms
     load_ms: float = 0.0
 
-    def update(self, operation: UpdateOperation, *, durable: bool = True) -> None:
-        """Apply one write (and make it durable unless told not to); the caller holds
-        `writes`."""
+    def update(self, write: Write, operation: UpdateOperation, *, durable: bool = True) -> None:
+        """Apply one write, `operation` being Edge's form of it, and make it durable unless
+        told not to; the caller holds `writes`."""
         self.shard.update(operation)
         if self.journal is not None:
-            self.journal.append(operation)
+            self.journal.append(write)
         if durable:
             self.shard.flush()
 
@@ -104,6 +111,7 @@ class EdgeShards:
         *,
         indexing_threshold_kb: int | None = None,
         search_threads: int | None = None,
+        host_from_points: int | None = None,
     ) -> None:
         """See `EdgeIndex` for the settings."""
         if search_threads is not None and search_threads < 1:
@@ -117,6 +125,11 @@ class EdgeShards:
         self._builds = edge_build.BuildChildren()
         self._building = threading.Lock()  # one build at a time: each keeps a journal
         self._closed = False
+        #: collections served by a host process since their indexed copy was swapped in
+        self._hosts: dict[str, EdgeHost] = {}
+        #: points from which a collection's indexed copy is loaded and served by a host
+        #: process (`ingest.edge_host`) rather than loaded here; None: never
+        self._host_from_points = host_from_points
 
     @property
     def closed(self) -> bool:
@@ -131,10 +144,51 @@ class EdgeShards:
             raise IndexUnavailableError(f"could not open collection {collection!r}")
         return held
 
+    def host_of(self, collection: str) -> EdgeHost | None:
+        """The host process serving the collection, if one does."""
+        return self._hosts.get(collection)
+
+    def revive(self, collection: str, dead: EdgeHost) -> EdgeHost:
+        """A host started again on the collection's directory in place of one that died
+        (its writes are in the directory's log); the current host if another call already
+        started it. IndexUnavailableError when the collection is gone or will not load."""
+        with self._lock:
+            current = self._hosts.get(collection)
+            if current is None:
+                raise IndexUnavailableError(f"collection {collection!r} is gone")
+            if current is not dead:
+                return current
+            pointer = edge_build.pointer_file(self._root, collection)
+            path = self._root / pointer.read_text().strip()
+            current.stop()
+            host = self._host(collection, path)
+            self._hosts[collection] = host
+            return host
+
+    def _host(self, collection: str, path: Path) -> EdgeHost:
+        return EdgeHost(
+            self._root,
+            collection,
+            path,
+            dense_dim=self._dense_dim,
+            threshold_kb=self._indexing_threshold_kb,
+            search_threads=self._search_threads,
+        )
+
+    def adopt(self, collection: str, path: Path) -> float:
+        """Serve `collection` from the indexed copy in `path` (a host's start); the load's
+        ms."""
+        held = self._load_copy(collection, path)
+        with self._lock:
+            self._shards[collection] = held
+        return held.load_ms
+
     def _get(self, collection: str, *, create: bool) -> Shard | None:
         held = self._shards.get(collection)  # open shards need no lock: loads hold it
         if held is not None and not self._closed:
             return held
+        if collection in self._hosts:
+            raise CollectionHostedError(collection)
         checked_collection(collection)
         with self._lock:
             if self._closed:
@@ -201,6 +255,13 @@ class EdgeShards:
     def drop(self, collection: str) -> int | None:
         """Close and remove the collection's shard; its points (None: it had none)."""
         droppable_collection(collection)
+        host = self._hosts.get(collection)
+        if host is not None:
+            points: int | None = host.call("drop_collection", collection)
+            with self._lock:
+                self._hosts.pop(collection, None)
+            host.stop()
+            return points
         # Under the open lock: no call can load or create the shard while it goes.
         with self._lock:
             if self._closed:
@@ -223,7 +284,7 @@ class EdgeShards:
             return []
         return _each(self._collections_on_disk(), self._optimize_open)
 
-    def index_written(self) -> IndexBuilds:
+    def index_written(self, operation_of: Callable[[Write], UpdateOperation]) -> IndexBuilds:
         """Build, beside the serving process, the indexes of the open collections that took
         enough writes to fill an indexed segment since they were opened or last indexed;
         answer the collections swapped for their indexed copy, and the longest load of
@@ -235,10 +296,17 @@ class EdgeShards:
         if self._indexing_threshold_kb == 0:
             return IndexBuilds()
         with self._building:
+            hosts = list(self._hosts.values())  # not those this round starts
             due = [name for name, held in list(self._shards.items()) if held.unindexed >= self._due]
-            swapped = _each(due, self._index_beside)
+            swapped = _each(due, functools.partial(self._index_beside, operation_of=operation_of))
+            # A copy a host loaded stopped no turn here; a host's own builds stop its turns.
             loads = [held.load_ms for name in swapped if (held := self._shards.get(name))]
-            return IndexBuilds(tuple(swapped), round(max(loads, default=0.0), 1))
+            hosted = [host.call("index_written") for host in hosts]
+            loads += [builds.longest_load_ms for builds in hosted]
+            return IndexBuilds(
+                (*swapped, *(name for builds in hosted for name in builds.collections)),
+                round(max(loads, default=0.0), 1),
+            )
 
     def _optimize_open(self, collection: str) -> bool:
         held = self.open(collection)
@@ -257,7 +325,9 @@ class EdgeShards:
             held.shard.close()
         return built
 
-    def _index_beside(self, collection: str) -> bool:
+    def _index_beside(
+        self, collection: str, *, operation_of: Callable[[Write], UpdateOperation]
+    ) -> bool:
         held = self.existing(collection)
         if held is None:
             return False
@@ -271,7 +341,7 @@ class EdgeShards:
             held.journal, written = [], held.unindexed
         try:
             built = self._builds.build(copy, self._dense_dim, self._indexing_threshold_kb)
-            fresh = self._load_copy(collection, copy) if built else None
+            fresh = self._serve_copy(collection, held, copy) if built else None
         except BaseException as error:
             self._forget_copy(held, copy, written=0)
             if isinstance(error, IndexUnavailableError) and self._let_go(held):
@@ -282,10 +352,16 @@ class EdgeShards:
             return False
         swapped = False
         try:
-            swapped = self._swap(collection, held, fresh, written)
+            if isinstance(fresh, EdgeHost):
+                swapped = self._swap_to_host(collection, held, fresh, copy)
+            else:
+                swapped = self._swap(collection, held, fresh, written, operation_of)
         finally:
             if not swapped:
-                fresh.shard.close()
+                if isinstance(fresh, EdgeHost):
+                    fresh.stop()
+                else:
+                    fresh.shard.close()
                 shutil.rmtree(copy, ignore_errors=True)
         if not swapped:
             return False
@@ -295,6 +371,35 @@ class EdgeShards:
         with engine_errors(collection):
             held.shard.close()
         shutil.rmtree(held.path, ignore_errors=True)
+        return True
+
+    def _serve_copy(self, collection: str, held: Shard, copy: Path) -> Shard | EdgeHost:
+        """The indexed copy loaded: here, or by a host process when the collection is
+        large enough for its load to stop turns for long."""
+        if self._host_from_points is not None:
+            with engine_errors(collection):
+                points = held.shard.info().points_count
+            if points >= self._host_from_points:
+                return self._host(collection, copy)
+        return self._load_copy(collection, copy)
+
+    def _swap_to_host(self, collection: str, held: Shard, host: EdgeHost, copy: Path) -> bool:
+        """Replay onto the host the writes `held` took since it was copied, then route the
+        collection's calls to it; False (nothing changed) when the collection was dropped
+        or the index closed meanwhile."""
+        with held.writes:
+            journal, held.journal = held.journal or [], None
+            with self._lock:
+                if self._closed or self._shards.get(collection) is not held:
+                    return False
+                points = host.call("apply", collection, journal)
+                with engine_errors(collection):
+                    if points != held.shard.info().points_count:
+                        raise IndexUnavailableError(f"the indexed copy of {collection!r} differs")
+                edge_build.point_to(self._root, collection, copy)
+                self._hosts[collection] = host
+                del self._shards[collection]
+            held.retired = True
         return True
 
     def _let_go(self, held: Shard) -> bool:
@@ -317,7 +422,14 @@ class EdgeShards:
             held.unindexed -= written
         shutil.rmtree(copy, ignore_errors=True)
 
-    def _swap(self, collection: str, held: Shard, fresh: Shard, written: int) -> bool:
+    def _swap(
+        self,
+        collection: str,
+        held: Shard,
+        fresh: Shard,
+        written: int,
+        operation_of: Callable[[Write], UpdateOperation],
+    ) -> bool:
         """Replay onto `fresh` the writes `held` took since it was copied, then put it in
         `held`'s place; False (nothing changed) when the collection was dropped or the
         index closed meanwhile."""
@@ -327,8 +439,8 @@ class EdgeShards:
                 if self._closed or self._shards.get(collection) is not held:
                     return False
                 with engine_errors(collection):
-                    for operation in journal:
-                        fresh.shard.update(operation)
+                    for write in journal:
+                        fresh.shard.update(operation_of(write))
                     fresh.shard.flush()
                     if fresh.shard.info().points_count != held.shard.info().points_count:
                         raise IndexUnavailableError(f"the indexed copy of {collection!r} differs")
@@ -362,7 +474,10 @@ class EdgeShards:
             return []
         names = {path.name for path in self._root.iterdir() if path.is_dir()}
         names |= set(edge_build.swapped_collections(self._root))
-        return sorted(name for name in names if is_collection_name(name))
+        # a hosted collection's directory is its host's
+        return sorted(
+            name for name in names if is_collection_name(name) and name not in self._hosts
+        )
 
     def _on_disk(self, collection: str) -> bool:
         return (self._root / collection).exists() or edge_build.pointer_file(
@@ -377,6 +492,9 @@ class EdgeShards:
         with self._lock:
             self._closed = True
             shards, self._shards = self._shards, {}
+            hosts, self._hosts = self._hosts, {}
+        for host in hosts.values():
+            host.stop()
         failures = []
         for collection, held in shards.items():
             with held.writes:

@@ -23,10 +23,11 @@ writes in a child process, on a copy of the shard, and swaps the copy in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 from qdrant_edge import (
     AcornSearchParams,
@@ -50,16 +51,20 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
-from ingest.edge_shards import EdgeShards, Shard, engine_errors
+from ingest.edge_shards import CollectionHostedError, EdgeShards, Shard, engine_errors
+from ingest.edge_writes import DeleteWhere, SetPayloadWhere, Upsert, Write
 from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
     SPARSE_VECTOR,
+    HeldTerms,
     IndexBuilds,
     IndexUnavailableError,
     Leg,
     LegKind,
     Passage,
+    QueryResult,
+    RankResult,
     StoredPassage,
 )
 from ingest.index import SparseVector as PassageSparse
@@ -81,6 +86,7 @@ from ingest.index_common import (
 )
 from ingest.payload import (
     PII_ANALYZER_PATH,
+    PassagePayload,
     PayloadKey,
     PiiAnalysis,
     Scope,
@@ -119,6 +125,45 @@ def _scope_filter(
     return Filter(must=[*must, *extra], must_not=list(excluding) or None)
 
 
+#: Points from which a collection's indexed copy is loaded and served by a host process
+#: (`ingest.edge_host`): about 45 ms of load on a slow two-core machine, where a turn
+#: would wait for it (docs/decisions/edge-index-builds.md).
+HOST_FROM_POINTS = 10_000
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _hosted(
+    method: Callable[Concatenate[EdgeIndex, str, _P], _R],
+) -> Callable[Concatenate[EdgeIndex, str, _P], _R]:
+    """The call run here, or by the host process that serves the collection (also when the
+    collection moved to one while the call waited)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self: EdgeIndex, collection: str, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        host = self._shards.host_of(collection)
+        if host is None:
+            try:
+                return method(self, collection, *args, **kwargs)
+            except CollectionHostedError:
+                host = self._shards.host_of(collection)
+                if host is None:  # dropped meanwhile
+                    raise IndexUnavailableError(f"collection {collection!r} is gone") from None
+        try:
+            return cast("_R", host.call(name, collection, *args, **kwargs))
+        except IndexUnavailableError:
+            if host.alive:
+                raise
+        # The host died: started again on the directory, which holds every write it took
+        # (each is flushed before it is answered), and the call tried once more.
+        host = self._shards.revive(collection, host)
+        return cast("_R", host.call(name, collection, *args, **kwargs))
+
+    return call
+
+
 class EdgeIndex(AdapterReads):
     """Qdrant Edge shards under `data_dir / "qdrant-edge"`, opened on demand and kept open.
 
@@ -135,6 +180,7 @@ class EdgeIndex(AdapterReads):
         *,
         indexing_threshold_kb: int | None = None,
         search_threads: int | None = None,
+        host_from_points: int | None = HOST_FROM_POINTS,
     ) -> None:
         """`indexing_threshold_kb`: the vector data (KB) from which `optimize` indexes a
         segment and searches use its graph; Edge's defaults when None; 0 never indexes
@@ -148,28 +194,72 @@ class EdgeIndex(AdapterReads):
             dense_dim,
             indexing_threshold_kb=indexing_threshold_kb,
             search_threads=search_threads,
+            host_from_points=host_from_points,
         )
 
+    @_hosted
+    def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
+        return super().query(collection, scope, legs)
+
+    @_hosted
+    def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
+        return super().rank(collection, scope, legs)
+
+    @_hosted
+    def fetch(
+        self, collection: str, scope: Scope, point_ids: Sequence[str]
+    ) -> dict[str, PassagePayload]:
+        return super().fetch(collection, scope, point_ids)
+
+    @_hosted
+    def held_terms(
+        self, collection: str, scope: Scope, point_ids: Sequence[str]
+    ) -> dict[str, HeldTerms]:
+        return super().held_terms(collection, scope, point_ids)
+
+    def adopt(self, collection: str, path: Path) -> float:
+        """Serve the collection from its indexed copy in `path` (a host process's start);
+        the load's ms."""
+        return self._shards.adopt(collection, path)
+
+    def apply(self, collection: str, writes: Sequence[Write]) -> int:
+        """Apply writes journalled in another process (a host catching up with the
+        gateway); answers how many points the collection then holds."""
+        with self._writing(collection) as held:
+            if held is None:
+                raise IndexUnavailableError(f"no collection {collection!r} to apply writes to")
+            for write in writes:
+                held.update(write, self.operation(write), durable=False)
+                if isinstance(write, Upsert):
+                    held.unindexed += len(write.passages)
+            held.shard.flush()
+            return held.shard.info().points_count
+
+    @_hosted
     def ensure_collection(self, collection: str) -> None:
         self._open(collection)
 
+    @_hosted
     def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
         if not passages:
             return
         existing = self._existing(collection)
         # Points are built (and checked) before a new shard is made; it gets the vector.
         document_keywords = existing is None or existing.document_keywords
-        points = [self._point(passage, document_keywords) for passage in passages]
+        write = Upsert(tuple(passages), document_keywords)
+        operation = self.operation(write)
         with self._writing(collection, create=True) as held:
             if held is None:  # pragma: no cover - created when asked to
                 raise IndexUnavailableError(f"could not open collection {collection!r}")
-            held.update(UpdateOperation.upsert_points(points))
-            held.unindexed += len(points)
+            held.update(write, operation)
+            held.unindexed += len(passages)
 
+    @_hosted
     def document_keywords(self, collection: str) -> bool:
         held = self._existing(collection)
         return held is not None and held.document_keywords
 
+    @_hosted
     def keyword_idf(
         self, collection: str, scope: Scope, legs: Sequence[Leg]
     ) -> tuple[tuple[float, ...], ...]:
@@ -248,6 +338,7 @@ class EdgeIndex(AdapterReads):
             )
         return list(records)
 
+    @_hosted
     def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
         extra = () if document_id is None else (_document(document_id),)
         held = self._existing(collection)
@@ -256,6 +347,7 @@ class EdgeIndex(AdapterReads):
         with engine_errors(collection):
             return held.shard.count(CountRequest(exact=True, filter=_scope_filter(scope, *extra)))
 
+    @_hosted
     def scroll_document(
         self, collection: str, scope: Scope, document_id: str
     ) -> list[StoredPassage]:
@@ -272,6 +364,7 @@ class EdgeIndex(AdapterReads):
         with engine_errors(collection):
             return stored_passages(scroll_all(page))
 
+    @_hosted
     def document_ids(self, collection: str, scope: Scope) -> set[str]:
         where = _scope_filter(scope)
         held = self._existing(collection)
@@ -297,21 +390,27 @@ class EdgeIndex(AdapterReads):
             if (payload := record.payload)
         }
 
+    @_hosted
     def delete_points(self, collection: str, scope: Scope, point_ids: Sequence[str]) -> int:
-        ids: set[PointId] = {checked_point_id(pid) for pid in point_ids}
+        ids = frozenset(str(checked_point_id(pid)) for pid in point_ids)
         if not ids:
             return 0
-        return self._delete(collection, _scope_filter(scope, HasIdCondition(ids)))
+        return self._delete(collection, DeleteWhere(scope, point_ids=ids))
 
+    @_hosted
     def delete_document(self, collection: str, scope: Scope, document_id: str) -> int:
-        return self._delete(collection, _scope_filter(scope, _document(document_id)))
+        return self._delete(collection, DeleteWhere(scope, document_id=document_id))
 
+    @_hosted
     def delete_scope(self, collection: str, scope: Scope) -> int:
         # Page by page, as `document_ids` reads: one delete over a workspace's Scope would
         # hold the GIL, and stop every turn, for as long as all the pages together.
         where = _scope_filter(scope)
         deleted = 0
         while True:
+            host = self._shards.host_of(collection)
+            if host is not None:  # moved to a host midway: the rest is deleted there
+                return deleted + int(host.call("delete_scope", collection, scope))
             with self._writing(collection) as held:
                 if held is None:
                     return deleted
@@ -322,10 +421,11 @@ class EdgeIndex(AdapterReads):
                     if deleted:
                         held.shard.flush()  # the deletion is durable before it is answered
                     return deleted
-                these = _scope_filter(scope, HasIdCondition({record.id for record in page}))
-                held.update(UpdateOperation.delete_points_by_filter(these), durable=False)
+                these = DeleteWhere(scope, point_ids=frozenset(str(record.id) for record in page))
+                held.update(these, self.operation(these), durable=False)
             deleted += len(page)
 
+    @_hosted
     def passages_page(
         self, collection: str, scope: Scope, offset: str | None, limit: int
     ) -> tuple[list[Passage], str | None]:
@@ -345,6 +445,7 @@ class EdgeIndex(AdapterReads):
     def drop_collection(self, collection: str) -> int | None:
         return self._shards.drop(collection)
 
+    @_hosted
     def backfill_org(self, collection: str, scope: Scope) -> int:
         if scope.strict:
             raise ValueError("backfill_org needs a non-strict scope: strict ones never see legacy")
@@ -356,11 +457,13 @@ class EdgeIndex(AdapterReads):
                 return 0
             updated = held.shard.count(CountRequest(exact=True, filter=where))
             if updated:
-                held.update(
-                    UpdateOperation.set_payload_by_filter(where, {PayloadKey.ORG_ID: scope.org_id})
+                write = SetPayloadWhere(
+                    scope, {PayloadKey.ORG_ID.value: scope.org_id}, org_missing=True
                 )
+                held.update(write, self.operation(write))
         return updated
 
+    @_hosted
     def stale_pii_page(
         self, collection: str, scope: Scope, analyzer: str, offset: str | None, limit: int
     ) -> tuple[list[StoredPassage], str | None]:
@@ -376,6 +479,7 @@ class EdgeIndex(AdapterReads):
             )
         return stored_passages(records), None if after is None else str(after)
 
+    @_hosted
     def set_pii(self, collection: str, scope: Scope, analyses: Mapping[str, PiiAnalysis]) -> int:
         ids: dict[PointId, PiiAnalysis] = {
             checked_point_id(pid): analysis for pid, analysis in analyses.items()
@@ -389,9 +493,9 @@ class EdgeIndex(AdapterReads):
                 CountRequest(exact=True, filter=_scope_filter(scope, HasIdCondition(set(ids))))
             )
             for pid, analysis in ids.items():
-                where = _scope_filter(scope, HasIdCondition({pid}))
                 payload = {PayloadKey.PII.value: pii_payload(analysis)}
-                held.update(UpdateOperation.set_payload_by_filter(where, payload), durable=False)
+                write = SetPayloadWhere(scope, payload, point_ids=frozenset({str(pid)}))
+                held.update(write, self.operation(write), durable=False)
             held.shard.flush()
         return inside
 
@@ -402,7 +506,7 @@ class EdgeIndex(AdapterReads):
     def index_written(self) -> IndexBuilds:
         """The indexes of collections written enough, built beside this process
         (`EdgeShards.index_written`)."""
-        return self._shards.index_written()
+        return self._shards.index_written(self.operation)
 
     def ping(self) -> None:
         if self._shards.closed:
@@ -411,14 +515,25 @@ class EdgeIndex(AdapterReads):
     def close(self) -> None:
         self._shards.close()
 
-    def _delete(self, collection: str, where: Filter) -> int:
+    def _delete(self, collection: str, write: DeleteWhere) -> int:
+        operation = self.operation(write)
         with self._writing(collection) as held:
             if held is None:
                 return 0
+            where = _write_filter(write)
             deleted = held.shard.count(CountRequest(exact=True, filter=where))
             if deleted:
-                held.update(UpdateOperation.delete_points_by_filter(where))
+                held.update(write, operation)
         return deleted
+
+    def operation(self, write: Write) -> UpdateOperation:
+        """Edge's operation for one of kbgate's writes (`ingest.edge_writes`)."""
+        if isinstance(write, Upsert):
+            points = [self._point(passage, write.document_keywords) for passage in write.passages]
+            return UpdateOperation.upsert_points(points)
+        if isinstance(write, DeleteWhere):
+            return UpdateOperation.delete_points_by_filter(_write_filter(write))
+        return UpdateOperation.set_payload_by_filter(_write_filter(write), dict(write.payload))
 
     def _existing(self, collection: str) -> Shard | None:
         return self._shards.existing(collection)
@@ -511,6 +626,18 @@ _EXACT = SearchParams(exact=True)
 
 def _idf_over(corpus: Filter) -> SearchParams:
     return SearchParams(idf=IdfParams(corpus=corpus))
+
+
+def _write_filter(write: DeleteWhere | SetPayloadWhere) -> Filter:
+    """The points a deletion or payload update applies to: inside its Scope, always."""
+    if write.point_ids is not None:
+        ids: set[PointId] = {checked_point_id(pid) for pid in write.point_ids}
+        return _scope_filter(write.scope, HasIdCondition(ids))
+    if isinstance(write, DeleteWhere):
+        if write.document_id is None:  # pragma: no cover - refused when the write is made
+            raise ValueError("a deletion names neither points nor a document")
+        return _scope_filter(write.scope, _document(write.document_id))
+    return _scope_filter(write.scope, IsEmptyCondition(key=PayloadKey.ORG_ID))
 
 
 def _document(document_id: str) -> FieldCondition:

@@ -84,6 +84,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     #: Threads in each Qdrant Edge shard's search pool; None: one per core. See
     #: `ingest.qdrant_edge`.
     edge_search_threads: int | None = None
+    #: Points from which a collection's indexed copy is loaded and served by a process of
+    #: its own, not the gateway's (which would stop while it loads); 0: never. See
+    #: `ingest.edge_host`.
+    edge_host_from_points: int = 10_000
     redis_url: str | None = None
     redis_timeout_s: float = 2.0
     platform_key: str | None = None
@@ -220,6 +224,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "QDRANT_WRITE_CONSISTENCY": ("qdrant_write_consistency", _parse_int),
     "EDGE_INDEXING_THRESHOLD_KB": ("edge_indexing_threshold_kb", _parse_int),
     "EDGE_SEARCH_THREADS": ("edge_search_threads", _parse_int),
+    "EDGE_HOST_FROM_POINTS": ("edge_host_from_points", _parse_int),
     "REDIS_URL": ("redis_url", _parse_url),
     "REDIS_TIMEOUT_S": ("redis_timeout_s", _parse_float),
     "PLATFORM_KEY": ("platform_key", _parse_str),
@@ -299,6 +304,11 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
         lambda c: c.edge_search_threads is None or 1 <= c.edge_search_threads <= 256,
         "EDGE_SEARCH_THREADS",
         "must be 1..256",
+    ),
+    (
+        lambda c: c.edge_host_from_points >= 0,
+        "EDGE_HOST_FROM_POINTS",
+        "must be 0 (never) or more",
     ),
     (
         lambda c: c.embedding_threads is None or c.embedding_threads >= 1,

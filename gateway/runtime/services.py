@@ -342,6 +342,7 @@ def build_index(config: Config) -> tuple[Index, str]:
         config.data_dir,
         indexing_threshold_kb=config.edge_indexing_threshold_kb,
         search_threads=config.edge_search_threads,
+        host_from_points=config.edge_host_from_points or None,
     ), "qdrant-edge"
 
 

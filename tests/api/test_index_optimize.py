@@ -196,5 +196,49 @@ async def test_the_serving_gateway_indexes_what_it_was_written(
         await services.close()
 
 
+async def test_a_collection_moved_to_its_host_keeps_serving_turns_and_writes(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """With `KBGATE_EDGE_HOST_FROM_POINTS` reached, the indexed copy is loaded by a host
+    process: the build logs no load in the gateway (`load_ms` 0), and turns, document
+    writes and deletions go on through the host until the gateway closes, which stops it."""
+    config = gateway_config(
+        tmp_path / "data",
+        edge_indexing_threshold_kb=1,
+        index_check_s=0.2,
+        edge_host_from_points=1,
+    )
+    logs = io.StringIO()
+    services = await build_services(
+        config, Telemetry(build_logger("INFO", logs)), embedder=embedder
+    )
+    try:
+        async with AsyncTestClient(create_app(config, services)) as client:
+            gw = Gateway(client=client, services=services, logs=logs, config=config)
+            tenant = await provision(gw, "acme", "acme-support")
+            await tenant.kb("manuals")
+            await tenant.agent("bot", ["manuals"])
+            for name, text in MANUALS.items():
+                await tenant.doc("manuals", name, text)
+            with anyio.fail_after(60):
+                while not (built := _built_events(logs)):  # noqa: ASYNC110 — a log, not an event
+                    await anyio.sleep(0.1)
+            assert built[0]["load_ms"] == 0
+            assert services.index._shards.host_of("kb_org_acme") is not None  # type: ignore[attr-defined]  # the embedded adapter
+            turn = await tenant.retrieve("bot", "How often is each pump inspected?")
+            assert turn.status_code == 200, turn.text
+            assert turn.json()["passages"][0]["document_id"] == "pumps.txt"
+            await tenant.doc("manuals", "valves.txt", "Valves are greased every spring.")
+            turn = await tenant.retrieve("bot", "When are the valves greased?")
+            assert turn.json()["passages"][0]["document_id"] == "valves.txt"
+            gone = await client.delete(
+                "/v1/knowledge-bases/manuals/documents/valves.txt", headers=tenant.headers()
+            )
+            assert gone.status_code == 200, gone.text
+    finally:
+        await services.close()
+    assert services.index._shards._hosts == {}  # type: ignore[attr-defined]  # stopped
+
+
 def _built_events(logs: io.StringIO) -> list[dict[str, object]]:
     return [line for line in _events(logs) if line.get("event") == "index_built_beside"]

@@ -5,6 +5,7 @@ threshold of 1 KB, so that a few dozen points are enough to build a graph."""
 
 from __future__ import annotations
 
+import pickle
 import random
 import shutil
 import threading
@@ -17,6 +18,7 @@ from qdrant_edge import CountRequest
 
 from ingest import edge_build
 from ingest.edge_shards import Shard
+from ingest.edge_writes import DeleteWhere, Upsert
 from ingest.index import IndexBuilds, IndexUnavailableError, Passage, org_collection
 from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from tests.integration.test_index_contract import (  # the contract suite's data
@@ -85,7 +87,8 @@ def test_a_written_collection_is_indexed_and_keeps_every_write_made_meanwhile(
 ) -> None:
     """A collection written past the threshold is indexed beside the process: the swapped
     shard has graph-indexed vectors, holds the points written before the copy and those
-    written and deleted while the child built it, and searches find the latest writes."""
+    written and deleted while the child built it (journalled in kbgate's own picklable
+    form), and searches find the latest writes."""
     rng = random.Random(7)
     index.upsert(COLLECTION, _passages(0, 200, rng))
     assert _indexed(index) == 200  # BM25 only
@@ -94,6 +97,12 @@ def test_a_written_collection_is_indexed_and_keeps_every_write_made_meanwhile(
     def meanwhile(during: EdgeIndex) -> None:
         during.upsert(COLLECTION, late)
         during.delete_document(COLLECTION, scope(), "doc0")
+        held = during._existing(COLLECTION)
+        assert held is not None
+        assert held.journal is not None
+        # kbgate's own descriptions, which another process could replay
+        assert [type(write) for write in held.journal] == [Upsert, DeleteWhere]
+        assert pickle.loads(pickle.dumps(held.journal)) == held.journal  # noqa: S301 — our own bytes
 
     index.during = meanwhile
     builds = index.index_written()

@@ -1,0 +1,231 @@
+"""A large collection's indexed copy loaded and served by a host process
+(`ingest.edge_host`), so that the gateway never stops for its load. Real Edge shards in
+real host processes; small synthetic vectors (8-d), an indexing threshold of 1 KB and a
+host from the first point, so that a few hundred points take the whole path."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ingest.edge_host import EdgeHost
+from ingest.edge_shards import Shard
+from ingest.index import IndexBuilds, IndexUnavailableError, Passage, org_collection
+from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
+from tests.integration.test_index_contract import (  # the contract suite's data
+    DIM,
+    dense_leg,
+    hit_ids,
+    passage,
+    random_unit,
+    scope,
+)
+
+COLLECTION = org_collection("acme")
+
+
+def _passages(start: int, count: int, rng: random.Random) -> list[Passage]:
+    return [
+        passage(idx=i, doc=f"doc{i}", dense=random_unit(rng)) for i in range(start, start + count)
+    ]
+
+
+class _Hosting(EdgeIndex):
+    """Edge that hands every indexed copy to a host, and runs `during` after the child
+    built the copy, before the host starts: what the gateway does meanwhile."""
+
+    def __init__(self, data_dir: Path) -> None:
+        super().__init__(data_dir, dense_dim=DIM, indexing_threshold_kb=1, host_from_points=1)
+        self.during: Callable[[EdgeIndex], object] = lambda index: None
+        serve_copy = self._shards._serve_copy
+
+        def hooked(collection: str, held: Shard, copy: Path) -> Shard | EdgeHost:
+            self.during(self)
+            return serve_copy(collection, held, copy)
+
+        self._shards._serve_copy = hooked  # type: ignore[method-assign]  # the test's hook
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def index(data_dir: Path) -> Iterator[_Hosting]:
+    built = _Hosting(data_dir)
+    yield built
+    built.close()
+
+
+def test_the_indexed_copy_is_served_by_a_host_with_every_write(
+    index: _Hosting, data_dir: Path
+) -> None:
+    """After the build the collection is served by a host process that holds the points
+    written before the copy and those written and deleted while the child built it; no
+    load stopped this process; searches and writes go to the host."""
+    rng = random.Random(21)
+    index.upsert(COLLECTION, _passages(0, 200, rng))
+    late = _passages(200, 20, rng)
+
+    def meanwhile(during: EdgeIndex) -> None:
+        during.upsert(COLLECTION, late)
+        during.delete_document(COLLECTION, scope(), "doc0")
+
+    index.during = meanwhile
+    builds = index.index_written()
+    assert builds == IndexBuilds((COLLECTION,), 0.0)  # loaded by the host, not here
+    host = index._shards.host_of(COLLECTION)
+    assert host is not None
+    assert host.load_ms > 0
+    assert index.count(COLLECTION, scope()) == 219
+    assert hit_ids(index, COLLECTION, scope(), dense_leg(late[-1].dense, limit=1)) == [
+        [late[-1].point_id]
+    ]
+    index.upsert(COLLECTION, _passages(220, 5, rng))
+    assert index.count(COLLECTION, scope()) == 224
+    assert index.index_written() == IndexBuilds()  # nothing due since
+
+
+def test_the_hosted_collection_is_back_in_process_after_a_restart(
+    index: _Hosting, data_dir: Path
+) -> None:
+    """Closing stops the host, which flushes; the next process opens the swapped
+    generation itself, with every point."""
+    rng = random.Random(22)
+    index.upsert(COLLECTION, _passages(0, 100, rng))
+    assert index.index_written().collections == (COLLECTION,)
+    index.upsert(COLLECTION, _passages(100, 3, rng))
+    index.close()
+    again = EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=1)
+    try:
+        assert again.count(COLLECTION, scope()) == 103
+        assert sorted(p.name for p in (data_dir / EDGE_DIR).iterdir()) == [COLLECTION]
+    finally:
+        again.close()
+
+
+def test_reads_and_writes_go_on_while_the_collection_moves_to_its_host(
+    index: _Hosting,
+) -> None:
+    """Searches and writes made throughout the build and the move land and answer: a
+    writer that waited for the shard while it moved is sent on to the host."""
+    rng = random.Random(23)
+    index.upsert(COLLECTION, _passages(0, 1000, rng))
+    done = threading.Event()
+    outcome: list[tuple[str, ...]] = []
+
+    def build() -> None:
+        outcome.append(index.index_written().collections)
+        done.set()
+
+    builder = threading.Thread(target=build)
+    builder.start()
+    written = 1000
+    while not done.is_set():
+        hit_ids(index, COLLECTION, scope(), dense_leg(random_unit(rng), limit=5))
+        index.upsert(COLLECTION, _passages(written, 1, rng))
+        written += 1
+    builder.join()
+    assert outcome == [(COLLECTION,)]
+    assert index._shards.host_of(COLLECTION) is not None
+    assert index.count(COLLECTION, scope()) == written
+
+
+def test_a_hosted_collection_dropped_is_gone_with_its_host(index: _Hosting, data_dir: Path) -> None:
+    """Dropping a hosted collection removes its points and directories and stops its
+    host."""
+    index.upsert(COLLECTION, _passages(0, 100, random.Random(24)))
+    assert index.index_written().collections == (COLLECTION,)
+    assert index.drop_collection(COLLECTION) == 100
+    assert index._shards.host_of(COLLECTION) is None
+    assert list((data_dir / EDGE_DIR).iterdir()) == []
+    assert index.count(COLLECTION, scope()) == 0
+
+
+def test_a_dead_host_is_started_again_with_every_point(index: _Hosting) -> None:
+    """A host that died is started again on the collection's directory at the next call,
+    which answers from every point written before."""
+    index.upsert(COLLECTION, _passages(0, 100, random.Random(25)))
+    assert index.index_written().collections == (COLLECTION,)
+    index.upsert(COLLECTION, _passages(100, 4, random.Random(28)))
+    host = index._shards.host_of(COLLECTION)
+    assert host is not None
+    host._process.kill()
+    host._process.wait()
+    assert index.count(COLLECTION, scope()) == 104
+    again = index._shards.host_of(COLLECTION)
+    assert again is not None
+    assert again is not host
+    assert again.alive
+
+
+def test_a_host_that_cannot_start_again_answers_unavailable(
+    index: _Hosting, data_dir: Path
+) -> None:
+    """A dead host whose directory is gone answers the engine unavailable (503 at the
+    edge), never an empty collection."""
+    index.upsert(COLLECTION, _passages(0, 100, random.Random(29)))
+    assert index.index_written().collections == (COLLECTION,)
+    host = index._shards.host_of(COLLECTION)
+    assert host is not None
+    host._process.kill()
+    host._process.wait()
+    for generation in (data_dir / EDGE_DIR).glob(f"{COLLECTION}~*"):
+        shutil.rmtree(generation)
+    with pytest.raises(IndexUnavailableError):
+        index.count(COLLECTION, scope())
+
+
+def test_a_host_ends_when_its_gateway_dies_without_stopping_it(data_dir: Path) -> None:
+    """A gateway killed outright leaves no host behind holding the collection: the host
+    sees its pipes close, flushes and exits, and the next process opens the collection
+    with every point."""
+    script = textwrap.dedent(
+        f"""
+        import os, random
+        from pathlib import Path
+        from ingest.qdrant_edge import EdgeIndex
+        from tests.integration.test_edge_hosts import _passages, COLLECTION, DIM
+        index = EdgeIndex(Path({str(data_dir)!r}), dense_dim=DIM, indexing_threshold_kb=1,
+                          host_from_points=1)
+        index.upsert(COLLECTION, _passages(0, 100, random.Random(26)))
+        assert index.index_written().collections == (COLLECTION,)
+        index.upsert(COLLECTION, _passages(100, 2, random.Random(27)))
+        print(index._shards.host_of(COLLECTION)._process.pid, flush=True)
+        os._exit(0)  # no close: the hosts are not stopped
+        """
+    )
+    done = subprocess.run(  # noqa: S603 — this interpreter, the test's own script
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    host_pid = int(done.stdout.split()[-1])
+    deadline = time.monotonic() + 30
+    while _alive(host_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(host_pid)
+    again = EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=1)
+    try:
+        assert again.count(COLLECTION, scope()) == 102
+    finally:
+        again.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (exited, not yet reaped by its dead parent's reaper) counts as gone
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "zombie" not in status.read_text()
