@@ -22,13 +22,13 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from gateway.http.app import create_app
-from gateway.runtime.services import build_services
+from gateway.runtime.services import Services, build_services
 from gateway.runtime.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedder
 from ingest.index import IndexUnavailableError
 from ingest.qdrant_edge import EdgeIndex
 from tests.api.conftest import Gateway, gateway_config
-from tests.api.tenants import provision
+from tests.api.tenants import Tenant, provision
 
 pytestmark = pytest.mark.anyio
 
@@ -155,14 +155,15 @@ async def test_search_pool_setting_reaches_the_shards(tmp_path: Path, embedder: 
         assert json.loads(shard_config.read_text())["max_search_threads"] == recorded
 
 
-async def test_the_serving_gateway_indexes_what_it_was_written(
-    tmp_path: Path, embedder: Embedder
-) -> None:
-    """Documents written over HTTP are indexed while the gateway serves: within a few
-    checks (`KBGATE_INDEX_CHECK_S`) it logs `index_built_beside` with a count and
-    durations only (in all, and the indexed copy's load), the collection lives in the
-    swapped generation, and turns keep answering from it."""
-    config = gateway_config(tmp_path / "data", edge_indexing_threshold_kb=1, index_check_s=0.2)
+@asynccontextmanager
+async def _manuals_indexed_while_serving(
+    tmp_path: Path, embedder: Embedder, **overrides: object
+) -> AsyncIterator[tuple[Services, Tenant, dict[str, object]]]:
+    """A gateway indexing what it is written (1 KB threshold, a check every 0.2 s), once
+    it logged the build of a KB of the manuals: its services, the tenant and the log line."""
+    config = gateway_config(
+        tmp_path / "data", edge_indexing_threshold_kb=1, index_check_s=0.2, **overrides
+    )
     logs = io.StringIO()
     services = await build_services(
         config, Telemetry(build_logger("INFO", logs)), embedder=embedder
@@ -178,22 +179,33 @@ async def test_the_serving_gateway_indexes_what_it_was_written(
             with anyio.fail_after(60):
                 while not (built := _built_events(logs)):  # noqa: ASYNC110 — a log, not an event
                     await anyio.sleep(0.1)
-            edge = config.data_dir / "qdrant-edge"
-            assert (edge / "kb_org_acme.live").read_text().startswith("kb_org_acme~")
-            assert set(built[0]) == {
-                *("event", "level", "timestamp"),
-                *("collections", "duration_ms", "load_ms"),
-            }
-            assert built[0]["collections"] == 1
-            load_ms, duration_ms = built[0]["load_ms"], built[0]["duration_ms"]
-            assert isinstance(load_ms, int)
-            assert isinstance(duration_ms, int)
-            assert 0 < load_ms <= duration_ms
-            turn = await tenant.retrieve("bot", "How often is each pump inspected?")
-            assert turn.status_code == 200, turn.text
-            assert turn.json()["passages"][0]["document_id"] == "pumps.txt"
+            yield services, tenant, built[0]
     finally:
         await services.close()
+
+
+async def test_the_serving_gateway_indexes_what_it_was_written(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """Documents written over HTTP are indexed while the gateway serves: within a few
+    checks (`KBGATE_INDEX_CHECK_S`) it logs `index_built_beside` with a count and
+    durations only (in all, and the indexed copy's load), the collection lives in the
+    swapped generation, and turns keep answering from it."""
+    async with _manuals_indexed_while_serving(tmp_path, embedder) as (services, tenant, built):
+        edge = services.config.data_dir / "qdrant-edge"
+        assert (edge / "kb_org_acme.live").read_text().startswith("kb_org_acme~")
+        assert set(built) == {
+            *("event", "level", "timestamp"),
+            *("collections", "duration_ms", "load_ms"),
+        }
+        assert built["collections"] == 1
+        load_ms, duration_ms = built["load_ms"], built["duration_ms"]
+        assert isinstance(load_ms, int)
+        assert isinstance(duration_ms, int)
+        assert 0 < load_ms <= duration_ms
+        turn = await tenant.retrieve("bot", "How often is each pump inspected?")
+        assert turn.status_code == 200, turn.text
+        assert turn.json()["passages"][0]["document_id"] == "pumps.txt"
 
 
 async def test_a_collection_moved_to_its_host_keeps_serving_turns_and_writes(
@@ -202,42 +214,25 @@ async def test_a_collection_moved_to_its_host_keeps_serving_turns_and_writes(
     """With `KBGATE_EDGE_HOST_FROM_POINTS` reached, the indexed copy is loaded by a host
     process: the build logs no load in the gateway (`load_ms` 0), and turns, document
     writes and deletions go on through the host until the gateway closes, which stops it."""
-    config = gateway_config(
-        tmp_path / "data",
-        edge_indexing_threshold_kb=1,
-        index_check_s=0.2,
-        edge_host_from_points=1,
-    )
-    logs = io.StringIO()
-    services = await build_services(
-        config, Telemetry(build_logger("INFO", logs)), embedder=embedder
-    )
-    try:
-        async with AsyncTestClient(create_app(config, services)) as client:
-            gw = Gateway(client=client, services=services, logs=logs, config=config)
-            tenant = await provision(gw, "acme", "acme-support")
-            await tenant.kb("manuals")
-            await tenant.agent("bot", ["manuals"])
-            for name, text in MANUALS.items():
-                await tenant.doc("manuals", name, text)
-            with anyio.fail_after(60):
-                while not (built := _built_events(logs)):  # noqa: ASYNC110 — a log, not an event
-                    await anyio.sleep(0.1)
-            assert built[0]["load_ms"] == 0
-            assert services.index._shards.host_of("kb_org_acme") is not None  # type: ignore[attr-defined]  # the embedded adapter
-            turn = await tenant.retrieve("bot", "How often is each pump inspected?")
-            assert turn.status_code == 200, turn.text
-            assert turn.json()["passages"][0]["document_id"] == "pumps.txt"
-            await tenant.doc("manuals", "valves.txt", "Valves are greased every spring.")
-            turn = await tenant.retrieve("bot", "When are the valves greased?")
-            assert turn.json()["passages"][0]["document_id"] == "valves.txt"
-            gone = await client.delete(
-                "/v1/knowledge-bases/manuals/documents/valves.txt", headers=tenant.headers()
-            )
-            assert gone.status_code == 200, gone.text
-    finally:
-        await services.close()
-    assert services.index._shards._hosts == {}  # type: ignore[attr-defined]  # stopped
+    async with _manuals_indexed_while_serving(tmp_path, embedder, edge_host_from_points=1) as (
+        services,
+        tenant,
+        built,
+    ):
+        assert built["load_ms"] == 0
+        shards = services.index._shards  # type: ignore[attr-defined]  # the embedded adapter's
+        assert shards.host_of("kb_org_acme") is not None
+        turn = await tenant.retrieve("bot", "How often is each pump inspected?")
+        assert turn.status_code == 200, turn.text
+        assert turn.json()["passages"][0]["document_id"] == "pumps.txt"
+        await tenant.doc("manuals", "valves.txt", "Valves are greased every spring.")
+        turn = await tenant.retrieve("bot", "When are the valves greased?")
+        assert turn.json()["passages"][0]["document_id"] == "valves.txt"
+        gone = await tenant.gw.client.delete(
+            "/v1/knowledge-bases/manuals/documents/valves.txt", headers=tenant.headers()
+        )
+        assert gone.status_code == 200, gone.text
+    assert shards._hosts == {}  # stopped with the gateway
 
 
 def _built_events(logs: io.StringIO) -> list[dict[str, object]]:

@@ -70,6 +70,23 @@ class _DuringBuild(EdgeIndex):
         self._shards._load_copy = hooked  # type: ignore[method-assign]  # the test's hook
 
 
+def build_on_a_thread(
+    index: EdgeIndex,
+) -> tuple[threading.Thread, threading.Event, list[tuple[str, ...]]]:
+    """`index_written` started on a thread of its own; the event is set once it is done,
+    and the list then holds the collections it swapped."""
+    done = threading.Event()
+    outcome: list[tuple[str, ...]] = []
+
+    def build() -> None:
+        outcome.append(index.index_written().collections)
+        done.set()
+
+    builder = threading.Thread(target=build)
+    builder.start()
+    return builder, done, outcome
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
@@ -179,15 +196,7 @@ def test_reads_and_writes_go_on_while_the_child_builds(index: _DuringBuild) -> N
     (the build runs in another process, not under this one's GIL)."""
     rng = random.Random(10)
     index.upsert(COLLECTION, _passages(0, 3000, rng))
-    done = threading.Event()
-    outcome: list[tuple[str, ...]] = []
-
-    def build() -> None:
-        outcome.append(index.index_written().collections)
-        done.set()
-
-    builder = threading.Thread(target=build)
-    builder.start()
+    builder, done, outcome = build_on_a_thread(index)
     slowest, calls, written = 0.0, 0, 3000
     while not done.is_set():
         started = time.perf_counter()

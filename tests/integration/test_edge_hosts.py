@@ -11,33 +11,25 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from ingest.edge_host import EdgeHost
 from ingest.edge_shards import Shard
-from ingest.index import IndexBuilds, IndexUnavailableError, Passage, org_collection
+from ingest.index import IndexBuilds, IndexUnavailableError
 from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
+from tests.integration.test_edge_build import COLLECTION, _passages, build_on_a_thread
 from tests.integration.test_index_contract import (  # the contract suite's data
     DIM,
     dense_leg,
     hit_ids,
-    passage,
     random_unit,
     scope,
 )
-
-COLLECTION = org_collection("acme")
-
-
-def _passages(start: int, count: int, rng: random.Random) -> list[Passage]:
-    return [
-        passage(idx=i, doc=f"doc{i}", dense=random_unit(rng)) for i in range(start, start + count)
-    ]
 
 
 class _Hosting(EdgeIndex):
@@ -63,9 +55,8 @@ def data_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def index(data_dir: Path) -> Iterator[_Hosting]:
-    built = _Hosting(data_dir)
-    yield built
-    built.close()
+    with closing(_Hosting(data_dir)) as hosting:
+        yield hosting
 
 
 def test_the_indexed_copy_is_served_by_a_host_with_every_write(
@@ -122,15 +113,7 @@ def test_reads_and_writes_go_on_while_the_collection_moves_to_its_host(
     writer that waited for the shard while it moved is sent on to the host."""
     rng = random.Random(23)
     index.upsert(COLLECTION, _passages(0, 1000, rng))
-    done = threading.Event()
-    outcome: list[tuple[str, ...]] = []
-
-    def build() -> None:
-        outcome.append(index.index_written().collections)
-        done.set()
-
-    builder = threading.Thread(target=build)
-    builder.start()
+    builder, done, outcome = build_on_a_thread(index)
     written = 1000
     while not done.is_set():
         hit_ids(index, COLLECTION, scope(), dense_leg(random_unit(rng), limit=5))
@@ -196,7 +179,7 @@ def test_a_host_ends_when_its_gateway_dies_without_stopping_it(data_dir: Path) -
         import os, random
         from pathlib import Path
         from ingest.qdrant_edge import EdgeIndex
-        from tests.integration.test_edge_hosts import _passages, COLLECTION, DIM
+        from tests.integration.test_edge_build import _passages, COLLECTION, DIM
         index = EdgeIndex(Path({str(data_dir)!r}), dense_dim=DIM, indexing_threshold_kb=1,
                           host_from_points=1)
         index.upsert(COLLECTION, _passages(0, 100, random.Random(26)))
