@@ -1,6 +1,7 @@
 """Qdrant Edge's shards on disk: one directory per collection, opened on demand and kept
 open, written under a lock per shard, indexed at start (`optimize`) or beside the serving
-process (`index_written`, on a copy built by `ingest.edge_build`), closed together.
+process (`index_written`, on a copy built by `ingest.edge_build`, which a host process
+loads and serves when the collection is large: `ingest.edge_host`), closed together.
 
 `EdgeIndex` (`ingest.qdrant_edge`) searches and writes through them; this module knows how
 a shard is configured and where it lives, not what its points mean beyond the payload
@@ -301,7 +302,14 @@ class EdgeShards:
             swapped = _each(due, functools.partial(self._index_beside, operation_of=operation_of))
             # A copy a host loaded stopped no turn here; a host's own builds stop its turns.
             loads = [held.load_ms for name in swapped if (held := self._shards.get(name))]
-            hosted = [host.call("index_written") for host in hosts]
+            hosted, failures = [], []
+            for host in hosts:  # one failing does not keep the others from building
+                try:
+                    hosted.append(host.call("index_written"))
+                except IndexUnavailableError as error:
+                    failures.append(str(error))
+            if failures:
+                raise IndexUnavailableError(f"indexing failed: {'; '.join(failures)}")
             loads += [builds.longest_load_ms for builds in hosted]
             return IndexBuilds(
                 (*swapped, *(name for builds in hosted for name in builds.collections)),
