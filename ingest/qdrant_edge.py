@@ -395,11 +395,11 @@ class EdgeIndex(AdapterReads):
         ids = frozenset(str(checked_point_id(pid)) for pid in point_ids)
         if not ids:
             return 0
-        return self._delete(collection, DeleteWhere(scope, point_ids=ids))
+        return self._delete_where(collection, DeleteWhere(scope, point_ids=ids))
 
     @_hosted
     def delete_document(self, collection: str, scope: Scope, document_id: str) -> int:
-        return self._delete(collection, DeleteWhere(scope, document_id=document_id))
+        return self._delete_where(collection, DeleteWhere(scope, document_id=document_id))
 
     @_hosted
     def delete_scope(self, collection: str, scope: Scope) -> int:
@@ -515,7 +515,7 @@ class EdgeIndex(AdapterReads):
     def close(self) -> None:
         self._shards.close()
 
-    def _delete(self, collection: str, write: DeleteWhere) -> int:
+    def _delete_where(self, collection: str, write: DeleteWhere) -> int:
         operation = self.operation(write)
         with self._writing(collection) as held:
             if held is None:

@@ -154,8 +154,22 @@ def _called(node: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
-def _is_scope_filter(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and _called(node) == "_scope_filter"
+def _is_scope_filter(node: ast.AST, builders: frozenset[str] = frozenset()) -> bool:
+    """A call of `_scope_filter`, or of a function that returns nothing else (`builders`)."""
+    return isinstance(node, ast.Call) and _called(node) in {"_scope_filter", *builders}
+
+
+def _scope_filter_builders(tree: ast.AST) -> frozenset[str]:
+    """Functions every `return` of which hands back a `_scope_filter(...)` call: what they
+    return is a Scope's filter too."""
+    builders = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef) or fn.name == "_scope_filter":
+            continue
+        returns = [node for node in ast.walk(fn) if isinstance(node, ast.Return)]
+        if returns and all(r.value is not None and _is_scope_filter(r.value) for r in returns):
+            builders.add(fn.name)
+    return frozenset(builders)
 
 
 def _parameters(fn: _Function) -> list[ast.arg]:
@@ -164,7 +178,7 @@ def _parameters(fn: _Function) -> list[ast.arg]:
     return [*args.posonlyargs, *args.args, *args.kwonlyargs, *rest]
 
 
-def _bound_to_scope_filters(fn: _Function) -> set[str]:
+def _bound_to_scope_filters(fn: _Function, builders: frozenset[str]) -> set[str]:
     """The names `fn` binds only to a Scope's filter, whatever they are called: parameters
     typed as a filter (only `_scope_filter` builds one) and names assigned nothing but
     `_scope_filter(...)`."""
@@ -180,24 +194,27 @@ def _bound_to_scope_filters(fn: _Function) -> set[str]:
         if isinstance(node, ast.Assign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names = {target.id for target in targets if isinstance(target, ast.Name)}
-            scoped = node.value is not None and _is_scope_filter(node.value)
+            scoped = node.value is not None and _is_scope_filter(node.value, builders)
             (from_filter if scoped else from_other).update(names)
     return (typed | from_filter) - from_other
 
 
 def _unscoped_engine_calls(tree: ast.AST) -> list[str]:
-    """Engine calls handed no Scope filter: neither a `_scope_filter(...)` call nor a name
-    bound to one (in the calling function or one enclosing it)."""
+    """Engine calls handed no Scope filter: neither a `_scope_filter(...)` call (or a call of
+    a function that returns only such calls) nor a name bound to one (in the calling
+    function or one enclosing it)."""
     unscoped: list[str] = []
+    builders = _scope_filter_builders(tree)
 
     def visit(node: ast.AST, scoped: frozenset[str]) -> None:
         if isinstance(node, _Function):
             shadowed = {arg.arg for arg in _parameters(node)}
-            scoped = (scoped - shadowed) | _bound_to_scope_filters(node)
+            scoped = (scoped - shadowed) | _bound_to_scope_filters(node, builders)
         if isinstance(node, ast.Call) and _called(node) in _ENGINE_CALLS:
             inside = list(ast.walk(node))
             if not any(
-                _is_scope_filter(n) or (isinstance(n, ast.Name) and n.id in scoped) for n in inside
+                _is_scope_filter(n, builders) or (isinstance(n, ast.Name) and n.id in scoped)
+                for n in inside
             ):
                 unscoped.append(ast.unparse(node))
         for child in ast.iter_child_nodes(node):
@@ -228,7 +245,8 @@ def test_each_adapter_builds_filters_in_one_function_and_always_uses_one(module:
 def test_the_unscoped_call_check_follows_values_not_names() -> None:
     """The structural check above flags an engine call whose filter came from anywhere but
     `_scope_filter` (or that has none), and accepts one whose filter did, whatever its
-    variable is called, in the function or a closure inside it."""
+    variable is called, in the function or a closure inside it, or through a helper every
+    return of which is a `_scope_filter(...)` call (one other return, and it is flagged)."""
     source = """
 def scoped(shard, scope):
     chosen = _scope_filter(scope)
@@ -245,12 +263,31 @@ def forged(shard, scope):
 
 def bare(shard):
     return shard.facet(FacetRequest(key="documentId"))
+
+
+def narrowed(scope, ids):
+    if ids:
+        return _scope_filter(scope, HasIdCondition(ids))
+    return _scope_filter(scope)
+
+
+def leaky(scope, ids):
+    if ids:
+        return _scope_filter(scope, HasIdCondition(ids))
+    return make_filter()
+
+
+def through_helpers(shard, scope):
+    shard.count(CountRequest(filter=narrowed(scope, [1])))
+    return shard.count(CountRequest(filter=leaky(scope, [])))
 """
     assert _unscoped_engine_calls(ast.parse(source)) == [
         "shard.count(CountRequest(filter=where))",
         "CountRequest(filter=where)",
         "shard.facet(FacetRequest(key='documentId'))",
         "FacetRequest(key='documentId')",
+        "shard.count(CountRequest(filter=leaky(scope, [])))",
+        "CountRequest(filter=leaky(scope, []))",
     ]
 
 
