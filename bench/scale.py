@@ -319,9 +319,11 @@ def maintenance_phase(store: Store, env: dict[str, str], embedder: Embedder) -> 
 
     - at the next start (what `kbgate serve` does): a burst is written, then a gateway
       started; its time to live and the build it logged (`index_optimized`);
-    - while serving (what `kbgate serve` does for what it is written): another burst,
-      then `EdgeIndex.index_written` on a thread beside a turn's ranking calls (the
-      largest workspace's): the worst call is the longest a turn waited.
+    - while serving (what `kbgate serve` does for what it is written): a start's work
+      (`EdgeIndex.optimize`: nothing left to build, the large collections handed to
+      host processes), another burst, then `EdgeIndex.index_written` on a thread beside
+      a turn's ranking calls (the largest workspace's): the worst call is the longest a
+      turn waited.
     """
     store.save({**(store.manifest() or {}), "changed": "maintenance bursts written"})
     workspace = turn_workspaces(store.plan)["largest"]
@@ -336,6 +338,7 @@ def maintenance_phase(store: Store, env: dict[str, str], embedder: Embedder) -> 
     gateway.stop()
     index = EdgeIndex(store.data_dir)
     try:
+        index.optimize()  # as a start does: nothing to build, the large collections hosted
         second = _burst(store, 1)
         second_s = _write(store, index, embedder, second)
         kbs = store.layout.workspace_kbs[workspace]
@@ -389,6 +392,28 @@ def _rss(pid: int) -> dict[str, int]:
         if name in {"VmRSS", "VmHWM", "RssAnon", "RssFile"}:
             fields[name] = round(int(value.split()[0]) / 1024)
     return fields
+
+
+def _with_hosts(pid: int) -> dict[str, int]:
+    """The memory of a process and its children (the hosts of its large collections), in
+    MiB: resident in all, and proportional (each shared page split between its holders)."""
+    pids = [pid, *_children(pid)]
+    kib = {"Rss": 0, "Pss": 0}
+    for each in pids:
+        for line in Path(f"/proc/{each}/smaps_rollup").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in kib:
+                kib[name] += int(value.split()[0])
+    return {
+        "processes": len(pids),
+        "rss": round(kib["Rss"] / 1024),
+        "pss": round(kib["Pss"] / 1024),
+    }
+
+
+def _children(pid: int) -> list[int]:
+    tasks = Path(f"/proc/{pid}/task").iterdir()
+    return [int(child) for task in tasks for child in (task / "children").read_text().split()]
 
 
 def _disk_mib(path: Path) -> int:
@@ -607,12 +632,14 @@ def turn_phase(
         eight = _turns(gateway.url, _turn_work(store, keys, per_scope, 1), 8)
         minor, major = (now - then for now, then in zip(_faults(gateway.pid), faults, strict=True))
         rss_end = _rss(gateway.pid)
+        with_hosts = _with_hosts(gateway.pid)
     finally:
         gateway.stop()
     return {
         "start_to_live_s": round(start_s, 1),
         "rss_mib_after_start": rss_start,
         "rss_mib_after_turns": rss_end,
+        "mib_with_hosts_after_turns": with_hosts,
         "page_faults_per_turn": {
             "minor": round(minor / (one["n"] + eight["n"]), 1),
             "major": round(major / (one["n"] + eight["n"]), 2),

@@ -78,6 +78,12 @@ def figure(rows: list[dict[str, Any]], path: Path) -> None:
             marker="x",
             label="gateway anonymous RSS",
         )
+        axis.plot(
+            sizes,
+            [t.get("mib_with_hosts_after_turns", {}).get("pss", np.nan) for t in turns],
+            marker="^",
+            label="gateway and its hosts, PSS",
+        )
     axis.plot(sizes, [row["disk_mib"] for row in rows], marker="s", label="disk (qdrant-edge)")
     axis.axhline(4096, color="grey", linestyle=":", label="target: gateway RSS 4 GiB")
     axis.set_ylabel("MiB")

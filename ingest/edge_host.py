@@ -38,9 +38,21 @@ PIPES = 4
 READY_TIMEOUT_S = 600.0
 #: how long a stopping host may take to flush and close
 STOP_TIMEOUT_S = 30.0
+
+
+class CollectionHostedError(Exception):
+    """The collection is served by (another) host process now: its calls go there."""
+
+
+class CollectionMovedError(CollectionHostedError):
+    """This host handed the collection to the host of its next indexed copy: its writes go
+    there (its reads are still answered here until this host stops)."""
+
+
 _ERRORS: dict[str, type[Exception]] = {
     "value": ValueError,
     "type": TypeError,
+    "moved": CollectionHostedError,
     "unavailable": IndexUnavailableError,
 }
 
@@ -61,6 +73,8 @@ class EdgeHost:
         """Start a host loading `copy` as `collection` and wait until it serves (or
         IndexUnavailableError: it failed or took longer than READY_TIMEOUT_S)."""
         self.collection = collection
+        #: the directory the host serves the collection from
+        self.path = copy
         pairs = [socket.socketpair() for _ in range(PIPES)]
         ours = [Connection(mine.detach()) for mine, _ in pairs]
         theirs = [other.detach() for _, other in pairs]
@@ -174,6 +188,8 @@ def _reply(
         return ("error", "value", f"no such call: {method!r}")
     try:
         return ("ok", getattr(index, method)(*args, **kwargs))
+    except CollectionHostedError as error:
+        return ("error", "moved", str(error))
     except ValueError as error:
         return ("error", "value", str(error))
     except TypeError as error:
@@ -204,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.dense_dim,
             indexing_threshold_kb=args.threshold_kb,
             search_threads=args.search_threads,
-            host_from_points=None,  # a host loads its own later copies itself
+            host_from_points=None,  # the gateway starts the hosts of later copies
         )
         load_ms = index.adopt(args.collection, args.copy)
     except Exception as error:  # reported to the gateway, which gives the build up
@@ -216,4 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run as the module the rest of kbgate imports, so that the errors raised by the
+    # index are the classes `_reply` knows, not this `__main__`'s copies of them.
+    from ingest import edge_host  # noqa: PLW0406 — on purpose, see above
+
+    raise SystemExit(edge_host.main())

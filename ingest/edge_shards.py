@@ -10,7 +10,7 @@ indexes the Scope needs.
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import json
 import os
 import shutil
@@ -37,7 +37,7 @@ from qdrant_edge import (
 )
 
 from ingest import edge_build
-from ingest.edge_host import EdgeHost
+from ingest.edge_host import CollectionHostedError, CollectionMovedError, EdgeHost
 from ingest.edge_log_pages import page_out_log
 from ingest.edge_writes import Write
 from ingest.index import (
@@ -66,10 +66,6 @@ _EDGE_THRESHOLD_KB = 10_000
 _RETIRED_GRACE_S = 1.0
 
 
-class CollectionHostedError(Exception):
-    """The collection is served by a host process now: its calls go there."""
-
-
 @dataclass(slots=True)
 class Shard:
     """One open shard, with its write lock and what a build beside it needs."""
@@ -88,6 +84,9 @@ class Shard:
     retired: bool = False
     #: the collection was dropped: a writer that waited for `writes` fails
     dropped: bool = False
+    #: handed to the host of its next indexed copy (in a host): writes are refused, and
+    #: sent there by the gateway; reads are still answered
+    moved: bool = False
     #: how long Edge took to load the shard (it holds the GIL throughout), in ms
     load_ms: float = 0.0
 
@@ -159,12 +158,19 @@ class EdgeShards:
                 raise IndexUnavailableError(f"collection {collection!r} is gone")
             if current is not dead:
                 return current
-            pointer = edge_build.pointer_file(self._root, collection)
-            path = self._root / pointer.read_text().strip()
             current.stop()
-            host = self._host(collection, path)
+            host = self._host(collection, current.path)
             self._hosts[collection] = host
             return host
+
+    def moved_from(self, collection: str) -> EdgeHost:
+        """The host serving the collection once the move under way to another host is done
+        (its old host refused a write meanwhile). IndexUnavailableError when it is gone."""
+        with self._lock:  # held by the move
+            host = self._hosts.get(collection)
+        if host is None:
+            raise IndexUnavailableError(f"collection {collection!r} is gone")
+        return host
 
     def _host(self, collection: str, path: Path) -> EdgeHost:
         return EdgeHost(
@@ -280,10 +286,35 @@ class EdgeShards:
         return points
 
     def optimize(self) -> list[str]:
-        """Every collection's indexes, built in this process: it stops while they build."""
+        """Every collection's indexes, built in this process (it stops while they build);
+        then the large collections handed to host processes, which serve them and load
+        their later indexed copies (a start's work, before any turn)."""
         if self._indexing_threshold_kb == 0:
             return []
-        return _each(self._collections_on_disk(), self._optimize_open)
+        built = _each(self._collections_on_disk(), self._optimize_open)
+        _each(list(self._shards), self._to_host)
+        return built
+
+    def _to_host(self, collection: str) -> bool:
+        """Close the open collection here and start a host on its directory, if it holds
+        `host_from_points` points or more; whether it did. A host that will not start
+        leaves the collection to be opened here again at its next call."""
+        held = self._shards.get(collection)
+        if held is None or self._host_from_points is None:
+            return False
+        with engine_errors(collection):
+            if held.shard.info().points_count < self._host_from_points:
+                return False
+        with self._lock, held.writes:
+            if self._closed or self._shards.get(collection) is not held:
+                return False
+            with engine_errors(collection):
+                held.shard.flush()
+                held.shard.close()
+            del self._shards[collection]
+            held.retired = True  # a writer that waited finds the host
+            self._hosts[collection] = self._host(collection, held.path)
+        return True
 
     def index_written(self, operation_of: Callable[[Write], UpdateOperation]) -> IndexBuilds:
         """Build, beside the serving process, the indexes of the open collections that took
@@ -297,24 +328,19 @@ class EdgeShards:
         if self._indexing_threshold_kb == 0:
             return IndexBuilds()
         with self._building:
-            hosts = list(self._hosts.values())  # not those this round starts
+            hosts = dict(self._hosts)  # not those this round starts
             due = [name for name, held in list(self._shards.items()) if held.unindexed >= self._due]
-            swapped = _each(due, functools.partial(self._index_beside, operation_of=operation_of))
-            # A copy a host loaded stopped no turn here; a host's own builds stop its turns.
+
+            def build(collection: str) -> bool:
+                host = hosts.get(collection)
+                if host is None:
+                    return self._index_beside(collection, operation_of=operation_of)
+                return self._index_hosted(collection, host)
+
+            swapped = _each([*due, *hosts], build)
+            # Only a copy loaded here stopped the turns: a host's load stops none.
             loads = [held.load_ms for name in swapped if (held := self._shards.get(name))]
-            hosted, failures = [], []
-            for host in hosts:  # one failing does not keep the others from building
-                try:
-                    hosted.append(host.call("index_written"))
-                except IndexUnavailableError as error:
-                    failures.append(str(error))
-            if failures:
-                raise IndexUnavailableError(f"indexing failed: {'; '.join(failures)}")
-            loads += [builds.longest_load_ms for builds in hosted]
-            return IndexBuilds(
-                (*swapped, *(name for builds in hosted for name in builds.collections)),
-                round(max(loads, default=0.0), 1),
-            )
+            return IndexBuilds(tuple(swapped), round(max(loads, default=0.0), 1))
 
     def _optimize_open(self, collection: str) -> bool:
         held = self.open(collection)
@@ -381,6 +407,112 @@ class EdgeShards:
         shutil.rmtree(held.path, ignore_errors=True)
         return True
 
+    def _index_hosted(self, collection: str, host: EdgeHost) -> bool:
+        """Build a hosted collection's indexes beside its host, and hand the collection to
+        a new host loaded with the indexed copy: neither host stops for a load."""
+        copy = edge_build.next_generation(self._root, collection)
+        try:
+            written: int | None = host.call("copy_for_build", collection, copy)
+        except IndexUnavailableError:
+            if self._hosts.get(collection) is not host:
+                return False  # dropped or closed meanwhile: nothing to build
+            raise
+        if written is None:  # too few writes since the last build, or gone
+            return False
+        try:
+            built = self._builds.build(copy, self._dense_dim, self._indexing_threshold_kb)
+            fresh = self._host(collection, copy) if built else None
+        except BaseException as error:
+            self._forget_hosted_copy(host, copy, written=0)
+            if isinstance(error, IndexUnavailableError) and self._hosts.get(collection) is not host:
+                return False  # dropped or closed meanwhile: nothing to build
+            raise
+        if fresh is None:  # nothing large enough to index: not tried again until more writes
+            self._forget_hosted_copy(host, copy, written)
+            return False
+        swapped = False
+        try:
+            swapped = self._rehost(collection, host, fresh, copy)
+        finally:
+            if not swapped:
+                fresh.stop()
+                shutil.rmtree(copy, ignore_errors=True)
+        if swapped:
+            time.sleep(_RETIRED_GRACE_S)  # for calls already sent to the old host
+            host.stop()
+            shutil.rmtree(host.path, ignore_errors=True)
+        return swapped
+
+    def _rehost(self, collection: str, old: EdgeHost, fresh: EdgeHost, copy: Path) -> bool:
+        """Replay onto `fresh` the writes `old` took since the copy, then route the
+        collection's calls to it; False (nothing changed) when the collection was dropped
+        or the index closed meanwhile. The collection's writes wait meanwhile (`old`
+        refuses them, `moved_from` waits for this lock)."""
+        with self._lock:
+            if self._closed or self._hosts.get(collection) is not old:
+                return False
+            journal, points = old.call("hand_over", collection)
+            try:
+                self._catch_up(collection, fresh, journal, points)
+                edge_build.point_to(self._root, collection, copy)
+            except BaseException:
+                with contextlib.suppress(IndexUnavailableError):
+                    old.call("take_back", collection)
+                raise
+            self._hosts[collection] = fresh
+        return True
+
+    @staticmethod
+    def _catch_up(collection: str, fresh: EdgeHost, journal: list[Write], points: int) -> None:
+        if fresh.call("apply", collection, journal) != points:
+            raise IndexUnavailableError(f"the indexed copy of {collection!r} differs")
+
+    @staticmethod
+    def _forget_hosted_copy(host: EdgeHost, copy: Path, written: int) -> None:
+        with contextlib.suppress(IndexUnavailableError):  # a host gone has nothing to forget
+            host.call("forget_build", host.collection, written)
+        shutil.rmtree(copy, ignore_errors=True)
+
+    def copy_for_build(self, collection: str, copy: Path) -> int | None:
+        """A host's side of a build beside it: the shard copied to `copy`, and its writes
+        journalled from then on; the points written since it was last indexed (None: too
+        few to build, or the collection is gone)."""
+        held = self.existing(collection)
+        if held is None or held.unindexed < self._due:
+            return None
+        with held.writes:
+            if self._let_go(held) or held.moved:
+                return None
+            with engine_errors(collection):
+                held.shard.flush()
+            edge_build.copy_shard(held.path, copy)
+            held.journal = []
+            return held.unindexed
+
+    def forget_build(self, collection: str, written: int) -> None:
+        """The build given up: no journal kept; `written` points count as indexed."""
+        held = self.existing(collection)
+        if held is not None:
+            self._forget_copy(held, None, written)
+
+    def hand_over(self, collection: str) -> tuple[list[Write], int]:
+        """The writes journalled since the copy, and the points the collection holds; from
+        then on the shard refuses writes (`CollectionMovedError`) and answers reads."""
+        held = self.existing(collection)
+        if held is None:
+            raise IndexUnavailableError(f"collection {collection!r} is gone")
+        with held.writes, engine_errors(collection):
+            journal, held.journal = held.journal or [], None
+            held.moved = True
+            return journal, held.shard.info().points_count
+
+    def take_back(self, collection: str) -> None:
+        """The hand-over given up: the shard takes writes again."""
+        held = self.existing(collection)
+        if held is not None:
+            with held.writes:
+                held.moved = False
+
     def _serve_copy(self, collection: str, held: Shard, copy: Path) -> Shard | EdgeHost:
         """The indexed copy loaded: here, or by a host process when the collection is
         large enough for its load to stop turns for long."""
@@ -424,11 +556,12 @@ class EdgeShards:
             raise IndexUnavailableError(f"the indexed copy of {collection!r}: {error}") from error
 
     @staticmethod
-    def _forget_copy(held: Shard, copy: Path, written: int) -> None:
+    def _forget_copy(held: Shard, copy: Path | None, written: int) -> None:
         with held.writes:
             held.journal = None
             held.unindexed -= written
-        shutil.rmtree(copy, ignore_errors=True)
+        if copy is not None:
+            shutil.rmtree(copy, ignore_errors=True)
 
     def _swap(
         self,
@@ -471,6 +604,8 @@ class EdgeShards:
             with held.writes:
                 if held.retired:
                     continue
+                if held.moved:
+                    raise CollectionMovedError(collection)
                 if held.dropped:
                     raise IndexUnavailableError(f"collection {collection!r} was dropped")
                 with engine_errors(collection):

@@ -51,7 +51,8 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
-from ingest.edge_shards import CollectionHostedError, EdgeShards, Shard, engine_errors
+from ingest.edge_host import CollectionHostedError, CollectionMovedError
+from ingest.edge_shards import EdgeShards, Shard, engine_errors
 from ingest.edge_writes import DeleteWhere, SetPayloadWhere, Upsert, Write
 from ingest.index import (
     DENSE_VECTOR,
@@ -138,7 +139,7 @@ def _hosted(
     method: Callable[Concatenate[EdgeIndex, str, _P], _R],
 ) -> Callable[Concatenate[EdgeIndex, str, _P], _R]:
     """The call run here, or by the host process that serves the collection (also when the
-    collection moved to one while the call waited)."""
+    collection moved to one, or from one host to the next, while the call waited)."""
     name = method.__name__
 
     @functools.wraps(method)
@@ -147,18 +148,22 @@ def _hosted(
         if host is None:
             try:
                 return method(self, collection, *args, **kwargs)
+            except CollectionMovedError:
+                raise  # a host's shard handed on: the gateway sends the call on
             except CollectionHostedError:
                 host = self._shards.host_of(collection)
                 if host is None:  # dropped meanwhile
                     raise IndexUnavailableError(f"collection {collection!r} is gone") from None
         try:
             return cast("_R", host.call(name, collection, *args, **kwargs))
+        except CollectionHostedError:
+            host = self._shards.moved_from(collection)
         except IndexUnavailableError:
             if host.alive:
                 raise
-        # The host died: started again on the directory, which holds every write it took
-        # (each is flushed before it is answered), and the call tried once more.
-        host = self._shards.revive(collection, host)
+            # The host died: started again on the directory, which holds every write it
+            # took (each is flushed before it is answered).
+            host = self._shards.revive(collection, host)
         return cast("_R", host.call(name, collection, *args, **kwargs))
 
     return call
@@ -234,6 +239,20 @@ class EdgeIndex(AdapterReads):
                     held.unindexed += len(write.passages)
             held.shard.flush()
             return held.shard.info().points_count
+
+    # A host's side of a build of its collection beside it (`EdgeShards._index_hosted`).
+
+    def copy_for_build(self, collection: str, copy: Path) -> int | None:
+        return self._shards.copy_for_build(collection, copy)
+
+    def forget_build(self, collection: str, written: int) -> None:
+        self._shards.forget_build(collection, written)
+
+    def hand_over(self, collection: str) -> tuple[list[Write], int]:
+        return self._shards.hand_over(collection)
+
+    def take_back(self, collection: str) -> None:
+        self._shards.take_back(collection)
 
     @_hosted
     def ensure_collection(self, collection: str) -> None:

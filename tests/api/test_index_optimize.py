@@ -235,5 +235,44 @@ async def test_a_collection_moved_to_its_host_keeps_serving_turns_and_writes(
     assert shards._hosts == {}  # stopped with the gateway
 
 
+async def test_a_restart_serves_the_large_collection_from_a_host_and_builds_it_into_the_next(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """A start hands a collection of `KBGATE_EDGE_HOST_FROM_POINTS` points to a host once
+    it is indexed; a document written then is built beside it into a new host, which takes
+    the collection over (no load in the gateway), and turns find it there."""
+    async with _manuals_indexed_while_serving(tmp_path, embedder, edge_host_from_points=1) as (
+        services,
+        tenant,
+        _,
+    ):
+        config = services.config
+    logs = io.StringIO()
+    services = await build_services(
+        config, Telemetry(build_logger("INFO", logs)), embedder=embedder
+    )
+    try:
+        shards = services.index._shards  # type: ignore[attr-defined]  # the embedded adapter's
+        first = shards.host_of("kb_org_acme")
+        assert first is not None
+        async with AsyncTestClient(create_app(config, services)) as client:
+            tenant.gw = Gateway(client=client, services=services, logs=logs, config=config)
+            await tenant.doc("manuals", "valves.txt", "Valves are greased every spring.")
+            with anyio.fail_after(60):
+                while not (built := _built_events(logs)):  # noqa: ASYNC110 — a log, not an event
+                    await anyio.sleep(0.1)
+            assert built[0]["load_ms"] == 0
+            second = shards.host_of("kb_org_acme")
+            assert second is not None
+            assert second is not first
+            assert not first.alive
+            turn = await tenant.retrieve("bot", "When are the valves greased?")
+            assert turn.status_code == 200, turn.text
+            assert turn.json()["passages"][0]["document_id"] == "valves.txt"
+    finally:
+        await services.close()
+    assert shards._hosts == {}
+
+
 def _built_events(logs: io.StringIO) -> list[dict[str, object]]:
     return [line for line in _events(logs) if line.get("event") == "index_built_beside"]

@@ -11,16 +11,16 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ingest.edge_host import EdgeHost
-from ingest.edge_shards import Shard
-from ingest.index import IndexBuilds, IndexUnavailableError
+from ingest.index import IndexBuilds, IndexUnavailableError, org_collection
 from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from tests.integration.test_edge_build import COLLECTION, _passages, build_on_a_thread
 from tests.integration.test_index_contract import (  # the contract suite's data
@@ -36,16 +36,20 @@ class _Hosting(EdgeIndex):
     """Edge that hands every indexed copy to a host, and runs `during` after the child
     built the copy, before the host starts: what the gateway does meanwhile."""
 
-    def __init__(self, data_dir: Path) -> None:
-        super().__init__(data_dir, dense_dim=DIM, indexing_threshold_kb=1, host_from_points=1)
+    def __init__(self, data_dir: Path, *, host_from_points: int = 1) -> None:
+        super().__init__(
+            data_dir, dense_dim=DIM, indexing_threshold_kb=1, host_from_points=host_from_points
+        )
         self.during: Callable[[EdgeIndex], object] = lambda index: None
-        serve_copy = self._shards._serve_copy
+        builds = self._shards._builds
+        build = builds.build
 
-        def hooked(collection: str, held: Shard, copy: Path) -> Shard | EdgeHost:
+        def hooked(copy: Path, dense_dim: int, threshold_kb: int | None) -> bool:
+            built = build(copy, dense_dim, threshold_kb)
             self.during(self)
-            return serve_copy(collection, held, copy)
+            return built
 
-        self._shards._serve_copy = hooked  # type: ignore[method-assign]  # the test's hook
+        builds.build = hooked  # type: ignore[method-assign]  # the test's hook
 
 
 @pytest.fixture
@@ -88,11 +92,142 @@ def test_the_indexed_copy_is_served_by_a_host_with_every_write(
     assert index.index_written() == IndexBuilds()  # nothing due since
 
 
+def test_a_hosted_collection_is_built_into_a_new_host_with_every_write(
+    index: _Hosting, data_dir: Path
+) -> None:
+    """A hosted collection written enough is indexed beside its host and handed to a new
+    host loaded with the copy, with the writes and deletions made during the build; the
+    old host exits and its directory goes; no load stopped this process."""
+    rng = random.Random(31)
+    index.upsert(COLLECTION, _passages(0, 100, rng))
+    assert index.index_written().collections == (COLLECTION,)
+    first = index._shards.host_of(COLLECTION)
+    assert first is not None
+    index.upsert(COLLECTION, _passages(100, 100, rng))
+    late = _passages(200, 20, rng)
+
+    def meanwhile(during: EdgeIndex) -> None:
+        during.upsert(COLLECTION, late)
+        during.delete_document(COLLECTION, scope(), "doc0")
+
+    index.during = meanwhile
+    assert index.index_written() == IndexBuilds((COLLECTION,), 0.0)
+    second = index._shards.host_of(COLLECTION)
+    assert second is not None
+    assert second is not first
+    assert not first.alive
+    assert not first.path.exists()
+    assert second.path.exists()
+    assert index.count(COLLECTION, scope()) == 219
+    assert hit_ids(index, COLLECTION, scope(), dense_leg(late[-1].dense, limit=1)) == [
+        [late[-1].point_id]
+    ]
+    index.upsert(COLLECTION, _passages(220, 5, rng))
+    assert index.count(COLLECTION, scope()) == 224
+    index.close()
+    again = EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=1)
+    try:
+        assert again.count(COLLECTION, scope()) == 224
+        assert sorted(p.name for p in (data_dir / EDGE_DIR).iterdir()) == [COLLECTION]
+    finally:
+        again.close()
+
+
+def test_a_write_sent_while_the_collection_changes_hosts_lands_in_the_new_one(
+    index: _Hosting, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that reaches the old host after it handed the collection over is refused
+    there, waits for the move and lands in the new host; reads go on meanwhile."""
+    rng = random.Random(32)
+    index.upsert(COLLECTION, _passages(0, 100, rng))
+    assert index.index_written().collections == (COLLECTION,)
+    index.upsert(COLLECTION, _passages(100, 100, rng))
+    shards = index._shards
+    catch_up = shards._catch_up
+    late = _passages(200, 1, rng)
+    writer = threading.Thread(target=index.upsert, args=(COLLECTION, late))
+    counted: list[int] = []
+
+    def handed_over(*args: Any) -> None:
+        writer.start()
+        time.sleep(0.3)  # the write reaches the old host, which refuses it
+        counted.append(index.count(COLLECTION, scope()))  # reads still answered
+        catch_up(*args)
+
+    monkeypatch.setattr(shards, "_catch_up", handed_over)
+    assert index.index_written().collections == (COLLECTION,)
+    writer.join(30)
+    assert counted == [200]
+    assert index.count(COLLECTION, scope()) == 201
+    assert hit_ids(index, COLLECTION, scope(), dense_leg(late[0].dense, limit=1)) == [
+        [late[0].point_id]
+    ]
+
+
+def test_a_move_between_hosts_given_up_leaves_the_old_host_serving(
+    index: _Hosting, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the new host cannot catch up, the old one takes writes again, the new one is
+    stopped and its copy removed: nothing written is lost."""
+    rng = random.Random(33)
+    index.upsert(COLLECTION, _passages(0, 100, rng))
+    assert index.index_written().collections == (COLLECTION,)
+    first = index._shards.host_of(COLLECTION)
+    index.upsert(COLLECTION, _passages(100, 100, rng))
+
+    def fails(*args: Any) -> None:
+        raise IndexUnavailableError("the indexed copy differs")
+
+    monkeypatch.setattr(index._shards, "_catch_up", fails)
+    with pytest.raises(IndexUnavailableError):
+        index.index_written()
+    assert index._shards.host_of(COLLECTION) is first
+    index.upsert(COLLECTION, _passages(200, 3, rng))
+    assert index.count(COLLECTION, scope()) == 203
+    assert first is not None
+    assert [p for p in (data_dir / EDGE_DIR).iterdir() if p.is_dir()] == [first.path]
+
+
+def test_a_hosted_collection_dropped_during_its_build_stays_dropped(
+    index: _Hosting, data_dir: Path
+) -> None:
+    """A hosted collection dropped while its copy is built is not brought back: the build
+    ends without a swap or an error, and no host or directory is left."""
+    rng = random.Random(35)
+    index.upsert(COLLECTION, _passages(0, 100, rng))
+    assert index.index_written().collections == (COLLECTION,)
+    index.upsert(COLLECTION, _passages(100, 100, rng))
+    index.during = lambda during: during.drop_collection(COLLECTION)
+    assert index.index_written() == IndexBuilds()
+    assert index._shards.host_of(COLLECTION) is None
+    assert list((data_dir / EDGE_DIR).iterdir()) == []
+    assert index.count(COLLECTION, scope()) == 0
+
+
+def test_a_start_hands_its_large_collections_to_hosts(data_dir: Path) -> None:
+    """After the start's indexing, a collection of `host_from_points` points or more is
+    served by a host, with every point, and takes writes there; a smaller one stays in
+    this process."""
+    small = org_collection("small")
+    rng = random.Random(34)
+    with closing(_Hosting(data_dir, host_from_points=150)) as writer:
+        writer.upsert(COLLECTION, _passages(0, 200, rng))
+        writer.upsert(small, _passages(0, 50, rng))
+    with closing(_Hosting(data_dir, host_from_points=150)) as index:
+        assert index.optimize() == [COLLECTION, small]
+        assert index._shards.host_of(COLLECTION) is not None
+        assert index._shards.host_of(small) is None
+        assert index.count(COLLECTION, scope()) == 200
+        index.upsert(COLLECTION, _passages(200, 2, rng))
+        assert index.count(COLLECTION, scope()) == 202
+        assert index.count(small, scope()) == 50
+
+
 def test_the_hosted_collection_is_back_in_process_after_a_restart(
     index: _Hosting, data_dir: Path
 ) -> None:
     """Closing stops the host, which flushes; the next process opens the swapped
-    generation itself, with every point."""
+    generation itself, with every point, until its start hands it to a host again."""
     rng = random.Random(22)
     index.upsert(COLLECTION, _passages(0, 100, rng))
     assert index.index_written().collections == (COLLECTION,)
