@@ -4,8 +4,9 @@ gateway never holds the GIL for that load.
 Edge's binding holds the GIL for the whole of a shard's load, and the load of an indexed
 copy takes a fraction of a second on a large collection; every turn of the process waits
 for it. A host is started on the copy instead: it loads it (the gateway goes on), replays
-the writes the gateway journalled meanwhile, and from then on answers the collection's
-`Index` calls, which `EdgeIndex` forwards to it.
+the writes journalled meanwhile (by the gateway, or by the host the collection had), and
+from then on answers the collection's `Index` calls, which `EdgeIndex` forwards to it. A
+start hands each large collection to a host in the same way, once indexed.
 
 The two ends talk over socket pairs made by the gateway and inherited by the host alone
 (no socket on disk another process could reach), each carrying one call at a time:

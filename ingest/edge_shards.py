@@ -1,7 +1,8 @@
 """Qdrant Edge's shards on disk: one directory per collection, opened on demand and kept
 open, written under a lock per shard, indexed at start (`optimize`) or beside the serving
-process (`index_written`, on a copy built by `ingest.edge_build`, which a host process
-loads and serves when the collection is large: `ingest.edge_host`), closed together.
+process (`index_written`, on a copy built by `ingest.edge_build`), closed together. A large
+collection is served by a host process (`ingest.edge_host`) from the start's indexing or
+its first build on, and each later indexed copy is loaded by a new host that takes over.
 
 `EdgeIndex` (`ingest.qdrant_edge`) searches and writes through them; this module knows how
 a shard is configured and where it lives, not what its points mean beyond the payload

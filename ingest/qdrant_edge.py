@@ -126,9 +126,9 @@ def _scope_filter(
     return Filter(must=[*must, *extra], must_not=list(excluding) or None)
 
 
-#: Points from which a collection's indexed copy is loaded and served by a host process
-#: (`ingest.edge_host`): about 45 ms of load on a slow two-core machine, where a turn
-#: would wait for it (docs/decisions/edge-index-builds.md).
+#: Points from which a collection is served by a host process (`ingest.edge_host`) and
+#: its indexed copies loaded by new ones: a copy of that size loads in about 45 ms on a
+#: slow two-core machine, where a turn would wait for it (docs/decisions/edge-index-builds.md).
 HOST_FROM_POINTS = 10_000
 
 _P = ParamSpec("_P")

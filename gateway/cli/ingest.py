@@ -188,7 +188,7 @@ async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
     from gateway.cli.embedded_sink import EmbeddedSink
     from gateway.cli.gateway_client import EmbeddedGateway
     from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
-    from gateway.runtime.services import build_services
+    from gateway.runtime.services import build_services, for_a_command
     from gateway.runtime.telemetry import Telemetry, build_logger
     from settings.records import Role
 
@@ -198,7 +198,9 @@ async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
         data_dir_lock = hold_data_dir(config, "ingest")
     except DataDirInUseError as error:
         return fail(str(error))
-    services = await build_services(config, Telemetry(build_logger("WARNING", sys.stderr)))
+    services = await build_services(
+        for_a_command(config), Telemetry(build_logger("WARNING", sys.stderr))
+    )
     try:
         workspace = await services.store.get_workspace(args.tenant)
         if workspace is None:

@@ -19,6 +19,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import msgspec
+
 from gateway.access.auth import KeyUsage, Principal
 from gateway.access.expensive import ExpensiveWork
 from gateway.access.ratelimit import (
@@ -308,6 +310,13 @@ async def build_store(config: Config, redis: Redis | None = None) -> tuple[Setti
     from settings.sqlite_store import SqliteStore
 
     return await SqliteStore.open(config.data_dir / "kbgate.sqlite3"), "sqlite"
+
+
+def for_a_command(config: Config) -> Config:
+    """The config of a command that opens the embedded data dir, works and exits (`kbgate
+    ingest --data-dir`, `eval`, the workspace commands): it serves no turns, so its large
+    collections stay in its own process rather than each getting a host process."""
+    return msgspec.structs.replace(config, edge_host_from_points=0)
 
 
 def check_index_server(config: Config) -> None:

@@ -20,8 +20,10 @@ from typing import Any
 
 import pytest
 
+from gateway.runtime.services import build_index, for_a_command
 from ingest.index import IndexBuilds, IndexUnavailableError, org_collection
 from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
+from settings.config import load_config
 from tests.integration.test_edge_build import COLLECTION, _passages, build_on_a_thread
 from tests.integration.test_index_contract import (  # the contract suite's data
     DIM,
@@ -347,3 +349,17 @@ def _alive(pid: int) -> bool:
     # a zombie (exited, not yet reaped by its dead parent's reaper) counts as gone
     status = Path(f"/proc/{pid}/status")
     return status.exists() and "zombie" not in status.read_text()
+
+
+def test_a_command_on_the_data_dir_hands_no_collection_to_a_host(tmp_path: Path) -> None:
+    """A command that opens the data dir and exits (`for_a_command`) keeps its collections
+    in its own process whatever `KBGATE_EDGE_HOST_FROM_POINTS` says; the gateway's config
+    hosts them."""
+    config = load_config({"KBGATE_DATA_DIR": str(tmp_path), "KBGATE_EDGE_HOST_FROM_POINTS": "1"})
+    for chosen, hosts_from in ((config, 1), (for_a_command(config), None)):
+        index, _ = build_index(chosen)
+        try:
+            assert isinstance(index, EdgeIndex)
+            assert index._shards._host_from_points == hosts_from
+        finally:
+            index.close()

@@ -324,7 +324,7 @@ async def prepare(
     """Load and select the dataset, open the store (closed with `stack`), and ingest."""
     from gateway.admin.knowledge import put_agent, put_knowledge_base
     from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
-    from gateway.runtime.services import build_embedder, build_services
+    from gateway.runtime.services import build_embedder, build_services, for_a_command
     from gateway.runtime.telemetry import Telemetry, build_logger
 
     ir_measures_library()  # fail before the long part, not after
@@ -347,7 +347,7 @@ async def prepare(
         embedder = await asyncio.to_thread(build_embedder, config)
         stack.callback(_close_embedder, embedder)
     services = await build_services(
-        config,
+        for_a_command(config),
         Telemetry(build_logger("WARNING", sys.stderr)),
         embedder=_QueryMemo(embedder),
         redactor=redactor,
