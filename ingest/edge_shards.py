@@ -18,10 +18,11 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from qdrant_edge import (
     Distance,
@@ -65,6 +66,8 @@ EDGE_CONFIG_FILE = "edge_config.json"
 _EDGE_THRESHOLD_KB = 10_000
 #: How long a shard swapped for its indexed copy stays open for calls already under way.
 _RETIRED_GRACE_S = 1.0
+#: an indexed copy loaded: a shard here, or a host process
+_Loaded = TypeVar("_Loaded", bound="Shard | EdgeHost")
 
 
 @dataclass(slots=True)
@@ -201,6 +204,8 @@ class EdgeShards:
         with self._lock:
             if self._closed:
                 raise IndexUnavailableError("the Qdrant Edge index is closed")
+            if collection in self._hosts:  # handed to a host while this call waited
+                raise CollectionHostedError(collection)
             held = self._shards.get(collection)
             if held is None and (create or self._on_disk(collection)):
                 with engine_errors(collection):
@@ -293,29 +298,37 @@ class EdgeShards:
         if self._indexing_threshold_kb == 0:
             return []
         built = _each(self._collections_on_disk(), self._optimize_open)
-        _each(list(self._shards), self._to_host)
+        if self._host_from_points is not None:
+            self._hand_to_hosts(self._host_from_points)
         return built
 
-    def _to_host(self, collection: str) -> bool:
-        """Close the open collection here and start a host on its directory, if it holds
-        `host_from_points` points or more; whether it did. A host that will not start
-        leaves the collection to be opened here again at its next call."""
-        held = self._shards.get(collection)
-        if held is None or self._host_from_points is None:
-            return False
-        with engine_errors(collection):
-            if held.shard.info().points_count < self._host_from_points:
-                return False
-        with self._lock, held.writes:
-            if self._closed or self._shards.get(collection) is not held:
-                return False
-            with engine_errors(collection):
-                held.shard.flush()
-                held.shard.close()
-            del self._shards[collection]
-            held.retired = True  # a writer that waited finds the host
-            self._hosts[collection] = self._host(collection, held.path)
-        return True
+    def _hand_to_hosts(self, from_points: int) -> None:
+        """Close here the open collections of `from_points` points or more and start a
+        host on each, several at once. A collection whose host will not start is opened
+        here again at its next call; IndexUnavailableError once all were tried."""
+        with self._lock:
+            paths = {}
+            for collection, held in list(self._shards.items()):
+                with held.writes, engine_errors(collection):
+                    if held.shard.info().points_count < from_points:
+                        continue
+                    held.shard.flush()
+                    held.shard.close()
+                    del self._shards[collection]
+                    held.retired = True  # a writer that waited finds the host
+                paths[collection] = held.path
+            # two per core: one host's imports and load overlap another's disk reads
+            starting = 2 * len(os.sched_getaffinity(0))
+            with ThreadPoolExecutor(starting, thread_name_prefix="edge-host-start") as pool:
+                starts = {name: pool.submit(self._host, name, path) for name, path in paths.items()}
+            failures = []
+            for collection, start in starts.items():
+                try:
+                    self._hosts[collection] = start.result()
+                except IndexUnavailableError as error:
+                    failures.append(str(error))
+        if failures:
+            raise IndexUnavailableError(f"starting hosts failed: {'; '.join(failures)}")
 
     def index_written(self, operation_of: Callable[[Write], UpdateOperation]) -> IndexBuilds:
         """Build, beside the serving process, the indexes of the open collections that took
@@ -374,16 +387,14 @@ class EdgeShards:
                 held.shard.flush()
             edge_build.copy_shard(held.path, copy)
             held.journal, written = [], held.unindexed
-        try:
-            built = self._builds.build(copy, self._dense_dim, self._indexing_threshold_kb)
-            fresh = self._serve_copy(collection, held, copy) if built else None
-        except BaseException as error:
-            self._forget_copy(held, copy, written=0)
-            if isinstance(error, IndexUnavailableError) and self._let_go(held):
-                return False  # dropped or closed meanwhile: nothing to build
-            raise
-        if fresh is None:  # nothing large enough to index: not tried again until more writes
-            self._forget_copy(held, copy, written)
+        fresh = self._built_and_loaded(
+            copy,
+            written,
+            load=lambda: self._serve_copy(collection, held, copy),
+            forget=lambda indexed: self._forget_copy(held, copy, indexed),
+            gone=lambda: self._let_go(held),
+        )
+        if fresh is None:
             return False
         swapped = False
         try:
@@ -408,6 +419,31 @@ class EdgeShards:
         shutil.rmtree(held.path, ignore_errors=True)
         return True
 
+    def _built_and_loaded(
+        self,
+        copy: Path,
+        written: int,
+        *,
+        load: Callable[[], _Loaded],
+        forget: Callable[[int], None],
+        gone: Callable[[], bool],
+    ) -> _Loaded | None:
+        """The copy indexed by a child and then `load`ed; None when there was nothing large
+        enough to index (`forget` the copy, its `written` points counted as indexed: not
+        tried again until more writes) or the collection is `gone` (dropped or closed
+        meanwhile). On any failure the copy is forgotten, no point counted."""
+        try:
+            built = self._builds.build(copy, self._dense_dim, self._indexing_threshold_kb)
+            fresh = load() if built else None
+        except BaseException as error:
+            forget(0)
+            if isinstance(error, IndexUnavailableError) and gone():
+                return None
+            raise
+        if fresh is None:
+            forget(written)
+        return fresh
+
     def _index_hosted(self, collection: str, host: EdgeHost) -> bool:
         """Build a hosted collection's indexes beside its host, and hand the collection to
         a new host loaded with the indexed copy: neither host stops for a load."""
@@ -420,16 +456,14 @@ class EdgeShards:
             raise
         if written is None:  # too few writes since the last build, or gone
             return False
-        try:
-            built = self._builds.build(copy, self._dense_dim, self._indexing_threshold_kb)
-            fresh = self._host(collection, copy) if built else None
-        except BaseException as error:
-            self._forget_hosted_copy(host, copy, written=0)
-            if isinstance(error, IndexUnavailableError) and self._hosts.get(collection) is not host:
-                return False  # dropped or closed meanwhile: nothing to build
-            raise
-        if fresh is None:  # nothing large enough to index: not tried again until more writes
-            self._forget_hosted_copy(host, copy, written)
+        fresh = self._built_and_loaded(
+            copy,
+            written,
+            load=lambda: self._host(collection, copy),
+            forget=lambda indexed: self._forget_hosted_copy(host, copy, indexed),
+            gone=lambda: self._hosts.get(collection) is not host,
+        )
+        if fresh is None:
             return False
         swapped = False
         try:

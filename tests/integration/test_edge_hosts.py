@@ -351,6 +351,29 @@ def _alive(pid: int) -> bool:
     return status.exists() and "zombie" not in status.read_text()
 
 
+def test_a_call_that_waited_while_its_collection_got_a_host_goes_to_the_host(
+    data_dir: Path,
+) -> None:
+    """A call for a collection not open here that waits for the shards' lock while the
+    collection is handed to a host is sent to the host: it never opens the directory the
+    host holds."""
+    with closing(_Hosting(data_dir)) as writer:
+        writer.upsert(COLLECTION, _passages(0, 100, random.Random(36)))
+    with closing(_Hosting(data_dir)) as index:
+        shards = index._shards
+        counted: list[int] = []
+        with shards._lock:
+            caller = threading.Thread(
+                target=lambda: counted.append(index.count(COLLECTION, scope()))
+            )
+            caller.start()
+            time.sleep(0.3)  # the call waits for the lock
+            shards._hosts[COLLECTION] = shards._host(COLLECTION, data_dir / EDGE_DIR / COLLECTION)
+        caller.join(30)
+        assert counted == [100]
+        assert COLLECTION not in shards._shards
+
+
 def test_a_command_on_the_data_dir_hands_no_collection_to_a_host(tmp_path: Path) -> None:
     """A command that opens the data dir and exits (`for_a_command`) keeps its collections
     in its own process whatever `KBGATE_EDGE_HOST_FROM_POINTS` says; the gateway's config
