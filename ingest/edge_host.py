@@ -139,12 +139,22 @@ class EdgeHost:
 
     def stop(self) -> None:
         """Ask the host to flush, close and exit; kill it if it does not in time."""
+        self.ask_to_stop()
+        self.wait()
+
+    def ask_to_stop(self) -> None:
+        """Ask the host to flush, close and exit, without waiting for it (`wait`)."""
+        if self._stopped:
+            return
         self._stopped = True
         try:
             connection = self._free.get(timeout=STOP_TIMEOUT_S)
             connection.send(("stop", (), {}))
         except (queue.Empty, EOFError, OSError):
             pass
+
+    def wait(self) -> None:
+        """Wait for the host asked to stop to exit; kill it if it does not in time."""
         try:
             self._process.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:

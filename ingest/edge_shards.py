@@ -671,8 +671,10 @@ class EdgeShards:
             self._closed = True
             shards, self._shards = self._shards, {}
             hosts, self._hosts = self._hosts, {}
+        for host in hosts.values():  # all asked first: they flush and close side by side
+            host.ask_to_stop()
         for host in hosts.values():
-            host.stop()
+            host.wait()
         failures = []
         for collection, held in shards.items():
             with held.writes:
