@@ -491,8 +491,10 @@ class EdgeShards:
                 self._catch_up(collection, fresh, journal, points)
                 edge_build.point_to(self._root, collection, copy)
             except BaseException:
-                with contextlib.suppress(IndexUnavailableError):
+                try:
                     old.call("take_back", collection)
+                except IndexUnavailableError:
+                    old.stop()  # started again on its directory, which holds every write
                 raise
             self._hosts[collection] = fresh
         return True

@@ -164,7 +164,10 @@ def _hosted(
             # The host died: started again on the directory, which holds every write it
             # took (each is flushed before it is answered).
             host = self._shards.revive(collection, host)
-        return cast("_R", host.call(name, collection, *args, **kwargs))
+        try:
+            return cast("_R", host.call(name, collection, *args, **kwargs))
+        except CollectionHostedError as error:  # refused again: a move given up half-way
+            raise IndexUnavailableError(f"collection {collection!r} is between hosts") from error
 
     return call
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from gateway.runtime.services import build_index, for_a_command
+from ingest.edge_host import EdgeHost
 from ingest.index import IndexBuilds, IndexUnavailableError, org_collection
 from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from settings.config import load_config
@@ -204,6 +205,41 @@ def test_a_hosted_collection_dropped_during_its_build_stays_dropped(
     assert index._shards.host_of(COLLECTION) is None
     assert list((data_dir / EDGE_DIR).iterdir()) == []
     assert index.count(COLLECTION, scope()) == 0
+
+
+def test_an_old_host_that_cannot_take_its_writes_back_is_started_again(
+    index: _Hosting, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the move to a new host is given up and the old host does not answer the call
+    that gives it its writes back, it is stopped, and started again on its directory at
+    the next call, which takes writes: nothing written is lost, no write is refused."""
+    rng = random.Random(37)
+    index.upsert(COLLECTION, _passages(0, 100, rng))
+    assert index.index_written().collections == (COLLECTION,)
+    first = index._shards.host_of(COLLECTION)
+    assert first is not None
+    index.upsert(COLLECTION, _passages(100, 100, rng))
+
+    def fails(*args: Any) -> None:
+        raise IndexUnavailableError("the indexed copy differs")
+
+    call = EdgeHost.call
+
+    def no_take_back(host: EdgeHost, method: str, *args: Any) -> Any:
+        if method == "take_back":
+            raise IndexUnavailableError("simulated: the host did not answer")
+        return call(host, method, *args)
+
+    monkeypatch.setattr(index._shards, "_catch_up", fails)
+    monkeypatch.setattr(EdgeHost, "call", no_take_back)
+    with pytest.raises(IndexUnavailableError):
+        index.index_written()
+    assert not first.alive
+    index.upsert(COLLECTION, _passages(200, 3, rng))
+    assert index.count(COLLECTION, scope()) == 203
+    again = index._shards.host_of(COLLECTION)
+    assert again is not None
+    assert again is not first
 
 
 def test_a_start_hands_its_large_collections_to_hosts(data_dir: Path) -> None:
