@@ -321,14 +321,12 @@ class EdgeShards:
             starting = 2 * len(os.sched_getaffinity(0))
             with ThreadPoolExecutor(starting, thread_name_prefix="edge-host-start") as pool:
                 starts = {name: pool.submit(self._host, name, path) for name, path in paths.items()}
-            failures = []
-            for collection, start in starts.items():
-                try:
-                    self._hosts[collection] = start.result()
-                except IndexUnavailableError as error:
-                    failures.append(str(error))
-        if failures:
-            raise IndexUnavailableError(f"starting hosts failed: {'; '.join(failures)}")
+
+            def started(collection: str) -> bool:
+                self._hosts[collection] = starts[collection].result()
+                return True
+
+            _each(starts, started)
 
     def index_written(self, operation_of: Callable[[Write], UpdateOperation]) -> IndexBuilds:
         """Build, beside the serving process, the indexes of the open collections that took

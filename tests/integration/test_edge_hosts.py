@@ -55,6 +55,31 @@ class _Hosting(EdgeIndex):
         builds.build = hooked  # type: ignore[method-assign]  # the test's hook
 
 
+def _hosted_and_due(index: _Hosting, rng: random.Random) -> EdgeHost:
+    """200 points in the collection: 100 moved to a host by a first build, 100 written to
+    the host since, enough for the next build. The host."""
+    index.upsert(COLLECTION, _passages(0, 100, rng))
+    assert index.index_written().collections == (COLLECTION,)
+    host = index._shards.host_of(COLLECTION)
+    assert host is not None
+    index.upsert(COLLECTION, _passages(100, 100, rng))
+    return host
+
+
+def _reopened_holds(data_dir: Path, points: int) -> None:
+    """The next process (no host) opens the collection's one directory with `points`."""
+    again = EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=1)
+    try:
+        assert again.count(COLLECTION, scope()) == points
+        assert sorted(p.name for p in (data_dir / EDGE_DIR).iterdir()) == [COLLECTION]
+    finally:
+        again.close()
+
+
+def _catch_up_fails(*args: Any) -> None:
+    raise IndexUnavailableError("simulated: the indexed copy differs")
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
@@ -102,11 +127,7 @@ def test_a_hosted_collection_is_built_into_a_new_host_with_every_write(
     host loaded with the copy, with the writes and deletions made during the build; the
     old host exits and its directory goes; no load stopped this process."""
     rng = random.Random(31)
-    index.upsert(COLLECTION, _passages(0, 100, rng))
-    assert index.index_written().collections == (COLLECTION,)
-    first = index._shards.host_of(COLLECTION)
-    assert first is not None
-    index.upsert(COLLECTION, _passages(100, 100, rng))
+    first = _hosted_and_due(index, rng)
     late = _passages(200, 20, rng)
 
     def meanwhile(during: EdgeIndex) -> None:
@@ -128,12 +149,7 @@ def test_a_hosted_collection_is_built_into_a_new_host_with_every_write(
     index.upsert(COLLECTION, _passages(220, 5, rng))
     assert index.count(COLLECTION, scope()) == 224
     index.close()
-    again = EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=1)
-    try:
-        assert again.count(COLLECTION, scope()) == 224
-        assert sorted(p.name for p in (data_dir / EDGE_DIR).iterdir()) == [COLLECTION]
-    finally:
-        again.close()
+    _reopened_holds(data_dir, 224)
 
 
 def test_a_write_sent_while_the_collection_changes_hosts_lands_in_the_new_one(
@@ -142,9 +158,7 @@ def test_a_write_sent_while_the_collection_changes_hosts_lands_in_the_new_one(
     """A write that reaches the old host after it handed the collection over is refused
     there, waits for the move and lands in the new host; reads go on meanwhile."""
     rng = random.Random(32)
-    index.upsert(COLLECTION, _passages(0, 100, rng))
-    assert index.index_written().collections == (COLLECTION,)
-    index.upsert(COLLECTION, _passages(100, 100, rng))
+    _hosted_and_due(index, rng)
     shards = index._shards
     catch_up = shards._catch_up
     late = _passages(200, 1, rng)
@@ -173,21 +187,13 @@ def test_a_move_between_hosts_given_up_leaves_the_old_host_serving(
     """When the new host cannot catch up, the old one takes writes again, the new one is
     stopped and its copy removed: nothing written is lost."""
     rng = random.Random(33)
-    index.upsert(COLLECTION, _passages(0, 100, rng))
-    assert index.index_written().collections == (COLLECTION,)
-    first = index._shards.host_of(COLLECTION)
-    index.upsert(COLLECTION, _passages(100, 100, rng))
-
-    def fails(*args: Any) -> None:
-        raise IndexUnavailableError("the indexed copy differs")
-
-    monkeypatch.setattr(index._shards, "_catch_up", fails)
+    first = _hosted_and_due(index, rng)
+    monkeypatch.setattr(index._shards, "_catch_up", _catch_up_fails)
     with pytest.raises(IndexUnavailableError):
         index.index_written()
     assert index._shards.host_of(COLLECTION) is first
     index.upsert(COLLECTION, _passages(200, 3, rng))
     assert index.count(COLLECTION, scope()) == 203
-    assert first is not None
     assert [p for p in (data_dir / EDGE_DIR).iterdir() if p.is_dir()] == [first.path]
 
 
@@ -197,9 +203,7 @@ def test_a_hosted_collection_dropped_during_its_build_stays_dropped(
     """A hosted collection dropped while its copy is built is not brought back: the build
     ends without a swap or an error, and no host or directory is left."""
     rng = random.Random(35)
-    index.upsert(COLLECTION, _passages(0, 100, rng))
-    assert index.index_written().collections == (COLLECTION,)
-    index.upsert(COLLECTION, _passages(100, 100, rng))
+    _hosted_and_due(index, rng)
     index.during = lambda during: during.drop_collection(COLLECTION)
     assert index.index_written() == IndexBuilds()
     assert index._shards.host_of(COLLECTION) is None
@@ -214,15 +218,7 @@ def test_an_old_host_that_cannot_take_its_writes_back_is_started_again(
     that gives it its writes back, it is stopped, and started again on its directory at
     the next call, which takes writes: nothing written is lost, no write is refused."""
     rng = random.Random(37)
-    index.upsert(COLLECTION, _passages(0, 100, rng))
-    assert index.index_written().collections == (COLLECTION,)
-    first = index._shards.host_of(COLLECTION)
-    assert first is not None
-    index.upsert(COLLECTION, _passages(100, 100, rng))
-
-    def fails(*args: Any) -> None:
-        raise IndexUnavailableError("the indexed copy differs")
-
+    first = _hosted_and_due(index, rng)
     call = EdgeHost.call
 
     def no_take_back(host: EdgeHost, method: str, *args: Any) -> Any:
@@ -230,7 +226,7 @@ def test_an_old_host_that_cannot_take_its_writes_back_is_started_again(
             raise IndexUnavailableError("simulated: the host did not answer")
         return call(host, method, *args)
 
-    monkeypatch.setattr(index._shards, "_catch_up", fails)
+    monkeypatch.setattr(index._shards, "_catch_up", _catch_up_fails)
     monkeypatch.setattr(EdgeHost, "call", no_take_back)
     with pytest.raises(IndexUnavailableError):
         index.index_written()
@@ -271,12 +267,7 @@ def test_the_hosted_collection_is_back_in_process_after_a_restart(
     assert index.index_written().collections == (COLLECTION,)
     index.upsert(COLLECTION, _passages(100, 3, rng))
     index.close()
-    again = EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=1)
-    try:
-        assert again.count(COLLECTION, scope()) == 103
-        assert sorted(p.name for p in (data_dir / EDGE_DIR).iterdir()) == [COLLECTION]
-    finally:
-        again.close()
+    _reopened_holds(data_dir, 103)
 
 
 def test_reads_and_writes_go_on_while_the_collection_moves_to_its_host(
