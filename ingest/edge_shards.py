@@ -167,6 +167,12 @@ class EdgeShards:
             self._hosts[collection] = host
             return host
 
+    def revive_dead(self) -> int:
+        """Start again every host that died, each on its collection's directory; how many
+        were. IndexUnavailableError, after trying them all, when one will not start."""
+        dead = {name: host for name, host in list(self._hosts.items()) if not host.alive}
+        return len(_each(dead, lambda name: self.revive(name, dead[name]) is not dead[name]))
+
     def moved_from(self, collection: str) -> EdgeHost:
         """The host serving the collection once the move under way to another host is done
         (its old host refused a write meanwhile). IndexUnavailableError when it is gone."""
@@ -338,21 +344,27 @@ class EdgeShards:
         indexed copy (a fraction of a second).
         """
         if self._indexing_threshold_kb == 0:
-            return IndexBuilds()
+            return IndexBuilds(hosts_started_again=self.revive_dead())
         with self._building:
             hosts = dict(self._hosts)  # not those this round starts
             due = [name for name, held in list(self._shards.items()) if held.unindexed >= self._due]
+            started_again: list[str] = []
 
             def build(collection: str) -> bool:
                 host = hosts.get(collection)
                 if host is None:
                     return self._index_beside(collection, operation_of=operation_of)
+                if not host.alive:
+                    host = self.revive(collection, host)
+                    started_again.append(collection)
                 return self._index_hosted(collection, host)
 
             swapped = _each([*due, *hosts], build)
             # Only a copy loaded here stopped the turns: a host's load stops none.
             loads = [held.load_ms for name in swapped if (held := self._shards.get(name))]
-            return IndexBuilds(tuple(swapped), round(max(loads, default=0.0), 1))
+            return IndexBuilds(
+                tuple(swapped), round(max(loads, default=0.0), 1), len(started_again)
+            )
 
     def _optimize_open(self, collection: str) -> bool:
         held = self.open(collection)
@@ -688,8 +700,9 @@ class EdgeShards:
 
 
 def _each(collections: Iterable[str], build: Callable[[str], bool]) -> list[str]:
-    """`build` each collection, one failing not keeping the others from it; the collections
-    it changed. IndexUnavailableError after all were tried if any failed."""
+    """`build` each collection (index, host or start its host again), one failing not
+    keeping the others from it; the collections it changed. IndexUnavailableError after all
+    were tried if any failed."""
     changed, failures = [], []
     for collection in collections:
         try:
@@ -698,7 +711,7 @@ def _each(collections: Iterable[str], build: Callable[[str], bool]) -> list[str]
         except IndexUnavailableError as error:
             failures.append(str(error))
     if failures:
-        raise IndexUnavailableError(f"indexing failed: {'; '.join(failures)}")
+        raise IndexUnavailableError("; ".join(failures))
     return changed
 
 

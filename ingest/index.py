@@ -177,11 +177,13 @@ class RankResult:
 @dataclass(frozen=True, slots=True)
 class IndexBuilds:
     """What `Index.index_written` did: the collections swapped for their indexed copies,
-    and the longest load of such a copy, in ms (Qdrant Edge holds the GIL while it loads
-    one: the whole process stands still for that long)."""
+    the longest load of such a copy, in ms (Qdrant Edge holds the GIL while it loads
+    one: the whole process stands still for that long), and how many host processes
+    that had died it started again (Qdrant Edge's hosts of large collections)."""
 
     collections: tuple[str, ...] = ()
     longest_load_ms: float = 0.0
+    hosts_started_again: int = 0
 
 
 class IndexUnavailableError(RuntimeError):

@@ -7,8 +7,9 @@ platform); it tries again each period until that succeeded once. Every
 `KBGATE_RETENTION_SWEEP_S` it purges expired turn records (SQLite; Redis expires them
 itself) and, with `KBGATE_SETTINGS_HISTORY_DAYS` set, settings changes older than that.
 `run_index_upkeep`, started beside it, looks every `KBGATE_INDEX_CHECK_S` for collections
-written enough to index and builds their indexes without stopping the gateway
-(`Index.index_written`; Qdrant Edge only: a server indexes on its own).
+written enough to index and builds their indexes without stopping the gateway, and
+starts again any host process of a large collection that died (`Index.index_written`;
+Qdrant Edge only: a server indexes on its own).
 A failing step (store or index down) is logged and tried again next period. Logs carry
 ids and counts only.
 """
@@ -89,10 +90,11 @@ async def run_upkeep(services: Services) -> None:
 
 
 async def index_written(services: Services) -> IndexBuilds:
-    """Build the indexes of the collections written enough since they were last indexed;
-    answers what it did (logged as counts and timings, never a collection's name): how
-    many collections, how long in all, and the longest load of an indexed copy, for which
-    the whole process stood still."""
+    """Build the indexes of the collections written enough since they were last indexed,
+    and start again the host processes that died; answers what it did (logged as counts
+    and timings, never a collection's name): how many collections, how long in all, the
+    longest load of an indexed copy, for which the whole process stood still, and how many
+    hosts were started again."""
     started = time.perf_counter()
     built = await asyncio.to_thread(services.index.index_written)
     if built.collections:
@@ -102,6 +104,9 @@ async def index_written(services: Services) -> IndexBuilds:
             duration_ms=round((time.perf_counter() - started) * 1000),
             load_ms=round(built.longest_load_ms),
         )
+    if built.hosts_started_again:
+        services.telemetry.count("index_host_started_again", built.hosts_started_again)
+        services.telemetry.log.warning("index_hosts_started_again", hosts=built.hosts_started_again)
     return built
 
 

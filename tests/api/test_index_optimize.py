@@ -274,5 +274,44 @@ async def test_a_restart_serves_the_large_collection_from_a_host_and_builds_it_i
     assert shards._hosts == {}
 
 
+async def test_a_host_that_died_is_started_again_by_the_next_upkeep_round(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """A host process killed outright is started again by the next upkeep round, before
+    any call asks for its collection: logged and counted (`index_host_started_again`) as
+    a count only, and turns answer from the new host with every document."""
+    async with _manuals_indexed_while_serving(tmp_path, embedder, edge_host_from_points=1) as (
+        services,
+        tenant,
+        _,
+    ):
+        shards = services.index._shards  # type: ignore[attr-defined]  # the embedded adapter's
+        dead = shards.host_of("kb_org_acme")
+        assert dead is not None
+        dead._process.kill()
+        with anyio.fail_after(30):
+            while not (started := _events_named(tenant.gw.logs, "index_hosts_started_again")):  # noqa: ASYNC110 — a log, not an event
+                await anyio.sleep(0.1)
+        assert {key: started[0][key] for key in ("hosts", "level")} == {
+            "hosts": 1,
+            "level": "warning",
+        }
+        assert set(started[0]) == {"event", "level", "timestamp", "hosts"}
+        again = shards.host_of("kb_org_acme")
+        assert again is not None
+        assert again is not dead
+        assert again.alive
+        metrics = await tenant.gw.client.get("/metrics", headers=tenant.gw.platform)
+        assert 'kbgate_events_total{event="index_host_started_again"} 1.0' in metrics.text
+        turn = await tenant.retrieve("bot", "How often is each pump inspected?")
+        assert turn.status_code == 200, turn.text
+        assert turn.json()["passages"][0]["document_id"] == "pumps.txt"
+        assert shards.host_of("kb_org_acme") is again
+
+
+def _events_named(logs: io.StringIO, name: str) -> list[dict[str, object]]:
+    return [line for line in _events(logs) if line.get("event") == name]
+
+
 def _built_events(logs: io.StringIO) -> list[dict[str, object]]:
     return [line for line in _events(logs) if line.get("event") == "index_built_beside"]

@@ -317,6 +317,50 @@ def test_a_dead_host_is_started_again_with_every_point(index: _Hosting) -> None:
     assert again.alive
 
 
+def _killed(index: _Hosting, points: int, seed: int) -> EdgeHost:
+    """`points` points in the collection, served by a host that is then killed."""
+    index.upsert(COLLECTION, _passages(0, points, random.Random(seed)))
+    assert index.index_written().collections == (COLLECTION,)
+    host = index._shards.host_of(COLLECTION)
+    assert host is not None
+    host._process.kill()
+    host._process.wait()
+    return host
+
+
+def test_the_upkeep_round_starts_a_dead_host_again_and_says_so(index: _Hosting) -> None:
+    """An upkeep round (`index_written`) starts again a host that died, counts it, and
+    builds nothing when nothing is due; the next round has nothing to start."""
+    dead = _killed(index, 100, 32)
+    assert index.index_written() == IndexBuilds(hosts_started_again=1)
+    again = index._shards.host_of(COLLECTION)
+    assert again is not None
+    assert again is not dead
+    assert again.alive
+    assert index.index_written() == IndexBuilds()
+    assert index.count(COLLECTION, scope()) == 100
+
+
+def test_a_dead_host_that_will_not_start_again_fails_its_collection_alone(
+    index: _Hosting, data_dir: Path
+) -> None:
+    """A dead host whose directory is gone fails the upkeep round (after the round tried
+    every collection) and its collection's calls, each time, never serving it empty; the
+    index still answers the readiness check, so the other collections stay served."""
+    _killed(index, 100, 33)
+    for generation in (data_dir / EDGE_DIR).glob(f"{COLLECTION}~*"):
+        shutil.rmtree(generation)
+    for _ in range(2):
+        with pytest.raises(IndexUnavailableError):
+            index.index_written()
+        with pytest.raises(IndexUnavailableError):
+            index.count(COLLECTION, scope())
+    index.ping()
+    other = org_collection("other")
+    index.upsert(other, _passages(0, 3, random.Random(34)))
+    assert index.count(other, scope()) == 3
+
+
 def test_a_host_that_cannot_start_again_answers_unavailable(
     index: _Hosting, data_dir: Path
 ) -> None:
