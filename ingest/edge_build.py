@@ -174,7 +174,11 @@ def copy_shard(source: Path, target: Path) -> None:
     them out as zeros: the copy, which becomes the live shard after a swap, would take
     twice the disk, and copying it (while the collection's writes wait) would write it all.
     """
-    shutil.copytree(source, target, copy_function=_copy_file_with_holes)
+    try:
+        shutil.copytree(source, target, copy_function=_copy_file_with_holes)
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)  # a half copy only takes disk
+        raise
 
 
 def _copy_file_with_holes(source: str, target: str) -> None:

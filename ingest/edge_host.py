@@ -232,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             indexing_threshold_kb=args.threshold_kb,
             search_threads=args.search_threads,
             host_from_points=None,  # the gateway starts the hosts of later copies
+            min_free_mb=0,  # the gateway checks the disk before it sends a write or a build
         )
         load_ms = index.adopt(args.collection, args.copy)
     except Exception as error:  # reported to the gateway, which gives the build up

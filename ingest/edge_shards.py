@@ -39,6 +39,7 @@ from qdrant_edge import (
 )
 
 from ingest import edge_build
+from ingest.edge_disk import DiskReserve, allocated_bytes
 from ingest.edge_host import CollectionHostedError, CollectionMovedError, EdgeHost
 from ingest.edge_log_pages import page_out_log
 from ingest.edge_writes import Write
@@ -116,11 +117,14 @@ class EdgeShards:
         indexing_threshold_kb: int | None = None,
         search_threads: int | None = None,
         host_from_points: int | None = None,
+        min_free_mb: int = 0,
     ) -> None:
         """See `EdgeIndex` for the settings."""
         if search_threads is not None and search_threads < 1:
             raise ValueError("search_threads must be at least 1")
         self._root = root
+        #: the free disk writes and builds leave (`ingest.edge_disk`)
+        self.disk = DiskReserve(root, min_free_mb)
         self._dense_dim = dense_dim
         self._indexing_threshold_kb = indexing_threshold_kb
         self._search_threads = search_threads or _search_threads_default()
@@ -346,6 +350,7 @@ class EdgeShards:
         if self._indexing_threshold_kb == 0:
             return IndexBuilds(hosts_started_again=self.revive_dead())
         with self._building:
+            self.disk.check()  # nothing can be built without room: each round says so
             hosts = dict(self._hosts)  # not those this round starts
             due = [name for name, held in list(self._shards.items()) if held.unindexed >= self._due]
             started_again: list[str] = []
@@ -368,6 +373,7 @@ class EdgeShards:
 
     def _optimize_open(self, collection: str) -> bool:
         held = self.open(collection)
+        self.disk.check(allocated_bytes(held.path))  # new segments, then the old ones go
         with held.writes, engine_errors(collection):
             return held.shard.optimize()
 
@@ -395,6 +401,7 @@ class EdgeShards:
                 return False
             with engine_errors(collection):
                 held.shard.flush()
+            self.disk.check(allocated_bytes(held.path))
             edge_build.copy_shard(held.path, copy)
             held.journal, written = [], held.unindexed
         fresh = self._built_and_loaded(
@@ -458,6 +465,7 @@ class EdgeShards:
         """Build a hosted collection's indexes beside its host, and hand the collection to
         a new host loaded with the indexed copy: neither host stops for a load."""
         copy = edge_build.next_generation(self._root, collection)
+        self.disk.check(allocated_bytes(host.path))
         try:
             written: int | None = host.call("copy_for_build", collection, copy)
         except IndexUnavailableError:
@@ -703,15 +711,18 @@ def _each(collections: Iterable[str], build: Callable[[str], bool]) -> list[str]
     """`build` each collection (index, host or start its host again), one failing not
     keeping the others from it; the collections it changed. IndexUnavailableError after all
     were tried if any failed."""
-    changed, failures = [], []
+    changed: list[str] = []
+    failures: list[IndexUnavailableError] = []
     for collection in collections:
         try:
             if build(collection):
                 changed.append(collection)
         except IndexUnavailableError as error:
-            failures.append(str(error))
+            failures.append(error)
+    if len(failures) == 1:
+        raise failures[0]  # as it was: a DiskFullError stays one
     if failures:
-        raise IndexUnavailableError("; ".join(failures))
+        raise IndexUnavailableError("; ".join(map(str, failures))) from failures[0]
     return changed
 
 

@@ -190,6 +190,21 @@ class IndexUnavailableError(RuntimeError):
     """The engine could not be reached or did not answer in time."""
 
 
+class DiskFullError(IndexUnavailableError):
+    """A write refused, nothing written: the embedded engine's disk is down to the free
+    space it keeps (`ingest.edge_disk`). The figures are for operators' logs, never for an
+    answer: they move with every workspace's writes."""
+
+    def __init__(self, *, free_mb: int, needed_mb: int, reserve_mb: int) -> None:
+        super().__init__(
+            f"the index's disk has {free_mb} MiB free; {needed_mb} MiB more would leave less "
+            f"than the {reserve_mb} MiB kept free"
+        )
+        self.free_mb = free_mb
+        self.needed_mb = needed_mb
+        self.reserve_mb = reserve_mb
+
+
 class IncompatibleServerError(RuntimeError):
     """The engine answers, but its version lacks what the adapter relies on."""
 

@@ -172,6 +172,21 @@ def _hosted(
     return call
 
 
+def _growing(
+    method: Callable[Concatenate[EdgeIndex, str, _P], _R],
+) -> Callable[Concatenate[EdgeIndex, str, _P], _R]:
+    """The write refused (`DiskFullError`, nothing written) while the data dir's disk is
+    down to its reserve (`ingest.edge_disk`); checked here, before a hosted collection's
+    write is sent to its host."""
+
+    @functools.wraps(method)
+    def call(self: EdgeIndex, collection: str, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        self._shards.disk.check()
+        return method(self, collection, *args, **kwargs)
+
+    return call
+
+
 class EdgeIndex(AdapterReads):
     """Qdrant Edge shards under `data_dir / "qdrant-edge"`, opened on demand and kept open.
 
@@ -189,13 +204,15 @@ class EdgeIndex(AdapterReads):
         indexing_threshold_kb: int | None = None,
         search_threads: int | None = None,
         host_from_points: int | None = HOST_FROM_POINTS,
+        min_free_mb: int = 0,
     ) -> None:
         """`indexing_threshold_kb`: the vector data (KB) from which `optimize` indexes a
         segment and searches use its graph; Edge's defaults when None; 0 never indexes
         (`optimize` does nothing). Tests set it low to run small collections through
         the HNSW graph. `search_threads`: each shard's search pool, set on every open (a
         shard keeps the count it was last opened with, and Edge would apply that); None:
-        one per core this process may use (`_search_threads_default`)."""
+        one per core this process may use (`_search_threads_default`). `min_free_mb`: the
+        free disk that writes and index builds leave (`ingest.edge_disk`); 0: none."""
         self._dense_dim = dense_dim
         self._shards = EdgeShards(
             Path(data_dir) / EDGE_DIR,
@@ -203,6 +220,7 @@ class EdgeIndex(AdapterReads):
             indexing_threshold_kb=indexing_threshold_kb,
             search_threads=search_threads,
             host_from_points=host_from_points,
+            min_free_mb=min_free_mb,
         )
 
     @_hosted
@@ -257,10 +275,12 @@ class EdgeIndex(AdapterReads):
     def take_back(self, collection: str) -> None:
         self._shards.take_back(collection)
 
+    @_growing
     @_hosted
     def ensure_collection(self, collection: str) -> None:
         self._open(collection)
 
+    @_growing
     @_hosted
     def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
         if not passages:
@@ -467,6 +487,7 @@ class EdgeIndex(AdapterReads):
     def drop_collection(self, collection: str) -> int | None:
         return self._shards.drop(collection)
 
+    @_growing
     @_hosted
     def backfill_org(self, collection: str, scope: Scope) -> int:
         if scope.strict:
@@ -501,6 +522,7 @@ class EdgeIndex(AdapterReads):
             )
         return stored_passages(records), None if after is None else str(after)
 
+    @_growing
     @_hosted
     def set_pii(self, collection: str, scope: Scope, analyses: Mapping[str, PiiAnalysis]) -> int:
         ids: dict[PointId, PiiAnalysis] = {

@@ -88,6 +88,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     #: its own, not the gateway's (which would stop while it loads); 0: never. See
     #: `ingest.edge_host`.
     edge_host_from_points: int = 10_000
+    #: Free disk (MiB) the embedded engine's writes and index builds leave on the data
+    #: dir's disk: a write that would start below it is refused (503). See
+    #: `ingest.edge_disk`.
+    min_free_disk_mb: int = 512
     redis_url: str | None = None
     redis_timeout_s: float = 2.0
     platform_key: str | None = None
@@ -225,6 +229,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "EDGE_INDEXING_THRESHOLD_KB": ("edge_indexing_threshold_kb", _parse_int),
     "EDGE_SEARCH_THREADS": ("edge_search_threads", _parse_int),
     "EDGE_HOST_FROM_POINTS": ("edge_host_from_points", _parse_int),
+    "MIN_FREE_DISK_MB": ("min_free_disk_mb", _parse_int),
     "REDIS_URL": ("redis_url", _parse_url),
     "REDIS_TIMEOUT_S": ("redis_timeout_s", _parse_float),
     "PLATFORM_KEY": ("platform_key", _parse_str),
@@ -310,6 +315,7 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
         "EDGE_HOST_FROM_POINTS",
         "must be 0 (never) or more",
     ),
+    (lambda c: c.min_free_disk_mb >= 0, "MIN_FREE_DISK_MB", "must be 0 (no reserve) or more"),
     (
         lambda c: c.embedding_threads is None or c.embedding_threads >= 1,
         "EMBEDDING_THREADS",

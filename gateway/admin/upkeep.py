@@ -25,7 +25,7 @@ from gateway.admin import lifecycle
 from gateway.admin.provisioning import PLATFORM
 from gateway.errors import GatewayError
 from gateway.runtime.services import Services
-from ingest.index import IndexBuilds, IndexUnavailableError
+from ingest.index import DiskFullError, IndexBuilds, IndexUnavailableError
 from settings.store import StoreUnavailableError
 
 #: what a step may fail with and be tried again next period
@@ -123,6 +123,16 @@ async def _step(
     """Run one step; False (logged) when a dependency failed it."""
     try:
         await work(services)
+    except DiskFullError as error:
+        services.telemetry.log.warning(
+            "upkeep_failed",
+            step=name,
+            error_type=type(error).__name__,
+            free_mb=error.free_mb,
+            needed_mb=error.needed_mb,
+            reserve_mb=error.reserve_mb,
+        )
+        return False
     except _TRANSIENT as error:
         services.telemetry.log.warning("upkeep_failed", step=name, error_type=type(error).__name__)
         return False

@@ -18,7 +18,7 @@ from ingest.connector import (
     SinkUnavailableError,
     Upload,
 )
-from ingest.index import IndexUnavailableError
+from ingest.index import DiskFullError, IndexUnavailableError
 from settings.store import StoreUnavailableError
 
 
@@ -96,8 +96,14 @@ def _field_message(error: GatewayError) -> str:
 
 
 def engine_message(error: Exception, data_dir: Path) -> str:
-    """Name the usual cause when Qdrant Edge finds its shard locked by another process."""
+    """Name the usual cause when Qdrant Edge finds its shard locked by another process,
+    and what to do when its disk is down to the free space kept."""
     text = str(error)
+    if isinstance(error, DiskFullError):
+        return (
+            f"the disk of {data_dir} is down to the free space kept ({text}). Free space "
+            "there (or lower KBGATE_MIN_FREE_DISK_MB), then run the command again."
+        )
     if "WouldBlock" in text or "lock" in text.lower():
         return (
             f"the data dir {data_dir} is in use by another process (a running gateway?): "

@@ -185,11 +185,12 @@ async def _run_sync(args: argparse.Namespace, sink: DocumentSink) -> int:
 
 async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
     from gateway.access.auth import Principal
-    from gateway.cli.embedded_sink import EmbeddedSink
+    from gateway.cli.embedded_sink import EmbeddedSink, engine_message
     from gateway.cli.gateway_client import EmbeddedGateway
     from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
     from gateway.runtime.services import build_services, for_a_command
     from gateway.runtime.telemetry import Telemetry, build_logger
+    from ingest.index import IndexUnavailableError
     from settings.records import Role
 
     if not (config.redis_url and config.qdrant_url) and not config.data_dir.is_dir():
@@ -218,7 +219,11 @@ async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
         admin = dataclasses.replace(principal, roles=frozenset({Role.ADMIN, Role.INGEST}))
         status = await _prepare_then_sync(args, EmbeddedGateway(services, admin), sink)
         # No gateway serves this data dir now: index what was written, as a start would.
-        await asyncio.to_thread(services.index.optimize)
+        try:
+            await asyncio.to_thread(services.index.optimize)
+        except IndexUnavailableError as error:  # searched exactly meanwhile: still served
+            reason = engine_message(error, config.data_dir)
+            progress(f"kbgate ingest: the search indexes were not built: {reason}")
         return status
     finally:
         await services.close()

@@ -27,7 +27,7 @@ from gateway.errors import (
     UnauthenticatedError,
 )
 from gateway.http.schemas import ProblemDetails
-from ingest.index import IndexUnavailableError
+from ingest.index import DiskFullError, IndexUnavailableError
 from ingest.sync import AnalysisFailedError, EmbeddingFailedError
 from settings.store import StoreUnavailableError
 
@@ -40,6 +40,13 @@ _STATUS: dict[type[GatewayError], tuple[int, str]] = {
     InvalidInputError: (422, "Unprocessable Content"),
 }
 _RETRY_AFTER_S = 5
+#: A full disk is an operator's to free: no point retrying at once.
+_DISK_FULL_RETRY_AFTER_S = 60
+#: What a caller learns of a full disk: not how full, which moves with every workspace's writes.
+_DISK_FULL = (
+    "the index's disk is nearly full, so writes are refused and nothing was written; "
+    "reads and deletions go on. Retry once an operator has freed space"
+)
 _NAMED_FIELD = re.compile(r"(?:unknown|missing required) field `([^`]+)`")
 
 
@@ -71,11 +78,13 @@ def gateway_problem(error: GatewayError) -> ProblemDetailsException:
     return _problem(status, title, error.message, field=error.field)
 
 
-def _unavailable(dependency: str, retry_after_s: int) -> ProblemDetailsException:
+def _unavailable(
+    dependency: str, retry_after_s: int, detail: str | None = None
+) -> ProblemDetailsException:
     return ProblemDetailsException(
         status_code=503,
         title="Service Unavailable",
-        detail=f"{dependency} is unavailable; retry later",
+        detail=detail or f"{dependency} is unavailable; retry later",
         headers={"Retry-After": str(retry_after_s)},
         extra={"dependency": dependency},
     )
@@ -102,6 +111,8 @@ def _problem_map() -> dict[type[Exception], Callable[[Any], ProblemDetailsExcept
         GatewayError: gateway_problem,
         ValidationException: validation_problem,
         HTTPException: http_problem,
+        # before IndexUnavailableError, which it is: `problem_of` takes the first match
+        DiskFullError: lambda _: _unavailable("index", _DISK_FULL_RETRY_AFTER_S, _DISK_FULL),
         IndexUnavailableError: lambda _: _unavailable("index", _RETRY_AFTER_S),
         StoreUnavailableError: lambda _: _unavailable("store", _RETRY_AFTER_S),
         EmbeddingFailedError: lambda _: _unavailable("embedder", _RETRY_AFTER_S),

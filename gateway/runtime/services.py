@@ -352,6 +352,7 @@ def build_index(config: Config) -> tuple[Index, str]:
         indexing_threshold_kb=config.edge_indexing_threshold_kb,
         search_threads=config.edge_search_threads,
         host_from_points=config.edge_host_from_points or None,
+        min_free_mb=config.min_free_disk_mb,
     ), "qdrant-edge"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -158,6 +159,27 @@ def test_the_same_commands_work_on_the_embedded_data_dir(
         2,
         f"kbgate: no workspace 'docs' in {env['KBGATE_DATA_DIR']}",
     )
+
+
+def test_an_embedded_ingest_on_a_full_disk_stops_and_says_what_to_do(
+    tmp_path: Path, model_env: dict[str, str], folder: Path
+) -> None:
+    """`kbgate ingest --tenant` on a data dir whose disk is down to the free space kept
+    (`KBGATE_MIN_FREE_DISK_MB` above what is free) writes nothing, stops early with exit 1
+    and says to free space or lower the reserve, with no traceback."""
+    env = {**model_env, "KBGATE_DATA_DIR": str(tmp_path / "data")}
+    assert kbgate("workspaces", "create", "demo", "docs", "--create-org", env=env).returncode == 0
+    free_mb = shutil.disk_usage(tmp_path).free // (1024 * 1024)
+    full = {**env, "KBGATE_MIN_FREE_DISK_MB": str(free_mb + 1024)}
+    ingest = kbgate(
+        "ingest", str(folder), "--create-kb", "docs", "--tenant", "docs",
+        "--classification", "internal", env=full,
+    )  # fmt: skip
+    assert ingest.returncode == 1, ingest.stdout + ingest.stderr
+    assert "added 0" in ingest.stdout
+    assert "is down to the free space kept" in ingest.stdout
+    assert "KBGATE_MIN_FREE_DISK_MB" in ingest.stdout
+    assert "Traceback" not in ingest.stderr
 
 
 def test_set_commands_change_only_the_settings_given(

@@ -1,0 +1,94 @@
+"""A data dir whose disk is down to the free space kept (`KBGATE_MIN_FREE_DISK_MB`): writes
+answer 503 with problem details that say so, and change nothing; turns, listings and
+deletions go on. The real gateway on Qdrant Edge; the reserve raised above what the disk
+has free (tests/integration/test_edge_disk.py fills a real small disk)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gateway.admin import upkeep
+from tests.api.conftest import Gateway
+from tests.api.tenants import provision
+
+pytestmark = pytest.mark.anyio
+
+_MIB = 1024 * 1024
+
+
+def _disk_full(gateway: Gateway) -> None:
+    disk = gateway.services.index._shards.disk  # type: ignore[attr-defined]  # the embedded adapter's
+    disk.reserve_bytes = disk.free_bytes() + 1024 * _MIB
+
+
+async def test_writes_on_a_full_disk_answer_503_and_change_nothing(gateway: Gateway) -> None:
+    """At the reserve, a document PUT and every line of a bulk write answer 503 (index,
+    Retry-After, a detail saying the disk is nearly full and nothing was written, no
+    figures); nothing is written; a turn still finds the earlier document, and deleting
+    it still works."""
+    tenant = await provision(gateway, "acme", "acme-support")
+    await tenant.kb("manuals")
+    await tenant.agent("bot", ["manuals"])
+    await tenant.doc("manuals", "pumps.txt", "Each pump is inspected every month.")
+    _disk_full(gateway)
+
+    refused = await gateway.client.put(
+        "/v1/knowledge-bases/manuals/documents/valves.txt",
+        json={"text": "Relief valves are replaced every five years.", "classification": "internal"},
+        headers=tenant.headers(),
+    )
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["retry-after"] == "60"
+    problem = refused.json()
+    assert problem["dependency"] == "index"
+    assert "disk is nearly full" in problem["detail"]
+    assert "nothing was written" in problem["detail"]
+    assert "MiB" not in problem["detail"]
+
+    lines = "\n".join(
+        json.dumps({"document_id": name, "text": text, "classification": "internal"})
+        for name, text in (("a.txt", "Boilers are tested weekly."), ("b.txt", "Fans are oiled."))
+    )
+    bulk = await gateway.client.post(
+        "/v1/knowledge-bases/manuals/documents",
+        content=lines,
+        headers={**tenant.headers(), "Content-Type": "application/x-ndjson"},
+    )
+    assert bulk.status_code == 200, bulk.text
+    results = [json.loads(line) for line in bulk.text.splitlines() if line.strip()]
+    assert [(r["status"], r["problem"]["status"]) for r in results] == [("failed", 503)] * 2
+
+    listed = await gateway.client.get(
+        "/v1/knowledge-bases/manuals/documents", headers=tenant.headers()
+    )
+    assert [d["document_id"] for d in listed.json()["documents"]] == ["pumps.txt"]
+    turn = await tenant.retrieve("bot", "How often is each pump inspected?")
+    assert turn.status_code == 200, turn.text
+    assert turn.json()["passages"][0]["document_id"] == "pumps.txt"
+    deleted = await gateway.client.delete(
+        "/v1/knowledge-bases/manuals/documents/pumps.txt", headers=tenant.headers()
+    )
+    assert deleted.status_code == 200, deleted.text
+
+
+async def test_the_upkeep_round_logs_a_full_disk_with_its_figures(gateway: Gateway) -> None:
+    """At the reserve, the index upkeep round builds nothing and logs `upkeep_failed` as
+    `DiskFullError` with the free, needed and kept MiB (operators' figures: counts only),
+    each round until space is freed."""
+    _disk_full(gateway)
+    for _ in range(2):
+        assert not await upkeep._step(gateway.services, "index_build", upkeep.index_written)
+    failed = [
+        json.loads(line)
+        for line in gateway.logs.getvalue().splitlines()
+        if line.startswith("{") and '"upkeep_failed"' in line
+    ]
+    assert len(failed) == 2
+    assert set(failed[0]) == {
+        *("event", "level", "timestamp", "step", "error_type"),
+        *("free_mb", "needed_mb", "reserve_mb"),
+    }
+    assert failed[0]["error_type"] == "DiskFullError"
+    assert failed[0]["reserve_mb"] > failed[0]["free_mb"]
