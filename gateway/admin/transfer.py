@@ -27,17 +27,18 @@ from typing import IO, Any
 import msgspec
 
 from gateway.access.auth import Principal
-from gateway.admin import archive, provisioning
+from gateway.admin import archive, lifecycle, provisioning
 from gateway.admin.knowledge import require_full_clearance, target_of
 from gateway.admin.write_guard import require_live_workspace
-from gateway.errors import ConflictError, InvalidInputError, NotFoundError
+from gateway.errors import ConflictError, GatewayError, InvalidInputError, NotFoundError
 from gateway.runtime.services import Services
 from ingest.embedding import MINILM_MODEL_NAME
-from ingest.index import Index, Passage, Storage
+from ingest.index import Index, IndexUnavailableError, Passage, Storage
 from ingest.payload import Classification, is_valid_id
 from ingest.sync import Target, point_id
 from settings.golden import GoldenSet
 from settings.records import Agent, KnowledgeBase, Workspace
+from settings.store import StoreUnavailableError
 
 #: passages read from the index per call
 _PAGE = 256
@@ -176,21 +177,18 @@ class Imported:
 async def import_workspace(
     services: Services, org_id: str, tenant_id: str, spooled: IO[bytes]
 ) -> Imported:
-    """Check the whole archive, then create the workspace and write what it holds."""
+    """Check the whole archive, then create the workspace and write what it holds. A write
+    that fails half-way (a dependency down, the index's disk at its reserve) deletes the
+    workspace again before the error is answered, so the import can simply be repeated."""
     contents = await asyncio.to_thread(_read_contents, spooled, services.embedder.dense_dim)
     _require_same_model(services, contents.manifest)
     created_at = contents.workspace.created_at if contents.workspace else None
     await provisioning.create_workspace(services, org_id, tenant_id, created_at)
-    if contents.workspace and contents.workspace.settings:
-        await services.store.update_workspace_settings(
-            tenant_id,
-            contents.workspace.settings,
-            key_id=provisioning.PLATFORM.key_id,
-            at=datetime.now(UTC).isoformat(),
-        )
-    targets = await _put_records(services, org_id, tenant_id, contents)
-    spooled.seek(0)
-    written = await asyncio.to_thread(_write_passages, services.index, spooled, targets)
+    try:
+        written = await _fill(services, org_id, tenant_id, contents, spooled)
+    except BaseException:
+        await _undo_import(services, org_id, tenant_id)
+        raise
     services.settings.invalidate(tenant_id)
     imported = Imported(
         knowledge_bases=len(contents.kbs),
@@ -200,6 +198,33 @@ async def import_workspace(
     )
     services.telemetry.log.info("workspace_imported", **_counts(imported))
     return imported
+
+
+async def _fill(
+    services: Services, org_id: str, tenant_id: str, contents: Contents, spooled: IO[bytes]
+) -> int:
+    """Write the new workspace's settings, records and passages; the passages written."""
+    if contents.workspace and contents.workspace.settings:
+        await services.store.update_workspace_settings(
+            tenant_id,
+            contents.workspace.settings,
+            key_id=provisioning.PLATFORM.key_id,
+            at=datetime.now(UTC).isoformat(),
+        )
+    targets = await _put_records(services, org_id, tenant_id, contents)
+    spooled.seek(0)
+    return await asyncio.to_thread(_write_passages, services.index, spooled, targets)
+
+
+async def _undo_import(services: Services, org_id: str, tenant_id: str) -> None:
+    """Delete what a failed import created. If that fails too, the workspace stays marked
+    for deletion: a DELETE, or the next start, finishes it (`gateway.admin.upkeep`)."""
+    try:
+        await lifecycle.delete_workspace(services, org_id, tenant_id, provisioning.PLATFORM)
+    except (GatewayError, IndexUnavailableError, StoreUnavailableError):
+        services.telemetry.log.warning("workspace_import_undo_failed")
+        return
+    services.telemetry.log.info("workspace_import_undone")
 
 
 def _counts(imported: Imported) -> dict[str, int]:

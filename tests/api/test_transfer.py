@@ -253,3 +253,26 @@ async def test_an_archive_that_cannot_be_imported_as_it_is_changes_nothing(
         "/v1/orgs/beta/workspaces", json={"tenant_id": "alpha"}, headers=target.platform
     )
     assert created.status_code == 201
+
+
+async def test_an_import_that_fails_half_way_leaves_no_workspace_behind(gateway: Gateway) -> None:
+    """An import whose passages cannot be written (the index's disk at its reserve, after
+    the workspace, its KBs and agents were created) answers 503 and deletes what it made:
+    the same import, once there is room, succeeds with everything in it."""
+    source = await _stocked(gateway, "acme", "alpha")
+    archive = (
+        await _export(gateway, "/v1/orgs/acme/workspaces/alpha/export", gateway.platform)
+    ).content
+    disk = gateway.services.index._shards.disk  # type: ignore[attr-defined]  # the embedded adapter's
+    kept = disk.reserve_bytes
+    disk.reserve_bytes = disk.free_bytes() + 1024 * 1024 * 1024
+    failed = await _import(gateway, "acme", "gamma", archive)
+    assert failed.status_code == 503, failed.text
+    assert failed.json()["dependency"] == "index"
+    assert await gateway.services.store.get_workspace("gamma") is None
+    assert await gateway.services.store.list_knowledge_bases("gamma") == []
+    disk.reserve_bytes = kept
+    again = await _import(gateway, "acme", "gamma", archive)
+    assert again.status_code == 201, again.text
+    assert again.json()["imported"]["passages"] == sum(len(docs) for docs in DOCS.values())
+    assert (await source.retrieve("bot", QUESTION)).status_code == 200
