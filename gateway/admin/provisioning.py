@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import UTC, datetime
 
 from gateway.access.auth import PLATFORM_KEY_ID, Principal, issue_key
@@ -12,7 +13,12 @@ from gateway.runtime.services import Services
 from ingest.index import org_collection
 from ingest.payload import is_valid_id, is_valid_org_id
 from settings.records import ApiKey, Lifecycle, Org, Role, Workspace
-from settings.store import AlreadyExistsError, SettingsStore
+from settings.store import (
+    AlreadyExistsError,
+    NotEmptyError,
+    SettingsStore,
+    StoreUnavailableError,
+)
 
 #: the actor recorded for keys issued without a caller (the platform's own tools)
 PLATFORM = Principal(key_id=PLATFORM_KEY_ID, roles=frozenset({Role.PLATFORM}))
@@ -43,8 +49,20 @@ async def create_org(services: Services, org_id: str) -> Org:
         await services.store.create_org(org)
     except AlreadyExistsError:
         raise ConflictError("an organization with this id exists", field="org_id") from None
-    await asyncio.to_thread(services.index.ensure_collection, org_collection(org_id))
+    try:
+        await asyncio.to_thread(services.index.ensure_collection, org_collection(org_id))
+    except BaseException:
+        await _forget_org(services, org_id)
+        raise
     return org
+
+
+async def _forget_org(services: Services, org_id: str) -> None:
+    """Remove the record of an org whose collection could not be made, so that the failed
+    call changed nothing. Kept if a workspace joined it meanwhile, or the store is down:
+    its collection is then made at its first write, as both engines do."""
+    with contextlib.suppress(NotEmptyError, StoreUnavailableError):
+        await services.store.delete_org(org_id)
 
 
 async def create_workspace(

@@ -92,3 +92,21 @@ async def test_the_upkeep_round_logs_a_full_disk_with_its_figures(gateway: Gatew
     }
     assert failed[0]["error_type"] == "DiskFullError"
     assert failed[0]["reserve_mb"] > failed[0]["free_mb"]
+
+
+async def test_an_org_whose_collection_cannot_be_made_is_not_created(gateway: Gateway) -> None:
+    """Creating an organization at the reserve answers 503 and leaves no org behind (its
+    collection could not be made); with room, the same call creates it (201, not 409)."""
+    disk = gateway.services.index._shards.disk  # type: ignore[attr-defined]  # the embedded adapter's
+    kept = disk.reserve_bytes
+    _disk_full(gateway)
+    refused = await gateway.client.post(
+        "/v1/orgs", json={"org_id": "initech"}, headers=gateway.platform
+    )
+    assert refused.status_code == 503, refused.text
+    assert await gateway.services.store.get_org("initech") is None
+    disk.reserve_bytes = kept
+    created = await gateway.client.post(
+        "/v1/orgs", json={"org_id": "initech"}, headers=gateway.platform
+    )
+    assert created.status_code == 201, created.text
