@@ -1,7 +1,8 @@
 """The free disk the embedded engine keeps (`ingest.edge_disk`): at its reserve, writes
 and index builds are refused with `DiskFullError` and change nothing, while reads and
 deletions go on. Real Qdrant Edge shards on the real disk (a reserve above what is free),
-and on a small ext4 disk that really fills (root only: it is mounted for the test)."""
+and on a small ext4 disk that really fills (root only: it is mounted for the test; CI
+requires it)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ingest.payload import PiiAnalysis
 from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from tests.integration.test_edge_build import COLLECTION, _passages
 from tests.integration.test_index_contract import DIM, dense_leg, hit_ids, scope
+from tests.support.services import missing_service
 
 _MIB = 1024 * 1024
 
@@ -33,7 +35,8 @@ def _more_than_free(path: Path) -> int:
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 64 MiB ext4 file system of its own (a loop-mounted image), which the test alone
-    fills. (Not tmpfs: there even reading a hole of a mapped file takes memory.)"""
+    fills (skipped without one on a developer machine, failed in CI). Not tmpfs: there even
+    reading a hole of a mapped file takes memory."""
     image, mount = tmp_path / "disk.img", tmp_path / "disk"
     mount.mkdir()
     with open(image, "wb") as file:
@@ -42,7 +45,8 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     for step in steps:
         done = subprocess.run(step, capture_output=True, check=False)  # noqa: S603 — the system's tools
         if done.returncode != 0:
-            pytest.skip(f"cannot mount a small disk here: {done.stderr.decode().strip()}")
+            reason = done.stderr.decode().strip()
+            missing_service(f"a small disk to fill (mkfs.ext4, mount -o loop as root): {reason}")
     try:
         yield mount
     finally:
