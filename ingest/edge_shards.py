@@ -171,12 +171,6 @@ class EdgeShards:
             self._hosts[collection] = host
             return host
 
-    def revive_dead(self) -> int:
-        """Start again every host that died, each on its collection's directory; how many
-        were. IndexUnavailableError, after trying them all, when one will not start."""
-        dead = {name: host for name, host in list(self._hosts.items()) if not host.alive}
-        return len(_each(dead, lambda name: self.revive(name, dead[name]) is not dead[name]))
-
     def moved_from(self, collection: str) -> EdgeHost:
         """The host serving the collection once the move under way to another host is done
         (its old host refused a write meanwhile). IndexUnavailableError when it is gone."""
@@ -348,7 +342,7 @@ class EdgeShards:
         indexed copy (a fraction of a second).
         """
         if self._indexing_threshold_kb == 0:
-            return IndexBuilds(hosts_started_again=self.revive_dead())
+            return IndexBuilds()  # nor are there hosts: only builds make them
         with self._building:
             self.disk.check()  # nothing can be built without room: each round says so
             hosts = dict(self._hosts)  # not those this round starts

@@ -123,17 +123,14 @@ async def _step(
     """Run one step; False (logged) when a dependency failed it."""
     try:
         await work(services)
-    except DiskFullError as error:
-        services.telemetry.log.warning(
-            "upkeep_failed",
-            step=name,
-            error_type=type(error).__name__,
-            free_mb=error.free_mb,
-            needed_mb=error.needed_mb,
-            reserve_mb=error.reserve_mb,
-        )
-        return False
     except _TRANSIENT as error:
-        services.telemetry.log.warning("upkeep_failed", step=name, error_type=type(error).__name__)
+        figures = (
+            {"free_mb": error.free_mb, "needed_mb": error.needed_mb, "reserve_mb": error.reserve_mb}
+            if isinstance(error, DiskFullError)
+            else {}
+        )
+        services.telemetry.log.warning(
+            "upkeep_failed", step=name, error_type=type(error).__name__, **figures
+        )
         return False
     return True
