@@ -491,11 +491,13 @@ class AdminChangesOut(msgspec.Struct, kw_only=True):
 
 
 class RedactIn(Strict):
-    """Exactly one of `text` (a string) or `value` (any JSON value, e.g. tool arguments)."""
+    """Exactly one of `text` (a string) or `value` (any JSON value, e.g. tool arguments).
+    `explain` (admin keys, `text` only) adds why each span was hidden."""
 
     agent_id: Identifier
     text: str | msgspec.UnsetType = msgspec.UNSET
     value: Any = msgspec.UNSET
+    explain: bool = False
 
 
 class RedactedEntity(msgspec.Struct, kw_only=True):
@@ -510,14 +512,27 @@ class RedactionEffective(msgspec.Struct, kw_only=True):
     entities: list[str]
 
 
+class ExplainedSpan(msgspec.Struct, kw_only=True):
+    """One hidden span of the request's `text`: [start, end) in characters, its entity
+    type, the recognizer that found it and the recognizer's score."""
+
+    start: int
+    end: int
+    type: str
+    recognizer: str
+    score: float
+
+
 class RedactOut(msgspec.Struct, kw_only=True):
-    """`text` answers a text request, `value` a JSON one; `redacted`: anything replaced."""
+    """`text` answers a text request, `value` a JSON one; `redacted`: anything replaced;
+    `spans` (with `explain`) why each span was hidden."""
 
     text: str | msgspec.UnsetType = msgspec.UNSET
     value: Any = msgspec.UNSET
     redacted: bool
     entities: list[RedactedEntity]
     effective: RedactionEffective
+    spans: list[ExplainedSpan] | msgspec.UnsetType = msgspec.UNSET
 
 
 # ---- grounding ----------------------------------------------------------------------

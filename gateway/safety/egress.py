@@ -25,7 +25,7 @@ from gateway.errors import (
 )
 from gateway.runtime.services import Services
 from gateway.safety.passages import redaction_policy
-from gateway.safety.redaction import count_redactions
+from gateway.safety.redaction import Detection, count_redactions
 from settings.resolve import resolve_redaction
 
 #: Characters of text (summed over every string of a JSON value) one call may redact.
@@ -42,6 +42,8 @@ class EgressRedaction:
     counts: dict[str, int]
     redaction: bool
     entities: tuple[str, ...]
+    #: With `explain`: each hidden span of the text, with the recognizer that found it.
+    spans: tuple[Detection, ...] = ()
 
     @property
     def redacted(self) -> bool:
@@ -57,8 +59,10 @@ async def redact_egress(
     *,
     is_text: bool,
     stop: Stop | None = None,
+    explain: bool = False,
 ) -> EgressRedaction:
-    """Redact `value` (a string when `is_text`, else any JSON value) for the principal's agent.
+    """Redact `value` (a string when `is_text`, else any JSON value) for the principal's agent;
+    with `explain` (text only), also say which recognizer found each hidden span.
 
     Another workspace's agent is NotFoundError, exactly like an unknown one.
     """
@@ -76,17 +80,21 @@ async def redact_egress(
     policy = redaction_policy(services, workspace_settings)
     entities = tuple(sorted(policy.entities))
 
-    def work(flag: Stop) -> tuple[Any, dict[str, int]]:
+    def work(flag: Stop) -> tuple[Any, dict[str, int], tuple[Detection, ...]]:
         if is_text:
             redaction = services.redactor.redact(value, entities, policy.allow)
-            return redaction.text, redaction.counts
-        return services.redactor.redact_json(
+            spans = services.redactor.explain(value, entities, policy.allow) if explain else []
+            return redaction.text, redaction.counts, tuple(spans)
+        redacted, counts = services.redactor.redact_json(
             value, entities, partial(stop_point, flag), policy.allow
         )
+        return redacted, counts, ()
 
     with services.telemetry.stage("egress_redact"):
         try:
-            redacted, counts = await services.expensive.run(principal.tenant_id, work, stop=stop)
+            redacted, counts, spans = await services.expensive.run(
+                principal.tenant_id, work, stop=stop
+            )
         except RateLimitedError:
             raise
         except ValueError as error:
@@ -95,7 +103,7 @@ async def redact_egress(
             # Fail closed: text that could not be redacted is never returned.
             raise DependencyUnavailableError("redactor") from error
     count_redactions(services.telemetry, counts)
-    return EgressRedaction(redacted, counts, redaction=True, entities=entities)
+    return EgressRedaction(redacted, counts, redaction=True, entities=entities, spans=spans)
 
 
 def _string_chars(value: Any) -> int:

@@ -23,9 +23,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+
+from gateway.safety import names
+from gateway.safety.names import Gazetteer
+from gateway.safety.technical import reads_as_version
 
 LANGUAGE = "en"
 #: Results scoring below this are dropped. No context word raises a score, so presidio's
@@ -58,7 +62,19 @@ PHONE_BLANKED = frozenset(
 )
 #: Raised whenever kbgate's own recognizers or rules change what is found, so that stored
 #: analyses made before the change are recognised as another analyzer's.
-RECOGNIZER_REVISION = 1
+RECOGNIZER_REVISION = 2
+#: kbgate's recognizers of names by the context technical text puts them in
+#: (`gateway.safety.names`), each with the score its spans carry: above the NER model's
+#: 0.85, so that where both find the same span, presidio keeps the context's.
+CONTEXT_NAME_RECOGNIZERS = {
+    "MailboxNameRecognizer": 0.95,
+    "HeaderNameRecognizer": 0.95,
+    "CreditNameRecognizer": 0.9,
+    "HandleRecognizer": 0.9,
+    "NameListRecognizer": 0.9,
+    "SpeakerRecognizer": 0.88,
+    "GivenNameRecognizer": 0.88,
+}
 
 # scheme://user:password@host[...] — the user may be empty (redis://:secret@host);
 # the URL ends at whitespace, a quote or a bracket, and trailing punctuation is left out.
@@ -93,6 +109,7 @@ def analyzer_version(ner_model: str | None, phone_regions: Sequence[str]) -> str
         f"phonenumbers=={_version('phonenumbers')}",
         f"tldextract=={_version('tldextract')}",
         f"probablepeople=={_version('probablepeople')}",
+        f"faker=={_version('faker')}",
         f"ner={ner}",
         f"regions={','.join(phone_regions)}",
         f"floor={SCORE_FLOOR}",
@@ -168,9 +185,12 @@ def fewest_phone_digits(regions: Sequence[str]) -> int:
     return min(n for n in (*national, *international) if n is not None)
 
 
-def build_analyzer(ner_model: str | None, phone_regions: tuple[str, ...]) -> Any:
+def build_analyzer(
+    ner_model: str | None, phone_regions: tuple[str, ...], gazetteer: Gazetteer | None = None
+) -> Any:
     """A presidio AnalyzerEngine that needs no download and makes no network call; with
-    `ner_model`, its NLP engine is that spaCy pipeline's NER alone."""
+    `ner_model`, its NLP engine is that spaCy pipeline's NER alone, and names are also
+    found by their context (`gateway.safety.names`, confirmed by `gazetteer`)."""
     from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
     from presidio_analyzer.nlp_engine import NlpEngine, NoOpNlpEngine
 
@@ -183,6 +203,8 @@ def build_analyzer(ner_model: str | None, phone_regions: tuple[str, ...]) -> Any
     else:
         nlp_engine = _ner_engine(ner_model)
         registry.add_nlp_recognizer(nlp_engine=nlp_engine)
+        for recognizer in _name_recognizers(gazetteer or Gazetteer.from_faker()):
+            registry.add_recognizer(recognizer)
     return AnalyzerEngine(
         registry=registry,
         nlp_engine=nlp_engine,
@@ -224,9 +246,45 @@ def _ner_engine(model_name: str) -> Any:
     return engine
 
 
+def _name_recognizers(gazetteer: Gazetteer) -> list[Any]:
+    """kbgate's context recognizers of people's names, as presidio recognizers."""
+    from presidio_analyzer import EntityRecognizer, RecognizerResult
+
+    finders: dict[str, Callable[[str], Iterable[tuple[int, int]]]] = {
+        "MailboxNameRecognizer": names.mailbox_names,
+        "HeaderNameRecognizer": names.header_names,
+        "CreditNameRecognizer": lambda text: names.credited_names(text, gazetteer),
+        "HandleRecognizer": names.handles,
+        "NameListRecognizer": lambda text: names.listed_names(text, gazetteer),
+        "SpeakerRecognizer": lambda text: names.speakers(text, gazetteer),
+        "GivenNameRecognizer": lambda text: names.given_names(text, gazetteer),
+    }
+
+    class ContextNameRecognizer(EntityRecognizer):
+        """Names where the text's own structure puts them (`gateway.safety.names`)."""
+
+        def __init__(self, name: str, find: Callable[[str], Iterable[tuple[int, int]]]) -> None:
+            self._find = find
+            self._score = CONTEXT_NAME_RECOGNIZERS[name]
+            super().__init__(supported_entities=["PERSON"], name=name)
+
+        def load(self) -> None:
+            """Nothing to load: the finders are rules."""
+
+        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list[Any]:
+            return [
+                RecognizerResult("PERSON", start, end, self._score)
+                for start, end in self._find(text)
+                if end > start
+            ]
+
+    return [ContextNameRecognizer(name, find) for name, find in finders.items()]
+
+
 def _pattern_recognizers(phone_regions: tuple[str, ...]) -> list[Any]:
     import tldextract
-    from presidio_analyzer import Pattern, PatternRecognizer
+    from presidio_analyzer import Pattern, PatternRecognizer, RecognizerResult
+    from presidio_analyzer.nlp_engine import NlpArtifacts
     from presidio_analyzer.predefined_recognizers import (
         CreditCardRecognizer,
         CryptoRecognizer,
@@ -240,6 +298,19 @@ def _pattern_recognizers(phone_regions: tuple[str, ...]) -> list[Any]:
         UsItinRecognizer,
         UsSsnRecognizer,
     )
+
+    class VersionAwareIpRecognizer(IpRecognizer):
+        """presidio's IP recognizer, leaving out dotted quads written as versions."""
+
+        def analyze(
+            self,
+            text: str,
+            entities: list[str],
+            nlp_artifacts: NlpArtifacts | None = None,
+            regex_flags: int | None = None,
+        ) -> list[RecognizerResult]:
+            found = super().analyze(text, entities, nlp_artifacts, regex_flags)
+            return [r for r in found if not reads_as_version(text, r.start, r.end)]
 
     class OfflineEmailRecognizer(EmailRecognizer):
         """presidio's email recognizer, validating domains against the bundled suffix list."""
@@ -266,7 +337,7 @@ def _pattern_recognizers(phone_regions: tuple[str, ...]) -> list[Any]:
         CryptoRecognizer(),
         OfflineEmailRecognizer(extractor),
         IbanRecognizer(),
-        IpRecognizer(),
+        VersionAwareIpRecognizer(),
         MacAddressRecognizer(),
         NhsRecognizer(),
         PhoneRecognizer(supported_regions=phone_regions),

@@ -17,13 +17,16 @@ expensive-work pool, `gateway.access.expensive`).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.runtime.telemetry import Telemetry
+from gateway.safety.names import SPEECH_VERBS, TEAM_WORDS, Gazetteer, opens_item, truecased
 from gateway.safety.recognizers import (
+    CONTEXT_NAME_RECOGNIZERS,
     LANGUAGE,
     NER_ENTITIES,
     NER_MODELS,
@@ -39,6 +42,7 @@ from gateway.safety.recognizers import (
     names_a_person,
     no_nlp_engine,
 )
+from gateway.safety.technical import is_code_like, reads_as_prose, technical_spans
 from ingest.payload import PiiSpan
 from settings.pii_allow_list import NO_ALLOW_LIST, AllowList
 from settings.resolve import KNOWN_PII_ENTITIES
@@ -73,12 +77,14 @@ _WARM_UP = (
 
 @dataclass(frozen=True, slots=True)
 class Detection:
-    """One span to replace: [start, end) of the input text."""
+    """One span to replace: [start, end) of the input text, and the recognizer that found
+    it (where known)."""
 
     start: int
     end: int
     entity_type: str
     score: float
+    recognizer: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,12 +173,14 @@ class Redactor:
         ner_model: str | None,
         phone_regions: Sequence[str] = PHONE_REGIONS,
         phone_digits: int = 0,
+        gazetteer: Gazetteer | None = None,
     ) -> None:
         """`phone_digits`: the fewest digits a phone number the analyzer recognises can
         have; a text without that many in one stretch skips the phone pass (0: never)."""
         self._analyzer = analyzer
         self._no_nlp = no_nlp_engine()
         self._phone_digits = phone_digits
+        self._gazetteer = gazetteer or Gazetteer(frozenset(), frozenset())
         self.ner_model = ner_model
         self.supported_entities: frozenset[str] = (
             frozenset(analyzer.get_supported_entities(LANGUAGE)) & KNOWN_PII_ENTITIES
@@ -197,10 +205,15 @@ class Redactor:
         enough digits for any number (`may_hold_phone_number`): the same answers, slower.
         """
         ner_model = installed_ner_model(ner_models)
-        analyzer = build_analyzer(ner_model, tuple(phone_regions))
+        gazetteer = Gazetteer.from_faker() if ner_model else None
+        analyzer = build_analyzer(ner_model, tuple(phone_regions), gazetteer)
         phone_digits = fewest_phone_digits(tuple(phone_regions)) if phone_prefilter else 0
         redactor = cls(
-            analyzer, ner_model=ner_model, phone_regions=phone_regions, phone_digits=phone_digits
+            analyzer,
+            ner_model=ner_model,
+            phone_regions=phone_regions,
+            phone_digits=phone_digits,
+            gazetteer=gazetteer,
         )
         redactor.analyze_texts([_WARM_UP])
         return redactor
@@ -217,15 +230,14 @@ class Redactor:
         wanted = self._wanted(entities)
         if not wanted or not text.strip():
             return ()
-        engine = self._analyzer.nlp_engine if wanted & NER_ENTITIES else self._no_nlp
-        return self._spans(text, engine.process_text(text, LANGUAGE), wanted)
+        return self._spans(text, self._artifacts(text, wanted), wanted)
 
     def analyze_texts(self, texts: Sequence[str]) -> list[tuple[PiiSpan, ...]]:
         """Every supported entity in each text; the NER pipeline takes them in batches."""
         wanted = self.supported_entities
         if wanted & NER_ENTITIES:
             batches = self._analyzer.nlp_engine.process_batch(
-                list(texts), LANGUAGE, batch_size=NER_BATCH
+                [truecased(text) for text in texts], LANGUAGE, batch_size=NER_BATCH
             )
             artifacts = [found for _, found in batches]
         else:
@@ -240,7 +252,30 @@ class Redactor:
             return self.supported_entities
         return self.supported_entities.intersection(entities)
 
+    def explain(
+        self, text: str, entities: Iterable[str], allow: AllowList = NO_ALLOW_LIST
+    ) -> list[Detection]:
+        """The spans `redact` replaces, each with the recognizer that found it and its
+        score: why a span was hidden."""
+        policy = RedactionPolicy(frozenset(entities), allow)
+        wanted = self._wanted(policy.entities)
+        if not wanted or not text.strip():
+            return []
+        found = self._found(text, self._artifacts(text, wanted), wanted)
+        return [
+            Detection(d.start, d.end, d.entity_type, d.score, _finder(found, d))
+            for d in policy.select(text, spans_of(found))
+        ]
+
+    def _artifacts(self, text: str, wanted: frozenset[str]) -> Any:
+        if wanted & NER_ENTITIES:
+            return self._analyzer.nlp_engine.process_text(truecased(text), LANGUAGE)
+        return self._no_nlp.process_text(text, LANGUAGE)
+
     def _spans(self, text: str, artifacts: Any, wanted: frozenset[str]) -> tuple[PiiSpan, ...]:
+        return spans_of(self._found(text, artifacts, wanted))
+
+    def _found(self, text: str, artifacts: Any, wanted: frozenset[str]) -> list[Any]:
         # Phone matching parses every digit run once per region, and card numbers or
         # IBANs next to a phone make it costly. So the other pattern types are found
         # first and those of PHONE_BLANKED blanked out (same length: offsets hold) before
@@ -248,13 +283,23 @@ class Redactor:
         patterns = (self.supported_entities if PHONE in wanted else wanted) - NER_ENTITIES
         found = self._analyze(text, sorted(patterns - {PHONE}), artifacts)
         if PHONE in wanted:
-            rest = _blank(text, [span for span in found if span.entity_type in PHONE_BLANKED])
+            blanked = [(s.start, s.end) for s in found if s.entity_type in PHONE_BLANKED]
+            rest = _blank(text, [*blanked, *technical_spans(text)])
             if may_hold_phone_number(rest, self._phone_digits):
-                found += self._analyze(rest, [PHONE], artifacts)
+                phones = self._analyze(rest, [PHONE], artifacts)
+                found += [r for r in phones if _digits(text[r.start : r.end]) >= MIN_PHONE_DIGITS]
         if wanted & NER_ENTITIES:  # all of them: the rules move spans between types
-            names = sorted(self.supported_entities & NER_ENTITIES)
-            found += named_entities(text, self._analyze(text, names, artifacts))
-        return spans_of(span for span in found if span.entity_type in wanted)
+            names = self._analyze(text, sorted(self.supported_entities & NER_ENTITIES), artifacts)
+            by_model = [r for r in names if _recognizer(r) not in CONTEXT_NAME_RECOGNIZERS]
+            not_people = _not_people(artifacts)
+            found += [
+                r
+                for r in names
+                if _recognizer(r) in CONTEXT_NAME_RECOGNIZERS
+                and not (_recognizer(r) in READ_BY_MODEL and _overlaps_any(r, not_people))
+            ]
+            found += named_entities(text, by_model, self._gazetteer)
+        return [span for span in found if span.entity_type in wanted]
 
     def _analyze(self, text: str, entities: list[str], artifacts: Any) -> list[Any]:
         if not entities:
@@ -323,39 +368,140 @@ class Redactor:
         return redacted, dict(sorted(counts.items()))
 
 
-def named_entities(text: str, found: Iterable[_Span]) -> list[Detection]:
-    """The NER model's names, places and organisations, with four rules on its output.
+def named_entities(
+    text: str, found: Iterable[_Span], gazetteer: Gazetteer | None = None
+) -> list[Detection]:
+    """The NER model's names, places and organisations, with rules on its output.
 
-    - A span holding a digit is dropped: names, places and organisations as written hold
-      none, and the model's spans over ids, addresses and numbers are noise.
-    - A one-word PERSON is kept only after a form of address (`Hi Laure`, `Mr Castro`): a
-      lone capitalised word is far more often a product, a project or a company named after
-      someone (the small English pipeline calls most unknown capitalised words PERSON).
+    - A span ends where the text's structure does: at a line break that starts a bullet or
+      a new field rather than wrapping a name, and at brackets, commas and colons.
+    - A span holding a digit or a word written as an identifier (`libbrotli-dev`,
+      `--prune=now`, `WINESERVER`) is dropped: names, places and organisations hold none.
+    - A one-word PERSON is kept only after a form of address (`Hi Laure`, `Mr Castro`) or
+      when it is a known given name or surname: a lone capitalised word is far more often
+      a product, a project or a command.
     - A span of another type that starts with, or follows, a form of address is a PERSON.
-    - A span of several words the model calls an organisation is a PERSON when
-      probablepeople reads it as a person's name: the small pipeline takes many
-      unfamiliar full names for organisations.
+    - A span of several words the model calls an organisation is a PERSON when it starts
+      with a known given name and probablepeople reads it as a person's name.
     """
+    names = gazetteer or Gazetteer(frozenset(), frozenset())
+    prose = reads_as_prose(text)
+    spans = [(span, span.start, _structure_end(text, span.start, span.end)) for span in found]
+    surnames = {
+        word.casefold()
+        for span, start, end in spans
+        if span.entity_type == "PERSON"
+        and len(words := text[start:end].split()) > 1
+        and _a_persons(words, names, set(), prose=prose)
+        for word in words[1:]
+    } | _spoken_of(text, spans)
     kept: list[Detection] = []
-    for span in found:
-        value = text[span.start : span.end]
-        if any(ch.isdigit() for ch in value):
-            continue
+    for span, found_start, end in spans:
+        start = _after_item_verb(text, found_start, end)
+        value = text[start:end]
         words = value.split()
-        addressed = _addressed(text, span.start) or _word(words[0]) in FORMS_OF_ADDRESS
-        entity_type = "PERSON" if addressed else span.entity_type
-        if entity_type == "PERSON" and len(words) == 1 and not addressed:
+        if not words or any(is_code_like(word) for word in words):
             continue
-        if entity_type == "ORGANIZATION" and len(words) > 1 and names_a_person(value):
+        addressed = _addressed(text, start) or _word(words[0]) in FORMS_OF_ADDRESS
+        entity_type = "PERSON" if addressed else span.entity_type
+        if (
+            entity_type == "PERSON"
+            and not addressed
+            and (_determined(text, start) or not _a_persons(words, names, surnames, prose=prose))
+        ):
+            continue
+        if (
+            entity_type == "ORGANIZATION"
+            and len(words) > 1
+            and names.is_given(words[0])
+            and names_a_person(value)
+        ):
             entity_type = "PERSON"
-        kept.append(Detection(span.start, span.end, entity_type, float(span.score)))
+        kept.append(Detection(start, end, entity_type, float(span.score), _recognizer(span)))
     return kept
+
+
+def _after_item_verb(text: str, start: int, end: int) -> int:
+    """Where a span that opens a list item or a field starts once its first word is left
+    out: items open with a verb (`* Mark package as …`, `* Add Breaks on …`), so the
+    model's name there starts after it (`end` when nothing is left)."""
+    if not opens_item(text, start):
+        return start
+    first = re.match(r"\S+\s*", text[start:end])
+    return start + first.end() if first else end
+
+
+def _a_persons(
+    words: list[str], names: Gazetteer, surnames: set[str], *, prose: bool = False
+) -> bool:
+    """Whether words the model calls a person's name read as one: capitalised, and one word
+    only when it is a given name or a surname the text also writes after a full name;
+    several words when one of them is a known name or, in running prose, when each is a
+    capitalised word (`Gotabaya Rajapaksa`), as the model read them."""
+    bare = [word.strip(".,;:!?'\u2019") for word in words]
+    if not bare[0][:1].isupper() or any(word.casefold() in TEAM_WORDS for word in bare):
+        return False
+    if len(bare) == 1 and bare[0].casefold() in surnames:
+        return True
+    capitals = [word for word in bare if word.isupper() and len(word) > 1]
+    acronyms = len(capitals) == len(bare) or any(len(word) <= 4 for word in capitals)
+    if capitals and acronyms and not any(names.is_given(word) for word in bare):
+        return False  # acronyms (`SVG`, `Press CTRL`) or a heading in capitals
+    if len(bare) == 1:
+        return names.is_given(bare[0]) or bare[0].casefold() in surnames
+    if prose and all(word[:1].isupper() and word.isalpha() for word in bare):
+        return True
+    return any(names.is_name(word) for word in bare)
+
+
+def _structure_end(text: str, start: int, end: int) -> int:
+    """Where a found span ends once the text's structure is read: before a bracket, a comma
+    or a colon, and before a line break that a name does not wrap over (the next line
+    starts with a bullet, a quote mark or nothing but space)."""
+    for at in range(start, end):
+        char = text[at]
+        if char in '*<>()[],:;|"\t':
+            end = at
+            break
+        if char == "\n" and not _wraps(text, at, end):
+            end = at
+            break
+    while end > start and (text[end - 1].isspace() or text[end - 1] in ".-'\u2019"):
+        end -= 1
+    return end
+
+
+def _wraps(text: str, newline: int, end: int) -> bool:
+    rest = text[newline + 1 : end]
+    stripped = rest.lstrip(" \t")
+    return bool(stripped) and stripped[0].isalpha() and rest != stripped
 
 
 #: Words that say a name follows: titles and greetings (compared case-folded, without dots).
 FORMS_OF_ADDRESS = frozenset(
     {"mr", "mrs", "ms", "miss", "mx", "dr", "prof", "sir", "madam", "dear", "hi", "hello", "hey"}
 )
+
+
+def _spoken_of(text: str, spans: Sequence[tuple[_Span, int, int]]) -> set[str]:
+    """The one-word names the model found that stand beside a verb of speech."""
+    spoken: set[str] = set()
+    for span, start, end in spans:
+        value = text[start:end]
+        if span.entity_type != "PERSON" or len(value.split()) != 1:
+            continue
+        before, after = text[max(0, start - 30) : start].split(), text[end : end + 30].split()
+        beside = [*before[-1:], *after[:1]]
+        if any(_word(word) in SPEECH_VERBS.split() for word in beside):
+            spoken.add(value.strip(".,;:!?'\u2019").casefold())
+    return spoken
+
+
+def _determined(text: str, start: int) -> bool:
+    """Whether an article stands before `start` (`the Queen`, `a Mark`): a title or a
+    common noun, not a name."""
+    before = text[:start].split()
+    return bool(before) and before[-1].casefold() in {"the", "a", "an"}
 
 
 def _addressed(text: str, start: int) -> bool:
@@ -380,12 +526,68 @@ def spans_of(found: Iterable[_Span]) -> tuple[PiiSpan, ...]:
     )
 
 
-def _blank(text: str, spans: Iterable[_Span]) -> str:
-    """`text` with each span's characters replaced by spaces (length kept)."""
+def _blank(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """`text` with each [start, end) replaced by spaces (length kept)."""
     chars = list(text)
-    for span in spans:
-        chars[span.start : span.end] = " " * (span.end - span.start)
+    for start, end in spans:
+        chars[start:end] = " " * (end - start)
     return "".join(chars)
+
+
+#: Fewer digits than this are a year, a count or an extension, not a number to call.
+MIN_PHONE_DIGITS = 7
+
+
+def _digits(value: str) -> int:
+    return sum(ch.isdigit() for ch in value)
+
+
+#: Recognizers whose names the model may overrule: where it reads the same words as a
+#: place, a nationality, a building, an event or a work (`Sierra Leone`, `Moscow
+#: responded`, `French Polynesia`), they are not a person's.
+READ_BY_MODEL = frozenset({"GivenNameRecognizer", "SpeakerRecognizer"})
+#: The NER model's labels (OntoNotes, and presidio's for the mapped ones) that no person
+#: carries. Organisations are not among them: the model calls many people one.
+NOT_PEOPLE_LABELS = frozenset(
+    {"LOCATION", "GPE", "LOC", "NORP", "FAC", "EVENT", "LAW", "LANGUAGE", "PRODUCT"}
+    | {"WORK_OF_ART"}
+)
+
+
+def _not_people(artifacts: Any) -> list[tuple[int, int]]:
+    """Where the NER model read a place, a nationality, a building, an event or a work."""
+    doc = getattr(artifacts, "tokens", None)
+    if doc is None:
+        return []
+    return [(e.start_char, e.end_char) for e in doc.ents if e.label_ in NOT_PEOPLE_LABELS]
+
+
+def _overlaps_any(span: _Span, others: Iterable[tuple[int, int]]) -> bool:
+    return any(span.start < end and start < span.end for start, end in others)
+
+
+def _recognizer(result: Any) -> str:
+    """The name of the recognizer that found `result` (a presidio result or a Detection)."""
+    if isinstance(result, Detection):
+        return result.recognizer
+    return str((result.recognition_metadata or {}).get("recognizer_name", ""))
+
+
+def _finder(found: Sequence[Any], detection: Detection) -> str:
+    """The recognizer whose finding of the same type covers most of `detection`."""
+    same = [
+        r
+        for r in found
+        if r.entity_type == detection.entity_type
+        and r.start < detection.end
+        and detection.start < r.end
+    ]
+    best = max(
+        same,
+        key=lambda r: (min(r.end, detection.end) - max(r.start, detection.start), r.score),
+        default=None,
+    )
+    return _recognizer(best) if best is not None else ""
 
 
 def count_redactions(telemetry: Telemetry, counts: dict[str, int]) -> None:

@@ -299,3 +299,59 @@ async def test_titles_are_redacted_like_texts(gateway: Gateway) -> None:
     body = (await tenant.retrieve("bot", "refund policy")).json()
     assert body["passages"][0]["title"] == "Memo for <EMAIL_ADDRESS>"
     assert EMAIL not in str(body)
+
+
+async def test_a_version_title_stays_a_version_beside_its_passage(gateway: Gateway) -> None:
+    """A release's title and text hold a four-part version and a maintainer: the version
+    stays in both, the maintainer's name and address are hidden in both."""
+    tenant = await provision(gateway, "acme", "releases")
+    await tenant.kb("kb", score_threshold=0.0)
+    text = (
+        "p11-kit (0.23.16.1-2) unstable; urgency=medium\n\n"
+        "  * Restore the trust module's search path.\n\n"
+        " -- Jane Doe <jane@example.org>  Sun, 30 Oct 2022 14:56:36 -0400\n"
+    )
+    await tenant.doc("kb", "p11-kit-0.23.16.1", text, title="p11-kit 0.23.16.1 by Jane Doe")
+    await tenant.agent("bot", ["kb"])
+    body = (await tenant.retrieve("bot", "trust module search path")).json()
+    passage = body["passages"][0]
+    assert passage["title"] == "p11-kit 0.23.16.1 by <PERSON>"
+    assert "0.23.16.1-2" in passage["text"]
+    assert "-0400" in passage["text"]
+    assert "Jane Doe" not in str(body)
+    assert "jane@example.org" not in str(body)
+
+
+async def test_explain_says_which_recognizer_hid_each_span(gateway: Gateway) -> None:
+    """An admin key asking `explain` gets each hidden span's offsets, type, recognizer and
+    score; the redacted text is the same as without it."""
+    tenant = await _tenant(gateway)
+    await tenant.agent("bot", ["kb"])
+    text = f"Thanks to Priya Raghunathan, mail {EMAIL} about 1.2.3.4-1."
+    plain = (await _redact(tenant, {"agent_id": "bot", "text": text})).json()
+    explained = await _redact(tenant, {"agent_id": "bot", "text": text, "explain": True})
+    assert explained.status_code == 200, explained.text
+    body = explained.json()
+    assert (
+        body["text"] == plain["text"] == "Thanks to <PERSON>, mail <EMAIL_ADDRESS> about 1.2.3.4-1."
+    )
+    assert "spans" not in plain
+    spans = [(text[s["start"] : s["end"]], s["type"], s["recognizer"]) for s in body["spans"]]
+    assert spans == [
+        ("Priya Raghunathan", "PERSON", "CreditNameRecognizer"),
+        (EMAIL, "EMAIL_ADDRESS", "OfflineEmailRecognizer"),
+    ]
+    assert all(0 < s["score"] <= 1 for s in body["spans"])
+
+
+async def test_explain_needs_an_admin_key_and_text(gateway: Gateway) -> None:
+    """A retrieve-only key asking `explain` is refused (403); `explain` on a JSON value is
+    422 naming the field."""
+    tenant = await _tenant(gateway)
+    await tenant.agent("bot", ["kb"])
+    await tenant.issue("reader", ["retrieve"])
+    body = {"agent_id": "bot", "text": EMAIL, "explain": True}
+    assert (await _redact(tenant, body, "reader")).status_code == 403
+    response = await _redact(tenant, {"agent_id": "bot", "value": [EMAIL], "explain": True})
+    assert response.status_code == 422
+    assert response.json()["field"] == "explain"
