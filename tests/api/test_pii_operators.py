@@ -65,7 +65,7 @@ async def _egress(tenant: Tenant, text: str) -> dict[str, Any]:
 
 
 def _pseudonym(text: str) -> str:
-    (token,) = set(PSEUDONYM.findall(text))
+    (token,) = {str(found) for found in PSEUDONYM.findall(text)}
     return token
 
 
