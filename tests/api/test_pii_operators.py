@@ -206,3 +206,48 @@ async def test_a_re_created_workspace_gets_new_pseudonyms_and_its_key_is_never_s
     renewed = _pseudonym((await _passage(again))["text"])
     assert renewed != token
     assert await gw.services.store.pseudonym_key("gone") != key
+
+
+async def test_the_console_shows_and_saves_each_types_operator(gateway: Gateway) -> None:
+    """The settings page offers replace, mask and pseudonym per type, `replace` selected by
+    default; saving sends the choices (replace left out), which are stored, in the history
+    and in force at the next turn; an unknown operator is refused at the field (422) and
+    changes nothing."""
+    from tests.api.test_console import csrf_token, sign_in
+
+    tenant = await _workspace(gateway, "support")
+    assert (await sign_in(gateway, tenant.keys["all"])).status_code == 303
+    page = await gateway.client.get("/console/settings")
+    assert 'id="setting-pii_operators"' in page.text
+    assert 'name="operator-PERSON"' in page.text
+    assert '<option value="replace" selected>replace</option>' in page.text
+    assert "replace for every type" in page.text
+
+    form = {"csrf_token": await csrf_token(gateway), "setting": "pii_operators"}
+    bad = await gateway.client.post(
+        "/console/settings", data={**form, "operator-PERSON": "scramble"}
+    )
+    assert bad.status_code == 422
+    assert "is not one of the allowed values" in bad.text
+    assert "pii_operators" not in (await tenant.settings())["settings"]
+
+    saved = await gateway.client.post(
+        "/console/settings",
+        data={
+            **form,
+            "operator-PERSON": "pseudonym",
+            "operator-EMAIL_ADDRESS": "mask",
+            "operator-IP_ADDRESS": "replace",
+        },
+        follow_redirects=False,
+    )
+    assert saved.status_code == 303, saved.text
+    stored = (await tenant.settings())["settings"]["pii_operators"]
+    assert stored == {"PERSON": "pseudonym", "EMAIL_ADDRESS": "mask"}
+    page = await gateway.client.get("/console/settings")
+    assert "EMAIL_ADDRESS: mask, PERSON: pseudonym" in page.text
+    passage = await _passage(tenant)
+    assert PSEUDONYM.search(passage["text"])
+    assert "*" * len(EMAIL) in passage["text"]
+    history = await gateway.client.get("/console/history")
+    assert "pii_operators" in history.text
