@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 
@@ -27,8 +27,8 @@ from settings.records import AdminChange, Agent, KnowledgeBase, SettingChange, W
 from settings.resolve import (
     DEFAULT_PII_ENTITIES,
     KNOWN_PII_ENTITIES,
-    KNOWN_PII_OPERATORS,
     STRICT_BY_DEFAULT_FROM,
+    PiiOperatorName,
     Resolved,
     resolve_pii_entities,
     resolve_pii_operators,
@@ -102,7 +102,7 @@ class SettingsPage:
     #: the workspace's entity types as configured, and those a loaded recognizer finds
     configured_entities: list[str] = field(default_factory=list)
     loaded_entities: list[str] = field(default_factory=list)
-    #: the operators to choose from (`replace` first) and each type's in force
+    #: the operators to choose from (replace, mask, pseudonym) and each type's in force
     known_operators: list[str] = field(default_factory=list)
     operators: dict[str, str] = field(default_factory=dict)
 
@@ -147,7 +147,7 @@ async def settings_page(services: Services, principal: Principal) -> SettingsPag
         default_entities=list(DEFAULT_PII_ENTITIES),
         configured_entities=list(resolve_pii_entities(found.settings).value),
         loaded_entities=sorted(services.redactor.supported_entities),
-        known_operators=sorted(KNOWN_PII_OPERATORS, key=lambda name: name != "replace"),
+        known_operators=list(get_args(PiiOperatorName)),
         operators=resolve_pii_operators(found.settings).value,
     )
 
