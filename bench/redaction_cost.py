@@ -14,7 +14,10 @@ alone analysing and redacting the same 10 passage texts, as `/v1/redact` does an
 ingest analyses them (also with US phone formats only, to show what the per-region phone
 passes cost).
 
-    uv run python -m bench.redaction_cost [--turns 200]
+`--operator mask|pseudonym` sets that operator (`pii_operators`) for every redacted type
+(default: `replace`, `<TYPE>`).
+
+    uv run python -m bench.redaction_cost [--turns 200] [--operator pseudonym]
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def _documents(seed: int) -> dict[str, str]:
     return docs
 
 
-async def _provision(client: AsyncTestClient, docs: dict[str, str]) -> str:  # type: ignore[type-arg]  # Litestar's client is generic over the app
+async def _provision(client: AsyncTestClient, docs: dict[str, str], operator: str) -> str:  # type: ignore[type-arg]  # Litestar's client is generic over the app
     platform = {"Authorization": f"Bearer {PLATFORM_KEY}"}
 
     async def call(method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
@@ -98,7 +101,13 @@ async def _provision(client: AsyncTestClient, docs: dict[str, str]) -> str:  # t
         platform,
     )
     auth = {"Authorization": f"Bearer {key['key']}"}
-    await call("PATCH", "/v1/workspace/settings", {"rag_pii_redaction": False}, auth)
+    operators = {} if operator == "replace" else dict.fromkeys(DEFAULT_PII_ENTITIES, operator)
+    await call(
+        "PATCH",
+        "/v1/workspace/settings",
+        {"rag_pii_redaction": False, "pii_operators": operators},
+        auth,
+    )
     await call(
         "PUT",
         "/v1/knowledge-bases/kb",
@@ -189,7 +198,7 @@ def _redactor_alone(redactor: Redactor, raw: list[dict[str, str]], repeats: int)
     }
 
 
-async def run(turns: int, warmup: int) -> dict[str, Any]:
+async def run(turns: int, warmup: int, operator: str = "replace") -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kbgate-redaction-cost-") as tmp:
         # The arms alternate as fast as the gateway answers: no key's rate limit may cut in.
         config = load_config(
@@ -204,7 +213,7 @@ async def run(turns: int, warmup: int) -> dict[str, Any]:
         services = await build_services(config, Telemetry(build_logger("WARNING")))
         try:
             async with AsyncTestClient(create_app(config, services)) as client:
-                key = await _provision(client, _documents(SEED))
+                key = await _provision(client, _documents(SEED), operator)
                 principal = await authenticate(
                     services.settings.api_key, PLATFORM_KEY, f"Bearer {key}"
                 )
@@ -224,6 +233,7 @@ async def run(turns: int, warmup: int) -> dict[str, Any]:
         "passages_per_turn": PASSAGES,
         "turns_each": turns,
         "entities": list(DEFAULT_PII_ENTITIES),
+        "operator": operator,
         "ner_model": services.redactor.ner_model,
         "http": {"redaction_on": _summary(http["on"]), "redaction_off": _summary(http["off"])},
         "http_added_median_ms": round(on - off, 3),
@@ -243,10 +253,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=200, help="turns per arm")
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument(
+        "--operator", choices=("replace", "mask", "pseudonym"), default="replace",
+        help="the operator of every redacted type",
+    )  # fmt: skip
     args = parser.parse_args()
-    report = asyncio.run(run(args.turns, args.warmup))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    report = asyncio.run(run(args.turns, args.warmup, args.operator))
+    results = RESULTS if args.operator == "replace" else RESULTS.with_stem(
+        f"{RESULTS.stem}_{args.operator}"
+    )  # fmt: skip
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(report, indent=2))
 
 

@@ -35,7 +35,8 @@ class _Entry:
 
 
 class CachedSettings:
-    """Per-process cache of workspace, agent and KB records."""
+    """Per-process cache of workspace, agent and KB records (and workspaces' pseudonym
+    keys)."""
 
     def __init__(
         self,
@@ -54,6 +55,12 @@ class CachedSettings:
     async def workspace(self, tenant_id: str) -> Workspace | None:
         return await self._read(
             (tenant_id, "workspace"), lambda: self._store.get_workspace(tenant_id)
+        )
+
+    async def pseudonym_key(self, tenant_id: str) -> bytes | None:
+        """The workspace's pseudonym key, cached beside its record (and made stale with it)."""
+        return await self._read(
+            (tenant_id, "pseudonym_key"), lambda: self._store.pseudonym_key(tenant_id)
         )
 
     async def agent(self, tenant_id: str, agent_id: str) -> Agent | None:

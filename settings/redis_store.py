@@ -5,6 +5,7 @@ can never split into two segments or collide with another key):
 
     kbgate:org:{org_id}                    Org (JSON)
     kbgate:ws:{tenant_id}                  Workspace (JSON), settings included
+    kbgate:pseudonymkey:{tenant_id}        the workspace's pseudonym key (raw bytes)
     kbgate:history:{tenant_id}             list of SettingChange (JSON), oldest first
     kbgate:adminhistory:{tenant_id}        list of AdminChange (JSON), oldest first
     kbgate:kb:{tenant_id}:{kb_id}          KnowledgeBase (JSON)
@@ -63,6 +64,7 @@ from settings.store_rules import (
     encode,
     key_taken,
     marked_deleting,
+    new_pseudonym_key,
     no_org,
     no_workspace,
     org_not_empty,
@@ -80,11 +82,20 @@ CREDENTIALS_CHANGED = ""
 # replicas compete, as updates within one store wait for each other.
 _UPDATE_ATTEMPTS = 32
 
-# KEYS: org, workspace. ARGV: record. -1 no org, 0 taken, 1 created.
+# KEYS: org, workspace, pseudonym key. ARGV: record, key. -1 no org, 0 taken, 1 created.
 _CREATE_WORKSPACE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-if redis.call('SET', KEYS[2], ARGV[1], 'NX') then return 1 end
-return 0
+if not redis.call('SET', KEYS[2], ARGV[1], 'NX') then return 0 end
+redis.call('SET', KEYS[3], ARGV[2])
+return 1
+"""
+
+# KEYS: workspace, pseudonym key. ARGV: a new key, set only where none is. The key, or nil
+# when there is no such workspace.
+_PSEUDONYM_KEY = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+redis.call('SET', KEYS[2], ARGV[1], 'NX')
+return redis.call('GET', KEYS[2])
 """
 
 # KEYS: workspace, record, id set. ARGV: record, id. -1 no workspace, 0 replaced, 1 created.
@@ -186,6 +197,7 @@ class RedisStore(RedisCalibration):
         # After a failed call, later calls fail at once for a moment (settings/outage.py).
         self._gate = gate if gate is not None else FailFast(probe_s=30.0)
         self._create_workspace = client.register_script(_CREATE_WORKSPACE)
+        self._pseudonym_key = client.register_script(_PSEUDONYM_KEY)
         self._put_scoped = client.register_script(_PUT_SCOPED)
         self._create_key = client.register_script(_CREATE_KEY)
         self._revoke_key = client.register_script(_REVOKE_KEY)
@@ -245,8 +257,12 @@ class RedisStore(RedisCalibration):
         """AlreadyExistsError if the tenant id is taken in any org; NotFoundError if no org."""
         with self._calling():
             outcome = await self._create_workspace(
-                keys=[_key("org", workspace.org_id), _key("ws", workspace.tenant_id)],
-                args=[encode(workspace)],
+                keys=[
+                    _key("org", workspace.org_id),
+                    _key("ws", workspace.tenant_id),
+                    _key("pseudonymkey", workspace.tenant_id),
+                ],
+                args=[encode(workspace), new_pseudonym_key()],
             )
         if outcome == -1:
             raise no_org(workspace.org_id)
@@ -258,6 +274,16 @@ class RedisStore(RedisCalibration):
         with self._calling():
             raw = await self._client.get(_key("ws", tenant_id))
         return self._decode.one_or_none(Workspace, raw)
+
+    async def pseudonym_key(self, tenant_id: str) -> bytes | None:
+        """The workspace's key; one stored without gets one (SET NX in one script, so
+        replicas asking at once all read the key that was written first)."""
+        with self._calling():
+            found = await self._pseudonym_key(
+                keys=[_key("ws", tenant_id), _key("pseudonymkey", tenant_id)],
+                args=[new_pseudonym_key()],
+            )
+        return None if found is None else bytes(found)
 
     async def list_workspaces(self, org_id: str) -> list[Workspace]:
         """The org's workspaces, ordered by tenant id (SCAN over every workspace: an
@@ -309,8 +335,8 @@ class RedisStore(RedisCalibration):
         return marked
 
     async def delete_workspace(self, tenant_id: str) -> bool:
-        """Remove the workspace, its history, KBs, agents and held-back counters in one
-        MULTI/EXEC."""
+        """Remove the workspace, its pseudonym key, history, KBs, agents and held-back
+        counters in one MULTI/EXEC."""
         with self._calling():
             kb_ids = [_text(m) for m in await self._client.smembers(_key("kbs", tenant_id))]
             agent_ids = [_text(m) for m in await self._client.smembers(_key("agents", tenant_id))]
@@ -328,6 +354,7 @@ class RedisStore(RedisCalibration):
                 _key("agents", tenant_id),
                 _key("history", tenant_id),
                 _key("adminhistory", tenant_id),
+                _key("pseudonymkey", tenant_id),
             ]
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.delete(*names)

@@ -35,6 +35,7 @@ WORKSPACE_REDACTION = "rag_pii_redaction"
 AGENT_REDACTION = "pii_redaction"
 PII_ENTITIES = "pii_entities"
 PII_ALLOW_LIST = "pii_allow_list"
+PII_OPERATORS = "pii_operators"
 TURN_RETENTION = "turn_retention_s"
 
 #: Entity types a workspace may ask to redact (presidio's names, plus kbgate's own
@@ -71,6 +72,14 @@ DEFAULT_PII_ENTITIES: tuple[str, ...] = (
     "URL_WITH_CREDENTIALS",
     "US_SSN",
 )
+
+#: How a redacted value is replaced (`gateway.safety.operators`): `replace` by `<TYPE>`,
+#: `mask` every character by `*`, `pseudonym` by `<TYPE_xxxxxx>` (the same value, the same
+#: token within one workspace).
+PiiOperatorName = Literal["replace", "mask", "pseudonym"]
+KNOWN_PII_OPERATORS: frozenset[str] = frozenset(get_args(PiiOperatorName))
+#: The operator of every type a workspace's `pii_operators` does not name.
+DEFAULT_PII_OPERATOR = "replace"
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,6 +338,29 @@ def resolve_pii_allow_list(workspace: Mapping[str, Any] | None) -> Resolved[tupl
     if source is None:
         return Resolved((), "platform", malformed=malformed)
     return Resolved(tuple(raw), source, malformed=malformed)
+
+
+def is_pii_operator_map(value: Any) -> bool:
+    """A mapping of known entity type names to known operator names (empty: all `replace`)."""
+    return isinstance(value, Mapping) and all(
+        isinstance(name, str)
+        and name in KNOWN_PII_ENTITIES
+        and isinstance(operator, str)
+        and operator in KNOWN_PII_OPERATORS
+        for name, operator in value.items()
+    )
+
+
+def resolve_pii_operators(workspace: Mapping[str, Any] | None) -> Resolved[dict[str, str]]:
+    """How each entity type's values are replaced: the workspace's `pii_operators`, sorted by
+    type; a type it does not name is `replace`d. A malformed mapping is ignored whole, so
+    every type is `replace`d: a value is never shown more than the workspace asked for."""
+    raw, source, malformed = _first_well_formed(
+        (("workspace", workspace),), PII_OPERATORS, is_pii_operator_map
+    )
+    if source is None:
+        return Resolved({}, "platform", malformed=malformed)
+    return Resolved(dict(sorted(raw.items())), source, malformed=malformed)
 
 
 def resolve_turn_retention(

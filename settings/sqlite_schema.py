@@ -1,14 +1,18 @@
 """The SQLite store's tables: `SCHEMA`, created on open when missing, at `SCHEMA_VERSION`.
 
 Records are kept as msgspec JSON in a `record` column beside the key columns used for
-lookups and uniqueness.
+lookups and uniqueness. A workspace's pseudonym key is a column of its row, outside the
+record. `migrate` brings a file of an earlier version to this one.
 """
 
 from __future__ import annotations
 
+import sqlite3
+
 from settings.sqlite_calibration import CALIBRATION_SCHEMA
 
-SCHEMA_VERSION = 1
+#: 2: `workspaces.pseudonym_key`
+SCHEMA_VERSION = 2
 
 _CORE = """
 CREATE TABLE IF NOT EXISTS orgs (
@@ -18,7 +22,8 @@ CREATE TABLE IF NOT EXISTS orgs (
 CREATE TABLE IF NOT EXISTS workspaces (
     tenant_id TEXT PRIMARY KEY,
     org_id TEXT NOT NULL REFERENCES orgs (org_id),
-    record TEXT NOT NULL
+    record TEXT NOT NULL,
+    pseudonym_key BLOB
 );
 CREATE TABLE IF NOT EXISTS settings_history (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -76,3 +81,12 @@ CREATE INDEX IF NOT EXISTS turns_by_expiry ON turns (expires_at);
 """
 
 SCHEMA = _CORE + CALIBRATION_SCHEMA
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Add what `SCHEMA` has and an earlier version's tables lack (its CREATE TABLE IF NOT
+    EXISTS leaves an existing table as it was): version 1's workspaces get an empty
+    `pseudonym_key`, filled on first need (`SqliteStore.pseudonym_key`)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(workspaces)")}
+    if "pseudonym_key" not in columns:
+        conn.execute("ALTER TABLE workspaces ADD COLUMN pseudonym_key BLOB")

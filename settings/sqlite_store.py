@@ -30,7 +30,7 @@ from settings.records import (
 )
 from settings.sqlite_calibration import SqliteCalibration
 from settings.sqlite_connection import SerialConnection, connect, transaction
-from settings.sqlite_schema import SCHEMA, SCHEMA_VERSION
+from settings.sqlite_schema import SCHEMA, SCHEMA_VERSION, migrate
 from settings.sqlite_turns import SqliteTurns
 from settings.sqlite_upkeep import SqliteUpkeep
 from settings.store import StoreUnavailableError
@@ -40,6 +40,7 @@ from settings.store_rules import (
     encode,
     key_taken,
     marked_deleting,
+    new_pseudonym_key,
     no_org,
     no_workspace,
     org_not_empty,
@@ -114,8 +115,14 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
                     raise no_org(workspace.org_id)
                 try:
                     conn.execute(
-                        "INSERT INTO workspaces (tenant_id, org_id, record) VALUES (?, ?, ?)",
-                        (workspace.tenant_id, workspace.org_id, _encode(workspace)),
+                        "INSERT INTO workspaces (tenant_id, org_id, record, pseudonym_key) "
+                        "VALUES (?, ?, ?, ?)",
+                        (
+                            workspace.tenant_id,
+                            workspace.org_id,
+                            _encode(workspace),
+                            new_pseudonym_key(),
+                        ),
                     )
                 except sqlite3.IntegrityError:
                     raise workspace_taken(workspace.tenant_id) from None
@@ -125,6 +132,31 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
     async def get_workspace(self, tenant_id: str) -> Workspace | None:
         def work(conn: sqlite3.Connection) -> Workspace | None:
             return self._read_workspace(conn, tenant_id)
+
+        return await self._run(work)
+
+    async def pseudonym_key(self, tenant_id: str) -> bytes | None:
+        """The workspace's key; one stored without (made by version 1) gets one, written
+        only where the column is still empty."""
+
+        def read(conn: sqlite3.Connection) -> tuple[bytes | None] | None:
+            row = conn.execute(
+                "SELECT pseudonym_key FROM workspaces WHERE tenant_id = ?", (tenant_id,)
+            ).fetchone()
+            return None if row is None else (None if row[0] is None else bytes(row[0]),)
+
+        def work(conn: sqlite3.Connection) -> bytes | None:
+            found = read(conn)
+            if found is None or found[0] is not None:
+                return None if found is None else found[0]
+            with transaction(conn):
+                conn.execute(
+                    "UPDATE workspaces SET pseudonym_key = ? "
+                    "WHERE tenant_id = ? AND pseudonym_key IS NULL",
+                    (new_pseudonym_key(), tenant_id),
+                )
+                found = read(conn)
+            return None if found is None else found[0]
 
         return await self._run(work)
 
@@ -182,7 +214,8 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
         return await self._run(work)
 
     async def delete_workspace(self, tenant_id: str) -> bool:
-        """Remove the workspace, its history, KBs, agents and held-back counters at once."""
+        """Remove the workspace (its pseudonym key with its row), its history, KBs, agents
+        and held-back counters at once."""
 
         def work(conn: sqlite3.Connection) -> bool:
             with transaction(conn):
@@ -492,6 +525,7 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> None:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         if version <= SCHEMA_VERSION:
             conn.executescript(SCHEMA)
+            migrate(conn)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     except sqlite3.Error as error:
         raise StoreUnavailableError(f"cannot prepare {path}: {error}") from error

@@ -63,6 +63,14 @@ class SettingsStore(Protocol):
 
     async def get_workspace(self, tenant_id: str) -> Workspace | None: ...
 
+    async def pseudonym_key(self, tenant_id: str) -> bytes | None:
+        """The workspace's pseudonym key (`store_rules.PSEUDONYM_KEY_BYTES` random bytes,
+        made with the workspace, removed with it); None when there is no such workspace.
+
+        A workspace stored without one gets one here, written only if it still has none,
+        so every replica reads the same key. The key is kept beside the Workspace record,
+        never in it: no API answer, export or log holds it."""
+
     async def list_workspaces(self, org_id: str) -> list[Workspace]:
         """The org's workspaces, ordered by tenant id."""
 
@@ -75,7 +83,8 @@ class SettingsStore(Protocol):
         workspace)."""
 
     async def delete_workspace(self, tenant_id: str) -> bool:
-        """Remove the workspace record, its settings and admin histories and whatever KBs,
+        """Remove the workspace record, its pseudonym key, its settings and admin histories
+        and whatever KBs,
         agents and held-back counters it still has; False when there was no such workspace.
         Keys and turn records are removed by their own methods."""
 

@@ -6,6 +6,7 @@ workspace and its history, and whose turn a turn record is. Each store
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar, cast
 
@@ -71,6 +72,17 @@ def key_taken(key_id: str) -> AlreadyExistsError:
 
 def org_not_empty(org_id: str) -> NotEmptyError:
     return NotEmptyError(f"org {org_id!r} still has workspaces")
+
+
+# ---- pseudonym keys ------------------------------------------------------------------
+
+#: Bytes of a workspace's pseudonym key (the HMAC-SHA256 key of `gateway.safety.operators`).
+PSEUDONYM_KEY_BYTES = 32
+
+
+def new_pseudonym_key() -> bytes:
+    """A fresh random pseudonym key."""
+    return secrets.token_bytes(PSEUDONYM_KEY_BYTES)
 
 
 # ---- deletion ------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from settings.resolve import (
     resolve_kb_cap,
     resolve_pii_allow_list,
     resolve_pii_entities,
+    resolve_pii_operators,
     resolve_redaction,
     resolve_strict_isolation,
     resolve_turn_retention,
@@ -56,6 +57,7 @@ def effective_settings(services: Services, workspace: Workspace) -> dict[str, Re
         ),
         "pii_entities": pii_entities_in_force(services, settings),
         "pii_allow_list": resolve_pii_allow_list(settings),
+        "pii_operators": resolve_pii_operators(settings),
         "turn_retention_s": turn_retention(services, workspace),
     }
 

@@ -26,6 +26,7 @@ SETTINGS = (
     "max_knowledge_bases_per_agent",
     "pii_entities",
     "pii_allow_list",
+    "pii_operators",
     "turn_retention_s",
 )
 
@@ -63,6 +64,14 @@ def add_settings_commands(commands: Commands) -> None:
         help="a value, CIDR range or re: pattern redaction keeps (repeat; replaces the list)",
     )
     change.add_argument(
+        "--pii-operators",
+        type=_operators,
+        metavar="TYPE=OPERATOR,...",
+        help="how values are replaced, per type: replace (<PERSON>, the default), mask (every "
+        "character *) or pseudonym (<PERSON_7f3a12>); e.g. PERSON=pseudonym,EMAIL_ADDRESS=mask "
+        "(replaces the mapping)",
+    )
+    change.add_argument(
         "--turn-retention-s", type=int, metavar="SECONDS", help="how long turn records are kept"
     )
     add_reset_argument(change, SETTINGS)
@@ -77,6 +86,14 @@ def add_settings_commands(commands: Commands) -> None:
 
 def _names(value: str) -> list[str]:
     return [name.strip() for name in value.split(",") if name.strip()]
+
+
+def _operators(value: str) -> dict[str, str]:
+    """`PERSON=pseudonym,EMAIL_ADDRESS=mask` as a mapping (the API checks the names)."""
+    pairs = [pair.partition("=") for pair in _names(value)]
+    if any(not sep or not name.strip() for name, sep, _ in pairs):
+        raise argparse.ArgumentTypeError(f"expected TYPE=OPERATOR,..., got {value!r}")
+    return {name.strip(): operator.strip() for name, _, operator in pairs}
 
 
 async def _show(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:

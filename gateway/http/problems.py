@@ -48,6 +48,8 @@ _DISK_FULL = (
     "reads and deletions go on. Retry once an operator has freed space"
 )
 _NAMED_FIELD = re.compile(r"(?:unknown|missing required) field `([^`]+)`")
+#: msgspec's place of a bad key of a mapping: "... - at `key` in `$.pii_operators`"
+_MAPPING_KEY = re.compile(r"at `key` in `\$\.([^`]+)`")
 
 
 def _problem(status: int, title: str, detail: str, **extra: Any) -> ProblemDetailsException:
@@ -97,8 +99,8 @@ def validation_problem(error: ValidationException) -> ProblemDetailsException:
     message = str(first.get("message", error.detail))
     if "malformed" in message.lower() or "decode" in message.lower():
         return _problem(400, "Bad Request", "the body is not valid JSON")
-    unknown = _NAMED_FIELD.search(message)
-    field = unknown.group(1) if unknown else first.get("key")
+    named = _NAMED_FIELD.search(message) or _MAPPING_KEY.search(message)
+    field = named.group(1) if named else first.get("key")
     return _problem(422, "Unprocessable Content", message, field=field)
 
 

@@ -6,7 +6,12 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from settings.resolve import DEFAULT_DENSE_WEIGHT, DEFAULT_KEYWORD_WEIGHT, PiiEntityName
+from settings.resolve import (
+    DEFAULT_DENSE_WEIGHT,
+    DEFAULT_KEYWORD_WEIGHT,
+    PiiEntityName,
+    PiiOperatorName,
+)
 
 
 class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -390,6 +395,10 @@ PiiAllowList = Annotated[
     msgspec.Meta(max_length=100),
 ]
 RetentionSeconds = Annotated[int, msgspec.Meta(ge=1, le=10 * 365 * 86_400)]
+#: entity type -> how its values are replaced: `replace` (`<PERSON>`, every type not
+#: named), `mask` (every character `*`), `pseudonym` (`<PERSON_7f3a12>`, the same value the
+#: same token within the workspace)
+PiiOperators = dict[PiiEntityName, PiiOperatorName]
 
 
 class PatchWorkspaceSettings(Strict):
@@ -400,6 +409,7 @@ class PatchWorkspaceSettings(Strict):
     max_knowledge_bases_per_agent: KbCap | msgspec.UnsetType | None = msgspec.UNSET
     pii_entities: PiiEntities | msgspec.UnsetType | None = msgspec.UNSET
     pii_allow_list: PiiAllowList | msgspec.UnsetType | None = msgspec.UNSET
+    pii_operators: PiiOperators | msgspec.UnsetType | None = msgspec.UNSET
     #: seconds a turn record (the texts a turn returned) is kept; clamped to
     #: 1..KBGATE_TURN_TTL_MAX_S when used
     turn_retention_s: RetentionSeconds | msgspec.UnsetType | None = msgspec.UNSET
@@ -429,6 +439,12 @@ class EffectiveAllowList(msgspec.Struct, kw_only=True):
     clamped: bool = False
 
 
+class EffectiveOperators(msgspec.Struct, kw_only=True):
+    value: dict[PiiEntityName, PiiOperatorName]
+    source: str
+    clamped: bool = False
+
+
 class WorkspaceEffective(msgspec.Struct, kw_only=True):
     """Each workspace setting in force, which level set it, and whether a bound changed it."""
 
@@ -439,6 +455,8 @@ class WorkspaceEffective(msgspec.Struct, kw_only=True):
     pii_entities: EffectiveEntities
     turn_retention_s: EffectiveCount
     pii_allow_list: EffectiveAllowList
+    #: the types whose operator is not `replace` (every other type is replaced by `<TYPE>`)
+    pii_operators: EffectiveOperators
 
 
 class WorkspaceSettingsOut(msgspec.Struct, kw_only=True):

@@ -36,6 +36,7 @@ from gateway.retrieval.off_topic_line import OffTopicLines
 from gateway.retrieval.query_embedding import QueryEmbeddings, TurnsInFlight
 from gateway.runtime.background import BackgroundTasks
 from gateway.runtime.telemetry import Telemetry
+from gateway.safety.operators import Anonymizer
 from gateway.safety.redaction import Redactor
 from ingest.embedding import MINILM_MODEL_NAME, Embedder, FastEmbedder
 from ingest.index import Index, IndexUnavailableError
@@ -191,7 +192,8 @@ async def build_services(
     await asyncio.to_thread(importlib.import_module, "numpy")
     model, pii = await asyncio.gather(
         _given_or_built(embedder, lambda: build_embedder(config)),
-        _given_or_built(redactor, Redactor.build),  # PII redaction: offline
+        # PII redaction, offline: presidio's analyzer and its anonymizer, one each per process
+        _given_or_built(redactor, lambda: Redactor.build(anonymizer=Anonymizer())),
     )
     return Services(
         config=config,

@@ -2,7 +2,8 @@
 
 The same two gates as retrieval (`resolve_redaction`: the workspace's
 `rag_pii_redaction` and the agent's `pii_redaction`), the same policy (the workspace's
-entity types in force and its allow-list, `gateway.safety.passages.redaction_policy`) and
+entity types in force, its allow-list and its operators,
+`gateway.safety.passages.redaction_policy`) and
 the same recognizers, run at call time on the expensive-work pool
 (`gateway.access.expensive`): a JSON value's walk stops between strings once the caller gave up.
 """
@@ -77,16 +78,16 @@ async def redact_egress(
     gates = resolve_redaction(workspace_settings, agent.settings)
     if not gates.value:
         return EgressRedaction(value, {}, redaction=False, entities=())
-    policy = redaction_policy(services, workspace_settings)
+    policy = await redaction_policy(services, principal.tenant_id, workspace_settings)
     entities = tuple(sorted(policy.entities))
 
     def work(flag: Stop) -> tuple[Any, dict[str, int], tuple[Detection, ...]]:
         if is_text:
-            redaction = services.redactor.redact(value, entities, policy.allow)
+            redaction = services.redactor.redact(value, entities, policy.allow, policy.operators)
             spans = services.redactor.explain(value, entities, policy.allow) if explain else []
             return redaction.text, redaction.counts, tuple(spans)
         redacted, counts = services.redactor.redact_json(
-            value, entities, partial(stop_point, flag), policy.allow
+            value, entities, partial(stop_point, flag), policy.allow, policy.operators
         )
         return redacted, counts, ()
 

@@ -2,12 +2,12 @@
 
 Every passage written by a writer with an analyzer carries the spans the recognizers found
 in its text and title (`ingest.payload.PiiAnalysis`). A turn applies the workspace's policy
-(`RedactionPolicy`: its entity types in force, its allow-list) to those spans: no
-recognizer runs. A passage whose analysis is missing (written before analysis at ingest),
-another analyzer's (the recognizers changed since) or does not fit its text is analysed
-here, in a worker thread, and the analysis written back to it so the next turn finds it;
-it is never returned unredacted. `kbgate analyse-pii` does the same for a whole workspace
-ahead of time.
+(`RedactionPolicy`: its entity types in force, its allow-list, its operator per type) to
+those spans: no recognizer runs. A passage whose analysis is missing (written before
+analysis at ingest), another analyzer's (the recognizers changed since) or does not fit
+its text is analysed here, in a worker thread, and the analysis written back to it so the
+next turn finds it; it is never returned unredacted. `kbgate analyse-pii` does the same
+for a whole workspace ahead of time.
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ from dataclasses import dataclass
 
 from gateway.errors import DependencyUnavailableError
 from gateway.runtime.services import Services
+from gateway.safety.operators import Operators
 from gateway.safety.redaction import RedactionPolicy, Redactor, count_redactions
 from ingest.index import IndexUnavailableError
 from ingest.lru import LruCache
 from ingest.payload import PassagePayload, PiiAnalysis, PiiSpan, Scope
 from settings.pii_allow_list import AllowList, parse_allow_list
-from settings.resolve import resolve_pii_allow_list, resolve_pii_entities
+from settings.resolve import resolve_pii_allow_list, resolve_pii_entities, resolve_pii_operators
+from settings.store import StoreUnavailableError
 
 #: (tenant id, a text) -> the spans found in it, for passages analysed in a turn
 AnalysisCache = LruCache[tuple[str, str], tuple[PiiSpan, ...]]
@@ -54,10 +56,11 @@ def in_force(redactor: Redactor, entities: Sequence[str]) -> tuple[str, ...]:
     return tuple(name for name in entities if name in redactor.supported_entities)
 
 
-def redaction_policy(
-    services: Services, workspace_settings: Mapping[str, object] | None
+async def redaction_policy(
+    services: Services, tenant_id: str, workspace_settings: Mapping[str, object] | None
 ) -> RedactionPolicy:
-    """The workspace's entity types in force and its allow-list (parsed once per list)."""
+    """The workspace's entity types in force, its allow-list (parsed once per list) and its
+    operators, with its pseudonym key when one of those types is pseudonymised."""
     entities = in_force(services.redactor, resolve_pii_entities(workspace_settings).value)
     entries = resolve_pii_allow_list(workspace_settings).value
     allow = services.allow_lists.get(entries) if entries else None
@@ -65,7 +68,31 @@ def redaction_policy(
         allow = parse_allow_list(entries)
         if entries:
             services.allow_lists.put(entries, allow)
-    return RedactionPolicy(frozenset(entities), allow)
+    chosen = {
+        entity_type: operator
+        for entity_type, operator in resolve_pii_operators(workspace_settings).value.items()
+        if entity_type in entities
+    }
+    anonymizer = services.redactor.anonymizer
+    if not any(operator != "replace" for operator in chosen.values()):
+        operators = anonymizer.replace_all
+    else:
+        key = await _pseudonym_key(services, tenant_id) if "pseudonym" in chosen.values() else None
+        operators = Operators(anonymizer, chosen, key)
+    return RedactionPolicy(frozenset(entities), allow, operators=operators)
+
+
+async def _pseudonym_key(services: Services, tenant_id: str) -> bytes | None:
+    """The workspace's pseudonym key through the settings cache (a store call at most once
+    per staleness period); None when it cannot be read, counted: its types are then
+    replaced by `<ENTITY_TYPE>`, never shown."""
+    try:
+        key = await services.settings.pseudonym_key(tenant_id)
+    except StoreUnavailableError:
+        key = None
+    if key is None:
+        services.telemetry.count("pseudonym_key_unavailable")
+    return key
 
 
 async def redact_outgoing(
@@ -80,7 +107,7 @@ async def redact_outgoing(
     Fails closed: any failure is DependencyUnavailableError("redactor"), never raw text.
     """
     try:
-        policy = redaction_policy(services, workspace_settings)
+        policy = await redaction_policy(services, tenant_id, workspace_settings)
         analyses = await _analyses(services, tenant_id, passages)
         texts: dict[str, str] = {}
         titles: dict[str, str] = {}

@@ -6,9 +6,11 @@
    stored with them (`ingest.sync.DocumentWriter`); `/v1/redact` analyses at call time.
 2. Policy (`RedactionPolicy.apply`): the spans of the types the workspace redacts
    (`pii_entities`) whose value its allow-list (`pii_allow_list`) does not keep are made
-   disjoint (`resolve_overlaps`) and each is replaced by `<ENTITY_TYPE>`. No recognizer
-   runs here: a turn applies the policy to stored spans in microseconds, and a policy
-   change applies to the next turn with nothing re-indexed.
+   disjoint (`resolve_overlaps`) and each is replaced by its type's operator
+   (`pii_operators`: `<ENTITY_TYPE>`, a mask or a pseudonym; presidio-anonymizer,
+   `gateway.safety.operators`). No recognizer runs here: a turn applies the policy to
+   stored spans in microseconds, and a policy change applies to the next turn with
+   nothing re-indexed.
 
 Whether to redact at all is the two-gate rule (`settings.resolve.resolve_redaction`).
 Analysis is CPU-bound: the gateway runs it off the event loop (call-time redaction on the
@@ -20,11 +22,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway.runtime.telemetry import Telemetry
 from gateway.safety.names import SPEECH_VERBS, TEAM_WORDS, Gazetteer, opens_item, truecased
+from gateway.safety.operators import Anonymizer, Operators
 from gateway.safety.recognizers import (
     CONTEXT_NAME_RECOGNIZERS,
     LANGUAGE,
@@ -117,10 +120,12 @@ class _Span(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RedactionPolicy:
-    """What a workspace redacts: these entity types, except values its allow-list keeps."""
+    """What a workspace redacts: these entity types, except values its allow-list keeps;
+    and how (`operators`)."""
 
     entities: frozenset[str]
     allow: AllowList = NO_ALLOW_LIST
+    operators: Operators = field(kw_only=True)
 
     def select(self, text: str, spans: Iterable[_Span]) -> list[Detection]:
         """The disjoint spans of `text` to replace, in text order.
@@ -147,20 +152,13 @@ class RedactionPolicy:
         return sorted([*patterns, *names], key=lambda d: d.start)
 
     def apply(self, text: str, spans: Iterable[_Span]) -> Redaction:
-        """`text` with each selected span replaced by `<ENTITY_TYPE>`. The spans are
-        disjoint and sorted, so they are spliced in directly (presidio-anonymizer's
-        `replace` operator gives the same text, re-checking what is already settled)."""
+        """`text` with each selected span replaced by its type's operator (presidio-
+        anonymizer); a text with nothing selected is returned as it is, unanonymized."""
         detections = self.select(text, spans)
         if not detections:
             return Redaction(text, {})
-        pieces: list[str] = []
-        last = 0
-        for detection in detections:
-            pieces += (text[last : detection.start], f"<{detection.entity_type}>")
-            last = detection.end
-        pieces.append(text[last:])
         counts = Counter(detection.entity_type for detection in detections)
-        return Redaction("".join(pieces), dict(sorted(counts.items())))
+        return Redaction(self.operators.replace(text, detections), dict(sorted(counts.items())))
 
 
 class Redactor:
@@ -174,10 +172,13 @@ class Redactor:
         phone_regions: Sequence[str] = PHONE_REGIONS,
         phone_digits: int = 0,
         gazetteer: Gazetteer | None = None,
+        anonymizer: Anonymizer | None = None,
     ) -> None:
         """`phone_digits`: the fewest digits a phone number the analyzer recognises can
-        have; a text without that many in one stretch skips the phone pass (0: never)."""
+        have; a text without that many in one stretch skips the phone pass (0: never).
+        `anonymizer`: the process's (a new one when None)."""
         self._analyzer = analyzer
+        self.anonymizer = anonymizer if anonymizer is not None else Anonymizer()
         self._no_nlp = no_nlp_engine()
         self._phone_digits = phone_digits
         self._gazetteer = gazetteer or Gazetteer(frozenset(), frozenset())
@@ -195,6 +196,7 @@ class Redactor:
         ner_models: Sequence[str] = NER_MODELS,
         phone_regions: Sequence[str] = PHONE_REGIONS,
         phone_prefilter: bool = True,
+        anonymizer: Anonymizer | None = None,
     ) -> Redactor:
         """Assemble the analyzer offline; names, places and organisations only if one of
         `ner_models` is installed (`ner_models=()`: pattern recognizers only).
@@ -214,6 +216,7 @@ class Redactor:
             phone_regions=phone_regions,
             phone_digits=phone_digits,
             gazetteer=gazetteer,
+            anonymizer=anonymizer,
         )
         redactor.analyze_texts([_WARM_UP])
         return redactor
@@ -257,7 +260,7 @@ class Redactor:
     ) -> list[Detection]:
         """The spans `redact` replaces, each with the recognizer that found it and its
         score: why a span was hidden."""
-        policy = RedactionPolicy(frozenset(entities), allow)
+        policy = RedactionPolicy(frozenset(entities), allow, operators=self.anonymizer.replace_all)
         wanted = self._wanted(policy.entities)
         if not wanted or not text.strip():
             return []
@@ -323,15 +326,20 @@ class Redactor:
 
         Only `entities` this redactor supports are looked for; the others are ignored.
         """
-        policy = RedactionPolicy(frozenset(entities), allow)
+        policy = RedactionPolicy(frozenset(entities), allow, operators=self.anonymizer.replace_all)
         return policy.select(text, self.analyze(text, policy.entities))
 
     def redact(
-        self, text: str, entities: Iterable[str], allow: AllowList = NO_ALLOW_LIST
+        self,
+        text: str,
+        entities: Iterable[str],
+        allow: AllowList = NO_ALLOW_LIST,
+        operators: Operators | None = None,
     ) -> Redaction:
-        """`text` with every detected entity of `entities` replaced by `<ENTITY_TYPE>`,
-        except values `allow` keeps."""
-        policy = RedactionPolicy(frozenset(entities), allow)
+        """`text` with every detected entity of `entities` replaced by its type's operator
+        (None: `<ENTITY_TYPE>` for all), except values `allow` keeps."""
+        operators = operators if operators is not None else self.anonymizer.replace_all
+        policy = RedactionPolicy(frozenset(entities), allow, operators=operators)
         return policy.apply(text, self.analyze(text, policy.entities))
 
     def redact_json(
@@ -340,6 +348,7 @@ class Redactor:
         entities: Iterable[str],
         checkpoint: Callable[[], None] | None = None,
         allow: AllowList = NO_ALLOW_LIST,
+        operators: Operators | None = None,
     ) -> tuple[Any, dict[str, int]]:
         """Redact every string inside a JSON value; structure and object keys are kept.
 
@@ -355,7 +364,7 @@ class Redactor:
             if isinstance(node, str):
                 if checkpoint is not None:
                     checkpoint()
-                redaction = self.redact(node, wanted, allow)
+                redaction = self.redact(node, wanted, allow, operators)
                 counts.update(redaction.counts)
                 return redaction.text
             if isinstance(node, dict):

@@ -35,3 +35,32 @@ def test_the_allow_list_is_edited_as_lines_and_a_bad_pattern_is_shown_at_its_fie
 
     card.get_by_role("button", name="Use default").click()  # leave the workspace as it was
     expect(page.locator('[data-effective="pii_allow_list"]')).to_have_text("none")
+
+
+def test_each_types_operator_is_chosen_from_a_list_and_shown_in_force(
+    page: Page, site: Site
+) -> None:
+    """Every type offers replace, mask and pseudonym, `replace` selected while nothing is
+    set; choosing pseudonym for PERSON and mask for EMAIL_ADDRESS saves them and shows them
+    in force; "Use default" returns every type to `replace`."""
+    sign_in(page, site, site.home.admin_key)
+    card = page.locator("#setting-pii_operators")
+    expect(card.locator("[data-effective]")).to_have_text("replace for every type")
+    expect(card.locator(".rule")).to_contain_text("Not set")
+    person = card.locator('select[data-operator="PERSON"]')
+    expect(person).to_have_value("replace")
+    expect(person.locator("option")).to_have_text(["replace", "mask", "pseudonym"])
+
+    person.select_option("pseudonym")
+    card.locator('select[data-operator="EMAIL_ADDRESS"]').select_option("mask")
+    card.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("status")).to_contain_text("pii_operators is now")
+    card = page.locator("#setting-pii_operators")
+    expect(card.locator("[data-effective]")).to_have_text("EMAIL_ADDRESS: mask, PERSON: pseudonym")
+    expect(card.locator('select[data-operator="PERSON"]')).to_have_value("pseudonym")
+    expect(card.locator(".rule")).to_contain_text("Set by this workspace")
+    card.scroll_into_view_if_needed()
+    shot(page, "02-settings-pii-operators")
+
+    card.get_by_role("button", name="Use default").click()  # leave the workspace as it was
+    expect(page.locator('[data-effective="pii_operators"]')).to_have_text("replace for every type")

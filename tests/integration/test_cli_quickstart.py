@@ -190,7 +190,8 @@ def test_set_commands_change_only_the_settings_given(
     agent's KBs are added and taken out in order; `ask` then says why its agent abstains and
     what to change), `kbs history` and `agents history` list each change that went through
     with its key and fields, `settings set` changes workspace settings and `settings
-    history` lists each change with its key. A setting both set and reset, a
+    history` lists each change with its key (`--pii-operators` as TYPE=OPERATOR pairs; a
+    pair without `=` exits 2). A setting both set and reset, a
     value the API refuses, an unknown KB or nothing to change exits 1 and changes nothing; a
     malformed `--fusion` exits 2."""
     with GatewayProcess(
@@ -311,6 +312,15 @@ def _workspace_settings_set(run: Run, key_id: str) -> None:
         "pii_entities": ["PERSON", "EMAIL_ADDRESS"],
         "turn_retention_s": 7200,
     }
+    operators = run("settings", "set", "--pii-operators", "PERSON=pseudonym,EMAIL_ADDRESS=mask")
+    assert operators.returncode == 0, operators.stderr
+    assert "  pii_operators: EMAIL_ADDRESS mask, PERSON pseudonym (set by workspace)" in (
+        operators.stdout
+    )
+    unknown = run("settings", "set", "--pii-operators", "PERSON=hash")
+    assert unknown.returncode == 1
+    assert "pii_operators" in unknown.stderr
+    assert run("settings", "set", "--pii-operators", "PERSON").returncode == 2
     reset = run("settings", "set", "--reset", "pii_entities")
     assert reset.returncode == 0, reset.stderr
     assert run("settings", "set").returncode == 1
@@ -318,7 +328,11 @@ def _workspace_settings_set(run: Run, key_id: str) -> None:
     assert bad.returncode == 1
     assert "turn_retention_s" in bad.stderr
     after = json.loads(run("settings", "show", "--json").stdout)
-    assert after["settings"] == {"rag_pii_redaction": False, "turn_retention_s": 7200}
+    assert after["settings"] == {
+        "rag_pii_redaction": False,
+        "turn_retention_s": 7200,
+        "pii_operators": {"PERSON": "pseudonym", "EMAIL_ADDRESS": "mask"},
+    }
 
     history = run("settings", "history")
     assert history.returncode == 0, history.stderr
@@ -327,5 +341,6 @@ def _workspace_settings_set(run: Run, key_id: str) -> None:
         [key_id, "rag_pii_redaction: default -> off"],
         [key_id, "pii_entities: default -> PERSON, EMAIL_ADDRESS"],
         [key_id, "turn_retention_s: default -> 7200"],
+        [key_id, "pii_operators: default -> PERSON pseudonym, EMAIL_ADDRESS mask"],
         [key_id, "pii_entities: PERSON, EMAIL_ADDRESS -> default"],
     ]

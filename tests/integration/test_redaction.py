@@ -218,7 +218,9 @@ def test_analysis_finds_every_type_and_offsets_fit_the_text(with_ner: Redactor) 
     assert {"EMAIL_ADDRESS", "PHONE_NUMBER", "PERSON", "LOCATION"} <= types
     for text, spans in zip(texts, found, strict=True):
         assert all(0 <= s.start < s.end <= len(text) for s in spans)
-        policy = RedactionPolicy(frozenset(DEFAULT_PII_ENTITIES))
+        policy = RedactionPolicy(
+            frozenset(DEFAULT_PII_ENTITIES), operators=with_ner.anonymizer.replace_all
+        )
         assert policy.apply(text, spans) == with_ner.redact(text, DEFAULT_PII_ENTITIES)
 
 

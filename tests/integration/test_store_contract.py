@@ -641,6 +641,75 @@ async def test_workspace_deletion_removes_what_it_owns(store: SettingsStore) -> 
     assert await store.get_turn("t2", "turn-t2") == turn("turn-t2", "t2")
 
 
+async def test_a_pseudonym_key_is_made_with_its_workspace_and_goes_with_it(
+    store: SettingsStore,
+) -> None:
+    """Each workspace has its own 32 random bytes from its creation, the same at every read
+    and outside its record; an unknown workspace has none; deleting the workspace deletes
+    its key, and the same id created again gets a new one."""
+    await provision(store, "t1", "t2")
+    first = await store.pseudonym_key("t1")
+    assert first is not None
+    assert len(first) == 32
+    assert await store.pseudonym_key("t1") == first
+    assert await store.pseudonym_key("t2") not in {None, first}
+    assert await store.pseudonym_key("nobody") is None
+    record = msgspec.json.encode(await store.get_workspace("t1"))
+    assert first.hex().encode() not in record
+
+    await store.mark_workspace_deleting("t1")
+    assert await store.delete_workspace("t1") is True
+    assert await store.pseudonym_key("t1") is None
+    await store.create_workspace(workspace("t1"))
+    renewed = await store.pseudonym_key("t1")
+    assert renewed is not None
+    assert renewed != first
+
+
+async def _second_store(backend: Backend) -> SettingsStore:
+    """Another store on the same data (another replica), nothing flushed."""
+    if isinstance(backend, SqliteBackend):
+        return await SqliteStore.open(backend.path)
+    assert isinstance(backend, RedisBackend)
+    return RedisStore.connect(backend.url, timeout_s=REDIS_TIMEOUT_S)
+
+
+async def _drop_pseudonym_key(backend: Backend, tenant_id: str) -> None:
+    """Make the workspace look stored by a release without pseudonym keys."""
+    if isinstance(backend, SqliteBackend):
+        with contextlib.closing(sqlite3.connect(backend.path, isolation_level=None)) as conn:
+            conn.execute(
+                "UPDATE workspaces SET pseudonym_key = NULL WHERE tenant_id = ?", (tenant_id,)
+            )
+        return
+    assert isinstance(backend, RedisBackend)
+    client = redis.asyncio.Redis.from_url(backend.url)
+    try:
+        assert await client.delete(f"kbgate:pseudonymkey:{tenant_id}") == 1
+    finally:
+        await client.aclose()
+
+
+async def test_a_workspace_stored_without_a_key_gets_one_every_replica_agrees_on(
+    backend: Backend, store: SettingsStore
+) -> None:
+    """A workspace stored before pseudonym keys existed gets one on first need: two stores
+    on the same data asking at once all read the one key that was written first."""
+    await provision(store, "old")
+    await _drop_pseudonym_key(backend, "old")
+    other = await _second_store(backend)
+    try:
+        found = await asyncio.gather(
+            *(replica.pseudonym_key("old") for _ in range(8) for replica in (store, other))
+        )
+        (key,) = set(found)
+        assert key is not None
+        assert len(key) == 32
+        assert await other.pseudonym_key("old") == key
+    finally:
+        await other.close()
+
+
 async def test_admin_history_is_per_workspace_in_order_and_goes_with_it(
     store: SettingsStore,
 ) -> None:
@@ -813,6 +882,37 @@ async def test_sqlite_turn_record_never_waits_on_the_event_loop(tmp_path: Path) 
     finally:
         other.close()
         await store.close()
+
+
+async def test_sqlite_file_of_schema_1_gains_pseudonym_keys(tmp_path: Path) -> None:
+    """A file written by schema version 1 (workspaces without a key column) is migrated on
+    open: its workspace keeps its record and gets a key on first need."""
+    path = tmp_path / "settings.sqlite3"
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.executescript(
+            "CREATE TABLE orgs (org_id TEXT PRIMARY KEY, record TEXT NOT NULL);"
+            "CREATE TABLE workspaces (tenant_id TEXT PRIMARY KEY, "
+            "org_id TEXT NOT NULL REFERENCES orgs (org_id), record TEXT NOT NULL);"
+            "PRAGMA user_version=1;"
+        )
+        conn.execute(
+            "INSERT INTO orgs VALUES (?, ?)", ("acme", msgspec.json.encode(org()).decode())
+        )
+        conn.execute(
+            "INSERT INTO workspaces VALUES (?, ?, ?)",
+            ("old", "acme", msgspec.json.encode(workspace("old")).decode()),
+        )
+    store = await SqliteStore.open(path)
+    try:
+        assert await store.get_workspace("old") == workspace("old")
+        key = await store.pseudonym_key("old")
+        assert key is not None
+        assert len(key) == 32
+        assert await store.pseudonym_key("old") == key
+    finally:
+        await store.close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
 
 
 # --- Redis only -----------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.safety.operators import Anonymizer
 from gateway.safety.redaction import RedactionPolicy
 from ingest.payload import PiiAnalysis, PiiSpan
 from settings.pii_allow_list import AllowListError, is_allow_list, parse_allow_list
@@ -70,13 +71,16 @@ SPANS = PiiAnalysis(
 def test_the_policy_picks_types_keeps_allowed_values_and_lets_patterns_win() -> None:
     """Only the policy's types are replaced, allow-listed values stay, and a name the model
     found inside an address is covered by the address."""
+    replace = Anonymizer().replace_all
     policy = RedactionPolicy(
-        frozenset({"PERSON", "IP_ADDRESS", "EMAIL_ADDRESS"}), parse_allow_list(["127.0.0.0/8"])
+        frozenset({"PERSON", "IP_ADDRESS", "EMAIL_ADDRESS"}),
+        parse_allow_list(["127.0.0.0/8"]),
+        operators=replace,
     )
     result = policy.apply(TEXT, SPANS.text)
     assert result.text == "<PERSON> wrote from 127.0.0.1 to <EMAIL_ADDRESS> and <IP_ADDRESS>."
     assert result.counts == {"EMAIL_ADDRESS": 1, "IP_ADDRESS": 1, "PERSON": 1}
-    only_ips = RedactionPolicy(frozenset({"IP_ADDRESS"}))
+    only_ips = RedactionPolicy(frozenset({"IP_ADDRESS"}), operators=replace)
     assert only_ips.apply(TEXT, SPANS.text).text == (
         "Ann Lee wrote from <IP_ADDRESS> to ann.lee@example.com and <IP_ADDRESS>."
     )

@@ -12,11 +12,13 @@ from settings.resolve import (
     DEFAULT_PII_ENTITIES,
     KNOWN_PII_ENTITIES,
     FusionWeights,
+    Resolved,
     resolve_fusion,
     resolve_grounding_floor,
     resolve_kb_cap,
     resolve_keyword_floor,
     resolve_pii_entities,
+    resolve_pii_operators,
     resolve_redaction,
     resolve_score_threshold,
     resolve_strict_isolation,
@@ -242,5 +244,37 @@ def test_pii_entities_malformed_falls_back_to_default(stored: Any) -> None:
     """Not a list, empty, an unknown or non-string name: ignored whole, counted as malformed."""
     found = resolve_pii_entities({"pii_entities": stored})
     assert found.value == DEFAULT_PII_ENTITIES
+    assert found.source == "platform"
+    assert found.malformed == ("workspace",)
+
+
+def test_pii_operators_workspace_mapping_wins_sorted() -> None:
+    """The workspace's mapping is in force, sorted by type; unset or unreadable settings
+    leave it empty (every type `replace`d)."""
+    found = resolve_pii_operators({"pii_operators": {"PERSON": "pseudonym", "CRYPTO": "mask"}})
+    assert found.value == {"CRYPTO": "mask", "PERSON": "pseudonym"}
+    assert list(found.value) == ["CRYPTO", "PERSON"]
+    assert found.source == "workspace"
+    for workspace in (None, {}, {"pii_operators": None}):
+        unset = resolve_pii_operators(workspace)
+        assert unset == Resolved({}, "platform")
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {"PERSON": "keep"},
+        {"PERSON": "pseudonym", "SHOE_SIZE": "mask"},
+        {"PERSON": None},
+        "mask",
+        ["PERSON", "mask"],
+        7,
+    ],
+)
+def test_pii_operators_malformed_is_ignored_whole(stored: Any) -> None:
+    """A mapping with an unknown type or operator, or not a mapping, is ignored whole and
+    named malformed: every type is `replace`d, no value is shown more than asked."""
+    found = resolve_pii_operators({"pii_operators": stored})
+    assert found.value == {}
     assert found.source == "platform"
     assert found.malformed == ("workspace",)

@@ -181,6 +181,20 @@ def _text(form: FormMultiDict, name: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+#: the settings form's field of one entity type's operator: `operator-PERSON`
+_OPERATOR_FIELD = "operator-"
+
+
+def _operators(form: FormMultiDict) -> dict[str, str]:
+    """The operator chosen per entity type, as sent; `replace` (the default) left out. An
+    unknown type or operator is kept, and refused by the API's own rule."""
+    return {
+        name.removeprefix(_OPERATOR_FIELD): value
+        for name, value in form.items()
+        if name.startswith(_OPERATOR_FIELD) and isinstance(value, str) and value != "replace"
+    }
+
+
 def _session_cookie(request: ConsoleRequest, token: str, *, clear: bool = False) -> Cookie:
     """HttpOnly, SameSite=Strict, Secure over https; no expiry: it ends with the browser."""
     return Cookie(
@@ -378,6 +392,8 @@ class ConsoleController(Controller):
                 if reset
                 else [v for v in form.getall("pii_entities", []) if isinstance(v, str)]
             )
+        elif setting == "pii_operators":  # one choice per type; `replace` is the default
+            value = None if reset else _operators(form)
         elif setting == "pii_allow_list":  # one entry per line
             lines = _text(form, "value").splitlines()
             value = None if reset else [line.strip() for line in lines if line.strip()]

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 
@@ -28,14 +28,17 @@ from settings.resolve import (
     DEFAULT_PII_ENTITIES,
     KNOWN_PII_ENTITIES,
     STRICT_BY_DEFAULT_FROM,
+    PiiOperatorName,
     Resolved,
     resolve_pii_entities,
+    resolve_pii_operators,
     resolve_redaction,
     resolve_score_threshold,
     resolve_top_k,
 )
 
-_PLACEHOLDER = re.compile(r"<([A-Z][A-Z_]*)>")
+#: `<PERSON>` (replace) or `<PERSON_7f3a12>` (pseudonym); group 1 is the entity type
+_PLACEHOLDER = re.compile(r"<([A-Z][A-Z_]*?)(?:_[0-9a-f]{6})?>")
 
 
 def shown(value: Any) -> str:
@@ -76,7 +79,7 @@ def field_text(value: Any) -> str:
 class SettingView:
     name: str
     label: str
-    kind: str  # "bool", "count" or "entities"
+    kind: str  # "bool", "count", "entities", "allow_list" or "operators"
     stored: Any
     effective: Resolved[Any]
     rule: str
@@ -99,6 +102,9 @@ class SettingsPage:
     #: the workspace's entity types as configured, and those a loaded recognizer finds
     configured_entities: list[str] = field(default_factory=list)
     loaded_entities: list[str] = field(default_factory=list)
+    #: the operators to choose from (replace, mask, pseudonym) and each type's in force
+    known_operators: list[str] = field(default_factory=list)
+    operators: dict[str, str] = field(default_factory=dict)
 
 
 _LABELS = {
@@ -107,6 +113,7 @@ _LABELS = {
     "max_knowledge_bases_per_agent": ("Knowledge bases per agent", "count"),
     "pii_entities": ("PII entity types", "entities"),
     "pii_allow_list": ("PII allow-list", "allow_list"),
+    "pii_operators": ("PII replacement per type", "operators"),
 }
 
 
@@ -140,6 +147,8 @@ async def settings_page(services: Services, principal: Principal) -> SettingsPag
         default_entities=list(DEFAULT_PII_ENTITIES),
         configured_entities=list(resolve_pii_entities(found.settings).value),
         loaded_entities=sorted(services.redactor.supported_entities),
+        known_operators=list(get_args(PiiOperatorName)),
+        operators=resolve_pii_operators(found.settings).value,
     )
 
 
@@ -205,12 +214,23 @@ def _allow_list_rule(resolved: Resolved[Any], _: Workspace, __: Config) -> str:
     )
 
 
+def _operators_rule(resolved: Resolved[Any], _: Workspace, __: Config) -> str:
+    how = (
+        "replace: <PERSON>; mask: every character as *; pseudonym: <PERSON_7f3a12>, the same "
+        "value the same token in this workspace only."
+    )
+    if resolved.source != "workspace":
+        return f"Not set: every type is replaced by <TYPE>. ({how})"
+    return f"Set by this workspace; a type not listed is replaced by <TYPE>. ({how})"
+
+
 _RULES: dict[str, Callable[[Resolved[Any], Workspace, Config], str]] = {
     "strict_rag_isolation": _strict_rule,
     "rag_pii_redaction": _redaction_rule,
     "max_knowledge_bases_per_agent": _cap_rule,
     "pii_entities": _entities_rule,
     "pii_allow_list": _allow_list_rule,
+    "pii_operators": _operators_rule,
 }
 
 
