@@ -1,6 +1,37 @@
-"""Labelled evaluation of PII detection: per-entity precision and recall of the Redactor.
+"""Labelled evaluation of PII detection: per-type precision, recall and false redactions.
 
-The set is synthetic and reproducible: Faker (seeded) fills sentence templates with
+One command evaluates four sets (`--sets` picks some):
+
+- `pii-technical`: Debian changelog passages (`<datasets>/pii-technical/`, never copied here;
+  `--datasets` defaults to the first of `../shared/datasets`, `/work/shared/datasets` that exists);
+- `pii-docs`: package documentation passages (`bench/data/pii-docs/`);
+- `pii-prose`: real prose, names in running text, dialogue and speech prefixes
+  (`bench/data/pii-prose/`);
+- `generated`: the seeded synthetic sentences (`bench/data/pii_sentences.jsonl`, below).
+
+The three real sets are hand-labelled rows `{"text", "entities": [{"start", "end", "type"}]}`;
+each one's README gives its labelling rules.
+
+Definitions (the same for every set):
+
+- What is measured is what a turn serves: `Redactor.detect(text, DEFAULT_PII_ENTITIES)`, the
+  default policy (`settings.resolve`), one passage at a time.
+- Precision and recall per type by span OVERLAP: a predicted span is a true positive when it
+  overlaps a gold span of the same type; a gold span is recalled when some predicted span of
+  its type overlaps it. Exact-boundary figures (start and end equal) are reported beside.
+  Gold types outside the default policy (URL, LOCATION, ORGANIZATION) are counted, not scored.
+- A FALSE REDACTION is a predicted span (of the default policy's types) that overlaps no gold
+  span of any type: text the turn blanks out that holds no labelled entity at all. Reported as
+  a count and per 1,000 passages, per set and per predicted type. (A PERSON span over a gold
+  URL lowers PERSON precision but is not a false redaction.)
+- Per set: passages and the median detection time per passage (ms, `detect` only).
+- Subgroups of gold spans, recall only: pii-prose PERSON spans with or without an
+  all-capitals word (two letters or more; the set's house style for surnames and speech
+  prefixes, see its README); pii-technical PERSON spans on signature lines (` -- Name <...>`),
+  in `[ Name ]` headers, or in running text (by the shape of the line); pii-docs PERSON spans
+  by passage category (changelog, readme, credits).
+
+The generated set: Faker (seeded) fills sentence templates with
 emails, phone numbers of several countries and formats, Luhn-valid card numbers,
 checksummed IBANs, IPv4/IPv6 addresses, US SSNs, URLs with embedded credentials,
 base58check wallet addresses and names, recording each value's span. Look-alike
@@ -8,17 +39,17 @@ sentences (checksum failures, invalid SSN groups, order numbers, versions, plain
 URLs, ...) and sentences without PII measure false positives. A second part
 (`bench.pii_ner_data`, its own seed) holds support and HR sentences with names, places and
 organisations in several locales, and technical sentences full of product names that are
-none of these.
+none of these. Besides the default-policy scoring above, it keeps its own evaluation
+(`generated_detail` in the results): detection with the default entity types plus LOCATION
+and ORGANIZATION, recall by variant, and a held-out NER set of another seed.
 
-    uv run python -m bench.pii_eval              # evaluate bench/data/pii_sentences.jsonl
-    uv run python -m bench.pii_eval --generate   # (re)write the data set, then evaluate
+    uv run python -m bench.pii_eval                       # all four sets
+    uv run python -m bench.pii_eval --sets pii-prose pii-docs
+    uv run python -m bench.pii_eval --generate   # (re)write the generated set, then evaluate
     uv run python -m bench.pii_eval --no-ner     # pattern recognizers only
 
-Matching is span-level by OVERLAP: a predicted span is a true positive when it
-overlaps a gold span of the same entity type; a gold span is recalled when some
-predicted span of its type overlaps it. Exact-boundary figures are reported beside.
-Detection is what a turn serves: the Redactor's analysis of each sentence (every type),
-then the policy of the default entity types plus LOCATION and ORGANIZATION.
+Prints a table per set and a Markdown table (set x type) for docs/benchmarks.md; writes
+everything to `bench/results/pii_eval.json`.
 """
 
 from __future__ import annotations
@@ -27,6 +58,7 @@ import argparse
 import hashlib
 import json
 import random
+import re
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -493,6 +525,243 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
+# ---- the default policy on every set ------------------------------------------------------
+
+#: the policy a turn serves when the workspace sets none
+POLICY: tuple[str, ...] = DEFAULT_PII_ENTITIES
+REAL_SETS = ("pii-technical", "pii-docs", "pii-prose")
+SETS = (*REAL_SETS, "generated")
+DATASET_DIRS = (Path("../shared/datasets"), Path("/work/shared/datasets"))
+PER_THOUSAND = 1000
+
+DEFINITIONS = (
+    "detection: Redactor.detect(text, DEFAULT_PII_ENTITIES), the default policy a turn serves",
+    "P/R: span overlap with a gold span of the same type (exact-boundary P/R beside)",
+    "false redaction (FR): a predicted span overlapping NO gold span of any type; "
+    "FR/1k = per 1,000 passages",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """[start, end) of a passage, its entity type and (gold only) a subgroup for recall."""
+
+    start: int
+    end: int
+    type: str
+    group: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A labelled passage; `kind` (a source category) splits the false redactions."""
+
+    text: str
+    gold: tuple[Span, ...]
+    kind: str | None = None
+
+
+def score_set(
+    passages: Sequence[Passage],
+    predicted: Sequence[Sequence[Span]],
+    policy: Sequence[str] = POLICY,
+) -> dict[str, Any]:
+    """Per-type precision/recall (overlap and exact) and false redactions of one set.
+
+    `predicted[i]` are the spans detected in `passages[i]`. Types of the policy are scored;
+    gold spans of other types only count for false redactions (overlapping them is not one).
+    """
+    if len(passages) != len(predicted):
+        raise ValueError("one list of predicted spans per passage")
+    policy_types = set(policy)
+    gold_n: Counter[str] = Counter()
+    gold_hit: Counter[str] = Counter()
+    gold_exact: Counter[str] = Counter()
+    pred_n: Counter[str] = Counter()
+    pred_tp: Counter[str] = Counter()
+    pred_exact: Counter[str] = Counter()
+    false_redactions: Counter[str] = Counter()
+    false_by_kind: Counter[str] = Counter()
+    groups: dict[str, Counter[str]] = defaultdict(Counter)
+    outside: Counter[str] = Counter()
+    missed: dict[str, list[str]] = defaultdict(list)
+    spurious: dict[str, list[str]] = defaultdict(list)
+    for passage, found in zip(passages, predicted, strict=True):
+        text, gold = passage.text, passage.gold
+        for p in found:
+            pred_n[p.type] += 1
+            same = [g for g in gold if g.type == p.type]
+            pred_tp[p.type] += any(_overlaps(p.start, p.end, g.start, g.end) for g in same)
+            pred_exact[p.type] += any((p.start, p.end) == (g.start, g.end) for g in same)
+            if not any(_overlaps(p.start, p.end, g.start, g.end) for g in gold):
+                false_redactions[p.type] += 1
+                if passage.kind is not None:
+                    false_by_kind[passage.kind] += 1
+                if len(spurious[p.type]) < 8:
+                    spurious[p.type].append(text[p.start : p.end])
+        for g in gold:
+            if g.type not in policy_types:
+                outside[g.type] += 1
+                continue
+            same_type = [p for p in found if p.type == g.type]
+            hit = any(_overlaps(p.start, p.end, g.start, g.end) for p in same_type)
+            gold_n[g.type] += 1
+            gold_hit[g.type] += hit
+            gold_exact[g.type] += any((p.start, p.end) == (g.start, g.end) for p in same_type)
+            if g.group is not None:
+                key = f"{g.type}/{g.group}"
+                groups[key]["gold"] += 1
+                groups[key]["recalled"] += hit
+            if not hit and len(missed[g.type]) < 8:
+                missed[g.type].append(text[g.start : g.end])
+    n = len(passages)
+    of_kind = Counter(p.kind for p in passages if p.kind is not None)
+
+    def row(types: Sequence[str]) -> dict[str, Any]:
+        wrong = sum(false_redactions[t] for t in types)
+        return {
+            **_scores(
+                sum(gold_n[t] for t in types),
+                sum(pred_n[t] for t in types),
+                sum(pred_tp[t] for t in types),
+                sum(gold_hit[t] for t in types),
+                sum(pred_exact[t] for t in types),
+            ),
+            # _scores' exact recall counts exact predictions; here: exactly matched gold spans
+            "exact_recall": _round(
+                sum(gold_exact[t] for t in types) / sum(gold_n[t] for t in types)
+                if sum(gold_n[t] for t in types)
+                else None
+            ),
+            "false_redactions": wrong,
+            "false_redactions_per_1k": per_thousand(wrong, n),
+        }
+
+    types = sorted(t for t in policy_types if gold_n[t] or pred_n[t])
+    return {
+        "passages": n,
+        "per_type": {t: row([t]) for t in types},
+        "all_policy_types": row(sorted(policy_types)),
+        "gold_outside_policy": dict(sorted(outside.items())),
+        "false_redactions_by_kind": {
+            kind: {"count": count, "per_1k_of_kind": per_thousand(count, of_kind[kind])}
+            for kind, count in sorted(false_by_kind.items())
+        },
+        "recall_by_group": {
+            key: {"gold": c["gold"], "recall": _round(c["recalled"] / c["gold"])}
+            for key, c in sorted(groups.items())
+        },
+        "examples_false_redaction": dict(spurious),
+        "examples_missed": dict(missed),
+    }
+
+
+def per_thousand(count: int, passages: int) -> float | None:
+    """`count` events over `passages` passages, per 1,000 passages."""
+    return round(count * PER_THOUSAND / passages, 2) if passages else None
+
+
+def detect_all(
+    redactor: Redactor, passages: Sequence[Passage], policy: Sequence[str] = POLICY
+) -> tuple[list[list[Span]], float]:
+    """What `detect` finds in each passage under `policy`, and the median ms per passage."""
+    found: list[list[Span]] = []
+    latencies: list[float] = []
+    for passage in passages:
+        started = time.perf_counter()
+        detections = redactor.detect(passage.text, policy)
+        latencies.append((time.perf_counter() - started) * 1000)
+        found.append([Span(d.start, d.end, d.entity_type) for d in detections])
+    return found, round(statistics.median(latencies), 3) if latencies else 0.0
+
+
+# ---- loading the sets -------------------------------------------------------------------
+
+
+def default_datasets() -> Path:
+    """The first of the shared dataset folders that exists (the first when none does)."""
+    return next((d for d in DATASET_DIRS if d.is_dir()), DATASET_DIRS[0])
+
+
+def set_path(name: str, datasets: Path) -> Path:
+    if name == "pii-technical":
+        return datasets / "pii-technical" / "pii-technical.jsonl"
+    return HERE / "data" / name / f"{name}.jsonl"
+
+
+def load_labelled(path: Path, name: str) -> list[Passage]:
+    """A real set's rows, with the subgroups and kinds its README asks to report apart."""
+    rows = read_data(path)
+    kinds: list[str | None] = [None] * len(rows)
+    if name == "pii-docs":
+        kinds = [r["category"] for r in _sources(path.with_name("pii-docs-sources.tsv"))]
+    elif name == "pii-prose":
+        kinds = [r["source_work"] for r in _sources(path.with_name("pii-prose-sources.tsv"))]
+    if len(kinds) != len(rows):
+        raise ValueError(f"{path}: the sources file does not have one row per passage")
+    passages = []
+    for row, kind in zip(rows, kinds, strict=True):
+        text = row["text"]
+        gold = tuple(
+            Span(e["start"], e["end"], e["type"], _group(name, text, e, kind))
+            for e in row["entities"]
+        )
+        passages.append(Passage(text, gold, kind))
+    return passages
+
+
+def _sources(path: Path) -> list[dict[str, str]]:
+    header, *lines = path.read_text(encoding="utf-8").splitlines()
+    names = header.split("\t")
+    return [dict(zip(names, line.split("\t"), strict=True)) for line in lines if line]
+
+
+def _group(name: str, text: str, entity: dict[str, Any], kind: str | None) -> str | None:
+    if entity["type"] != "PERSON":
+        return None
+    if name == "pii-prose":
+        span = text[entity["start"] : entity["end"]]
+        return "all_caps_word" if has_all_caps_word(span) else "mixed_case"
+    if name == "pii-technical":
+        return changelog_position(text, entity["start"], entity["end"])
+    if name == "pii-docs":
+        return kind
+    return None
+
+
+def has_all_caps_word(span: str) -> bool:
+    """Whether `span` holds a word of two or more letters, all capitals (`MACIAS`, `OLI`)."""
+    return any(len(word) >= 2 and word.isupper() for word in re.findall(r"[^\W\d_]+", span))
+
+
+def changelog_position(text: str, start: int, end: int) -> str:
+    """Where a name sits in a Debian changelog, by the shape of its line: `signature`
+    (` -- Name <email>  date`), `header` (`[ Name ]`) or `running` text."""
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line = text[line_start : len(text) if line_end < 0 else line_end].strip()
+    if text[line_start:start].lstrip().startswith("--"):
+        return "signature"
+    if line.startswith("[") and line.endswith("]"):
+        return "header"
+    return "running"
+
+
+def generated_passages(rows: Sequence[dict[str, Any]]) -> list[Passage]:
+    """The generated sentences as passages; the sentence kind splits false redactions."""
+    return [
+        Passage(
+            row["text"],
+            tuple(Span(s["start"], s["end"], s["type"]) for s in row["spans"]),
+            row["kind"],
+        )
+        for row in rows
+    ]
+
+
+# ---- the command -------------------------------------------------------------------------
+
+
 def write_data(rows: Sequence[dict[str, Any]], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps(row, ensure_ascii=False, sort_keys=True) for row in rows]
@@ -505,35 +774,81 @@ def read_data(path: Path) -> list[dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--generate", action="store_true", help="rewrite the data set first")
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--sets", nargs="+", choices=SETS, default=list(SETS))
+    parser.add_argument(
+        "--datasets",
+        type=Path,
+        default=None,
+        help="shared datasets folder (default: the first of "
+        + ", ".join(str(d) for d in DATASET_DIRS)
+        + " that exists)",
+    )
+    parser.add_argument("--generate", action="store_true", help="rewrite the generated set first")
+    parser.add_argument("--data", type=Path, default=DATA, help="the generated set")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--no-ner", action="store_true", help="pattern recognizers only")
     args = parser.parse_args(argv)
+    datasets: Path = args.datasets or default_datasets()
+    chosen = [name for name in SETS if name in args.sets]
 
-    if args.generate or not args.data.exists():
+    if args.generate or ("generated" in chosen and not args.data.exists()):
         write_data(generate(SEED), args.data)
-    rows = read_data(args.data)
-    if rows != [json.loads(json.dumps(r)) for r in generate(SEED)]:
-        print(f"note: {args.data} differs from what seed {SEED} generates now")
+    loaded: dict[str, tuple[Path, list[Passage]]] = {}
+    rows: list[dict[str, Any]] = []
+    for name in chosen:
+        if name == "generated":
+            rows = read_data(args.data)
+            if rows != [json.loads(json.dumps(r)) for r in generate(SEED)]:
+                print(f"note: {args.data} differs from what seed {SEED} generates now")
+            loaded[name] = (args.data, generated_passages(rows))
+        else:
+            path = set_path(name, datasets)
+            if not path.exists():
+                parser.error(f"{name}: {path} not found (see --datasets)")
+            loaded[name] = (path, load_labelled(path, name))
+
     redactor = Redactor.build(ner_models=()) if args.no_ner else Redactor.build()
-    report = {
-        "data": str(args.data.relative_to(HERE.parent))
-        if args.data.is_relative_to(HERE.parent)
-        else str(args.data),
+    report: dict[str, Any] = {
+        "definitions": list(DEFINITIONS),
+        "policy": list(POLICY),
+        "policy_types_supported": sorted(redactor.supported_entities & set(POLICY)),
+        "ner_model": redactor.ner_model,
+        "analyzer": redactor.analyzer_version,
+        "score_floor": SCORE_FLOOR,
+        "sets": {},
+    }
+    for name, (path, passages) in loaded.items():
+        found, median_ms = detect_all(redactor, passages)
+        report["sets"][name] = {
+            "data": _shown(path),
+            "median_ms_per_passage": median_ms,
+            **score_set(passages, found),
+        }
+    if "generated" in loaded:
+        report["generated_detail"] = generated_detail(redactor, args.data, rows)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    _print(report)
+    return 0
+
+
+def generated_detail(
+    redactor: Redactor, path: Path, rows: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """The generated set's own evaluation (default types plus LOCATION and ORGANIZATION)
+    and the held-out NER figures."""
+    detail = {
+        "data": _shown(path),
         "seed": SEED,
         "sentences": len(rows),
         "sentences_by_kind": dict(Counter(r["kind"] for r in rows)),
         "entities_evaluated": list(EVALUATED),
-        "ner_model": redactor.ner_model,
-        "analyzer": redactor.analyzer_version,
-        "score_floor": SCORE_FLOOR,
         **evaluate(redactor, rows),
     }
     held_out = evaluate(
         redactor, [{"id": i, **row} for i, row in enumerate(generate_ner(HELD_OUT_SEED))]
     )
-    report["held_out_ner"] = {
+    detail["held_out_ner"] = {
         "seed": HELD_OUT_SEED,
         "per_entity": {
             name: scores
@@ -541,15 +856,72 @@ def main(argv: Sequence[str] | None = None) -> int:
             if name in ("PERSON", "LOCATION", "ORGANIZATION")
         },
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    _print(report)
-    return 0
+    return detail
+
+
+def _shown(path: Path) -> str:
+    resolved = path.resolve()
+    root = HERE.parent
+    return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else str(resolved)
 
 
 def _print(report: dict[str, Any]) -> None:
+    print(f"PII detection, default policy {', '.join(report['policy'])}")
+    print(f"NER: {report['ner_model']}")
+    for line in report["definitions"]:
+        print(f"  {line}")
+    for name, s in report["sets"].items():
+        print(
+            f"\n== {name} ({s['data']}): {s['passages']} passages, "
+            f"median detection {s['median_ms_per_passage']} ms per passage"
+        )
+        print(
+            f"{'type':22} {'gold':>5} {'pred':>5} {'P':>6} {'R':>6} {'exP':>6} {'exR':>6} "
+            f"{'FR':>5} {'FR/1k':>7}"
+        )
+        for entity, t in [*s["per_type"].items(), ("all (policy types)", s["all_policy_types"])]:
+            print(
+                f"{entity:22} {t['gold']:5d} {t['predicted']:5d} {_fmt(t['precision']):>6} "
+                f"{_fmt(t['recall']):>6} {_fmt(t['exact_precision']):>6} "
+                f"{_fmt(t['exact_recall']):>6} {t['false_redactions']:5d} "
+                f"{_fmt_rate(t['false_redactions_per_1k']):>7}"
+            )
+        if s["gold_outside_policy"]:
+            print(f"gold outside the policy (not scored): {s['gold_outside_policy']}")
+        for key, g in s["recall_by_group"].items():
+            print(f"recall {key:28} gold {g['gold']:5d}  R {_fmt(g['recall'])}")
+        if s["false_redactions_by_kind"]:
+            by_kind = ", ".join(
+                f"{kind} {k['count']} ({_fmt_rate(k['per_1k_of_kind'])}/1k)"
+                for kind, k in s["false_redactions_by_kind"].items()
+            )
+            print(f"false redactions by passage kind: {by_kind}")
+    if "generated_detail" in report:
+        _print_detail(report["generated_detail"])
+    print("\n" + markdown_table(report))
+
+
+def markdown_table(report: dict[str, Any]) -> str:
+    """Set x type: gold, predicted, P, R, false redactions per 1,000 passages."""
+    lines = [
+        "| set | type | gold | predicted | P | R | false redactions /1k passages |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, s in report["sets"].items():
+        rows = [*s["per_type"].items(), ("**all**", s["all_policy_types"])]
+        for entity, t in rows:
+            lines.append(
+                f"| {name} ({s['passages']}) | {entity} | {t['gold']:,} | {t['predicted']:,} | "
+                f"{_fmt(t['precision'])} | {_fmt(t['recall'])} | "
+                f"{_fmt_rate(t['false_redactions_per_1k'])} |"
+            )
+    return "\n".join(lines)
+
+
+def _print_detail(report: dict[str, Any]) -> None:
     print(
-        f"{report['sentences']} sentences {report['sentences_by_kind']}, NER: {report['ner_model']}"
+        f"\n== generated, own evaluation ({', '.join(report['entities_evaluated'])}): "
+        f"{report['sentences']} sentences {report['sentences_by_kind']}"
     )
     print(f"{'entity':22} {'gold':>5} {'pred':>5} {'prec':>7} {'recall':>7} {'f1':>7}")
     for entity, s in report["per_entity"].items():
@@ -575,6 +947,10 @@ def _print(report: dict[str, Any]) -> None:
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def _fmt_rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 if __name__ == "__main__":

@@ -32,6 +32,17 @@ MAX_VALUE_CHARS = 256
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
+def allow_list_entry(value: str) -> str:
+    """The entry that keeps exactly `value`: the value itself, or an escaped pattern where
+    the value would read as a pattern or a network (`re:…`, `10.0.0.0/8`)."""
+    value = value.strip()
+    if not value or len(value) > MAX_ENTRY_CHARS:
+        return ""
+    if value.startswith(PATTERN_PREFIX) or "/" in value:
+        return PATTERN_PREFIX + re.escape(value)
+    return value
+
+
 class AllowListError(ValueError):
     """An allow-list entry that cannot be used; `index` is its position in the list."""
 

@@ -10,6 +10,7 @@ the same recognizers, run at call time on the expensive-work pool
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -105,6 +106,28 @@ async def redact_egress(
             raise DependencyUnavailableError("redactor") from error
     count_redactions(services.telemetry, counts)
     return EgressRedaction(redacted, counts, redaction=True, entities=entities, spans=spans)
+
+
+async def explain_texts(
+    services: Services, principal: Principal, texts: Sequence[str]
+) -> list[list[Detection]]:
+    """Why each span of each text would be hidden under the workspace's policy: its type,
+    the recognizer that found it and its score (the console's *Try a question*)."""
+    workspace = await workspace_or_none(services, principal.tenant_id)
+    policy = await redaction_policy(
+        services, principal.tenant_id, workspace.settings if workspace else None
+    )
+
+    def work(_: Stop) -> list[list[Detection]]:
+        return [services.redactor.explain(text, policy.entities, policy.allow) for text in texts]
+
+    with services.telemetry.stage("explain_redaction"):
+        try:
+            return await services.expensive.run(principal.tenant_id, work)
+        except RateLimitedError:
+            raise
+        except Exception as error:
+            raise DependencyUnavailableError("redactor") from error
 
 
 def _string_chars(value: Any) -> int:

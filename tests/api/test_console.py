@@ -256,3 +256,40 @@ async def test_another_workspace_admin_sees_and_changes_nothing_here(gateway: Ga
     assert ask.status_code == 404
     kb = await gateway.client.get("/v1/knowledge-bases/secret-kb", headers=owner.headers())
     assert kb.json()["settings"] == {}
+
+
+async def test_try_explains_each_hidden_span_and_allow_lists_a_value(gateway: Gateway) -> None:
+    """*Try a question* shows, under a passage, each hidden value with its type, recognizer
+    and score; *Allow* puts the value on the allow-list, and the next turn keeps it."""
+    tenant = await admin(gateway, "explain")
+    await tenant.kb("kb1", score_threshold=0.0)
+    await tenant.doc(
+        "kb1",
+        "release",
+        "Release 4.2 adds the export command. Thanks to Priya Raghunathan for the patch; "
+        "questions go to releases@example.org.",
+    )
+    await tenant.agent("helper", ["kb1"])
+    form = {"agent_id": "helper", "question": "Which release adds the export command?"}
+    answer = await gateway.client.post(
+        "/console/try", data={**form, "csrf_token": await csrf_token(gateway)}
+    )
+    assert answer.status_code == 200, answer.text
+    page = html.unescape(answer.text)
+    assert (
+        "<code>Priya Raghunathan</code></td><td>PERSON</td><td><code>CreditNameRecognizer" in page
+    )
+    assert "<code>releases@example.org</code></td><td>EMAIL_ADDRESS</td>" in page
+
+    allowed = await gateway.client.post(
+        "/console/try/allow",
+        data={"value": "releases@example.org", "csrf_token": await csrf_token(gateway)},
+        follow_redirects=False,
+    )
+    assert allowed.status_code == 303, allowed.text
+    settings = await gateway.client.get("/v1/workspace/settings", headers=tenant.headers())
+    assert settings.json()["settings"]["pii_allow_list"] == ["releases@example.org"]
+    body = (await tenant.retrieve("helper", form["question"])).json()
+    text = body["passages"][0]["text"]
+    assert "releases@example.org" in text
+    assert "Priya Raghunathan" not in text

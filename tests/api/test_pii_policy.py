@@ -197,9 +197,11 @@ async def test_passages_stored_before_analysis_are_never_returned_unredacted(
 
 
 class FailingAnalyzer:
-    """The real redactor's identity (its types and analyzer version), failing every analysis."""
+    """The real redactor's identity (its types and analyzer version) and its anonymizer (the
+    replacing, which runs no recognizer), failing every analysis."""
 
     def __init__(self, real: Redactor) -> None:
+        self.anonymizer = real.anonymizer
         self.supported_entities = real.supported_entities
         self.analyzer_version = real.analyzer_version
         self.ner_model = real.ner_model

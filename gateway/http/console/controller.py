@@ -47,8 +47,12 @@ from gateway.http.schemas import PatchWorkspaceSettings, PutAgent, PutKnowledgeB
 from gateway.http.security import authenticate_counted, client_address
 from gateway.retrieval import turn
 from gateway.runtime.services import Services
+from gateway.safety.egress import explain_texts
+from gateway.safety.redaction import Detection
 from ingest.index import IndexUnavailableError
+from settings.pii_allow_list import allow_list_entry
 from settings.records import KnowledgeBase, Role
+from settings.resolve import PII_ALLOW_LIST, resolve_pii_allow_list
 from settings.store import StoreUnavailableError
 
 ConsoleRequest = Request[Any, Any, State]
@@ -239,6 +243,18 @@ async def _notice(request: ConsoleRequest, who: NamedDependency[SignedIn]) -> st
         who.session.notice = None
         await _sessions(request).save(who.token, who.session)
     return notice
+
+
+async def _explained(
+    services: Services, principal: Principal, outcome: turn.TurnResult
+) -> dict[str, list[Detection]]:
+    """For an admin key, why each returned passage's spans were hidden; nothing otherwise."""
+    if Role.ADMIN not in principal.roles or not outcome.effective.get("redaction"):
+        return {}
+    ids = [candidate.point_id for candidate in outcome.candidates]
+    texts = [candidate.hit.payload.text for candidate in outcome.candidates]
+    explained = await explain_texts(services, principal, texts)
+    return dict(zip(ids, explained, strict=True))
 
 
 async def _after_change(request: ConsoleRequest, who: SignedIn, notice: str, to: str) -> Redirect:
@@ -569,7 +585,7 @@ class ConsoleController(Controller):
             outcome = await turn.retrieve(
                 services, who.principal, data.agent_id, data.question, data.variations
             )
-            result = views.try_view(outcome)
+            result = views.try_view(outcome, await _explained(services, who.principal, outcome))
         except FormErrors as error:
             status, errors = 422, error.errors
         except ForbiddenError as error:
@@ -587,6 +603,29 @@ class ConsoleController(Controller):
             values=values,
             errors=errors,
             result=result,
+        )
+
+    @post("/try/allow", status_code=303)
+    async def allow_value(
+        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+    ) -> Response[Any]:
+        """Add one value a passage's redaction hid to the workspace's allow-list (admin)."""
+        form = await _checked_form(request, who)
+        value = _text(form, "value").strip()
+        services = _services(request)
+        found = await workspace.workspace_or_none(services, who.principal.tenant_id)
+        entries = list(resolve_pii_allow_list(found.settings if found else None).value)
+        entry = allow_list_entry(value)
+        if entry and entry not in entries:
+            entries.append(entry)
+        try:
+            data = convert(PatchWorkspaceSettings, {PII_ALLOW_LIST: entries})
+            await workspace.change_settings(services, who.principal, settings_changes(data))
+        except (FormErrors, InvalidInputError) as error:
+            message = next(iter(form_errors(error).errors.values()), "not allowed")
+            return await _after_change(request, who, f"Not added: {message}", "/console/try")
+        return await _after_change(
+            request, who, "Added to the allow-list; the next turn keeps it.", "/console/try"
         )
 
     # -- static files (no workspace data) ------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, get_args
@@ -22,6 +22,7 @@ from gateway.admin import knowledge, workspace
 from gateway.retrieval.plan import knowledge_base_in_force
 from gateway.retrieval.turn import TurnResult
 from gateway.runtime.services import Services
+from gateway.safety.redaction import Detection
 from settings.config import Config
 from settings.records import AdminChange, Agent, KnowledgeBase, SettingChange, Workspace
 from settings.resolve import (
@@ -433,6 +434,17 @@ def _change_detail(change: AdminChange) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class HiddenView:
+    """One span a passage's redaction hid, for an admin: the value, its type, the
+    recognizer that found it and its score."""
+
+    value: str
+    entity_type: str
+    recognizer: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
 class PassageView:
     rank: int
     passage_id: str
@@ -444,6 +456,7 @@ class PassageView:
     score: float
     dense_score: float | None
     keyword_score: float | None
+    hidden: tuple[HiddenView, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,8 +469,12 @@ class TryView:
     redacted: dict[str, int]
 
 
-def try_view(result: TurnResult) -> TryView:
-    """A turn's result as the panel shows it: the texts returned, placeholders marked."""
+def try_view(
+    result: TurnResult, explained: Mapping[str, Sequence[Detection]] | None = None
+) -> TryView:
+    """A turn's result as the panel shows it: the texts returned, placeholders marked, and
+    (`explained`, for admins) why each span of a passage was hidden."""
+    explained = explained or {}
     passages = []
     total: Counter[str] = Counter()
     for rank, candidate in enumerate(result.candidates, start=1):
@@ -476,6 +493,7 @@ def try_view(result: TurnResult) -> TryView:
                 score=candidate.score,
                 dense_score=candidate.dense_score,
                 keyword_score=candidate.keyword_score,
+                hidden=_hidden(candidate.hit.payload.text, explained.get(candidate.point_id, ())),
             )
         )
     return TryView(
@@ -485,6 +503,13 @@ def try_view(result: TurnResult) -> TryView:
         passages=passages,
         effective=result.effective,
         redacted=dict(sorted(total.items())),
+    )
+
+
+def _hidden(text: str, spans: Sequence[Detection]) -> tuple[HiddenView, ...]:
+    return tuple(
+        HiddenView(text[s.start : s.end], s.entity_type, s.recognizer or "?", round(s.score, 2))
+        for s in spans
     )
 
 
