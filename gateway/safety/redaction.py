@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway.runtime.telemetry import Telemetry
-from gateway.safety.names import SPEECH_VERBS, TEAM_WORDS, Gazetteer, opens_item, truecased
+from gateway.safety.names import (
+    PARTICLES,
+    SPEECH_VERBS,
+    TEAM_WORDS,
+    Gazetteer,
+    opens_item,
+    truecased,
+)
 from gateway.safety.operators import Anonymizer, Operators
 from gateway.safety.recognizers import (
     CONTEXT_NAME_RECOGNIZERS,
@@ -450,6 +457,8 @@ def _a_persons(
     bare = [word.strip(".,;:!?'\u2019") for word in words]
     if not bare[0][:1].isupper() or any(word.casefold() in TEAM_WORDS for word in bare):
         return False
+    if any(word[:1].islower() and word not in PARTICLES for word in bare):
+        return False  # `Edited by`, `Port to VMS by`: a name's lower-case words are particles
     if len(bare) == 1 and bare[0].casefold() in surnames:
         return True
     capitals = [word for word in bare if word.isupper() and len(word) > 1]
