@@ -72,10 +72,24 @@ _CREDIT = re.compile(
     | \bcourtesy\s+of | \bcredits?\s+(?:go(?:es)?\s+)?to
     | \b(?:co-authored|signed-off|reviewed|tested|reported|acked|suggested|helped|
           requested)-by:
-    | ^[ \t]*(?:author|maintainer|uploader|reporter|contributor|contact)s?:
+    | \b(?:author|maintainer|uploader|reporter|contributor|contact)s?:
     )[ \t]*\n?[ \t]*@?
-    """,
-    re.MULTILINE,
+    """
+)
+#: The first words of `_CREDIT`'s phrases: it is tried only where one of them starts.
+_CREDIT_HEADS = frozenset(
+    """thank thanks thx patch patches fix fixes work help contribution contributions
+    suggestion suggestions idea ideas input hint hints pointer pointers report reports review
+    reported suggested contributed written authored proposed noticed found spotted diagnosed
+    debugged investigated fixed reviewed tested requested provided prepared sponsored
+    implemented created started maintained translated packaged uploaded originally based
+    courtesy credit credits co-authored-by signed-off-by reviewed-by tested-by reported-by
+    acked-by suggested-by helped-by requested-by author authors maintainer maintainers
+    uploader uploaders reporter reporters contributor contributors contact contacts""".split()
+)
+_WORD_START = re.compile(r"(?<![\w-])[A-Za-z][\w-]*")
+_ROSTER_HEADS = frozenset(
+    "remove removing removed drop dropping dropped add adding added welcome".split()
 )
 #: `Remove Jane Doe and Max Roe from Uploaders`, `Add Jane as maintainer`.
 _ROSTER = re.compile(
@@ -214,17 +228,21 @@ def credited_names(text: str, gazetteer: Gazetteer) -> Iterator[tuple[int, int]]
     """Names after a credit (`Thanks to`, `patch from`, `reported by`, …), in a roster
     change (`Remove … from Uploaders`, `Update …'s name`), and at the end of a sentence of
     thanks (`Thanks for the upload, Mattias.`)."""
-    for match in _CREDIT.finditer(text):
-        yield from _names_at(text, match.end(), handles=match.group("thanks") is not None)
-    for match in _ROSTER.finditer(text):
-        yield from _names_at(text, match.start("names"), handles=False, end=match.end("names"))
-    for match in _RENAMED.finditer(text):
-        if _personal(match.group("name").split()):
-            yield match.start("name"), match.end("name")
-    for match in _THANKS_SENTENCE.finditer(text):
-        found = _name_at(text, match.end(), handles=False)
-        if found is not None and gazetteer.is_given(text[found[0] : found[1]].split(maxsplit=1)[0]):
-            yield found
+    for word in _WORD_START.finditer(text):
+        head, at = word.group().casefold(), word.start()
+        if head in _CREDIT_HEADS and (match := _CREDIT.match(text, at)):
+            yield from _names_at(text, match.end(), handles=match.group("thanks") is not None)
+        if head in _ROSTER_HEADS and (match := _ROSTER.match(text, at)):
+            yield from _names_at(text, match.start("names"), handles=False, end=match.end("names"))
+        renamed = _RENAMED.match(text, at) if head == "update" else None
+        if renamed is not None and _personal(renamed.group("name").split()):
+            yield renamed.start("name"), renamed.end("name")
+        if head in {"thank", "thanks"} and (match := _THANKS_SENTENCE.match(text, at)):
+            found = _name_at(text, match.end(), handles=False)
+            if found is not None and gazetteer.is_given(
+                text[found[0] : found[1]].split(maxsplit=1)[0]
+            ):
+                yield found
 
 
 #: What opens an item of a list or a field: a bullet, a number, a `key:`.

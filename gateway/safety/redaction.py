@@ -19,6 +19,7 @@ expensive-work pool, `gateway.access.expensive`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -294,7 +295,9 @@ class Redactor:
         found = self._analyze(text, sorted(patterns - {PHONE}), artifacts)
         if PHONE in wanted:
             blanked = [(s.start, s.end) for s in found if s.entity_type in PHONE_BLANKED]
-            rest = _blank(text, [*blanked, *technical_spans(text)])
+            rest = _blank(text, blanked)
+            if may_hold_phone_number(rest, self._phone_digits):
+                rest = _blank(rest, technical_spans(text))
             if may_hold_phone_number(rest, self._phone_digits):
                 phones = self._analyze(rest, [PHONE], artifacts)
                 found += [r for r in phones if _digits(text[r.start : r.end]) >= MIN_PHONE_DIGITS]
@@ -401,7 +404,7 @@ def named_entities(
       with a known given name and probablepeople reads it as a person's name.
     """
     names = gazetteer or Gazetteer(frozenset(), frozenset())
-    prose = reads_as_prose(text)
+    prose = functools.cache(lambda: reads_as_prose(text))
     spans = [(span, span.start, _structure_end(text, span.start, span.end)) for span in found]
     surnames = {
         word.casefold()
@@ -448,28 +451,35 @@ def _after_item_verb(text: str, start: int, end: int) -> int:
 
 
 def _a_persons(
-    words: list[str], names: Gazetteer, surnames: set[str], *, prose: bool = False
+    words: list[str], names: Gazetteer, surnames: set[str], *, prose: Callable[[], bool]
 ) -> bool:
     """Whether words the model calls a person's name read as one: capitalised, and one word
     only when it is a given name or a surname the text also writes after a full name;
     several words when one of them is a known name or, in running prose, when each is a
     capitalised word (`Gotabaya Rajapaksa`), as the model read them."""
     bare = [word.strip(".,;:!?'\u2019") for word in words]
+    if len(bare) == 1 and bare[0].casefold() in surnames:
+        return bare[0][:1].isupper()
+    if not _capitalised_name(bare, names):
+        return False
+    if len(bare) == 1:
+        return names.is_given(bare[0])
+    if all(word[:1].isupper() and word.isalpha() for word in bare) and prose():
+        return True
+    return any(names.is_name(word) for word in bare)
+
+
+def _capitalised_name(bare: list[str], names: Gazetteer) -> bool:
+    """Capitalised, no team word, lower-case words only particles (`Edited by`, `Port to
+    VMS by` are none), and not acronyms or a heading in capitals (`SVG`, `Press CTRL`)
+    unless a given name stands in it."""
     if not bare[0][:1].isupper() or any(word.casefold() in TEAM_WORDS for word in bare):
         return False
     if any(word[:1].islower() and word not in PARTICLES for word in bare):
-        return False  # `Edited by`, `Port to VMS by`: a name's lower-case words are particles
-    if len(bare) == 1 and bare[0].casefold() in surnames:
-        return True
+        return False
     capitals = [word for word in bare if word.isupper() and len(word) > 1]
     acronyms = len(capitals) == len(bare) or any(len(word) <= 4 for word in capitals)
-    if capitals and acronyms and not any(names.is_given(word) for word in bare):
-        return False  # acronyms (`SVG`, `Press CTRL`) or a heading in capitals
-    if len(bare) == 1:
-        return names.is_given(bare[0]) or bare[0].casefold() in surnames
-    if prose and all(word[:1].isupper() and word.isalpha() for word in bare):
-        return True
-    return any(names.is_name(word) for word in bare)
+    return not (capitals and acronyms) or any(names.is_given(word) for word in bare)
 
 
 def _structure_end(text: str, start: int, end: int) -> int:

@@ -57,6 +57,11 @@ _VERSION_WORDS = re.compile(
     r"(?i)\W*(?:version|release|releases|upgrade|upgraded|update|updated|bump|bumped|"
     r"standards-version|v|ver|rev|tag|tagged)\W*"
 )
+_QUAD = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
+_LETTER = re.compile(r"[^\W\d_]")
+#: A major version below 10: addresses people write rarely start so (`8.8.8.8` aside,
+#: which follows a word like `server` or `dns`).
+_SMALL_MAJOR = re.compile(r"\d\.")
 #: Words after which a dotted quad is an address, whatever else the line says.
 _ADDRESS_WORDS = frozenset(
     """at on to from via ip ipv4 address addresses addr host hostname server servers proxy
@@ -96,23 +101,31 @@ def technical_spans(text: str) -> Iterator[tuple[int, int]]:
 
 
 def reads_as_version(text: str, start: int, end: int) -> bool:
-    """Whether the dotted quad `text[start:end]` is written as a version, not an address."""
+    """Whether the dotted quad `text[start:end]` is written as a version, not an address
+    (anything else found as an IP address, IPv6 included, is not)."""
+    if _QUAD.fullmatch(text, start, end) is None:
+        return False
     before, after = text[max(0, start - 40) : start], text[end : end + 12]
-    if _JOINED_BEFORE.search(before) or _JOINED_AFTER.match(after):
-        return True
-    if before.endswith("(") or after.startswith(")"):
-        return True  # `name (1.2.5.1)` in a changelog's heading
+    joined = bool(_JOINED_BEFORE.search(before) or _JOINED_AFTER.match(after))
+    # `name (1.2.5.1)` in a changelog's heading
+    bracketed = before.endswith("(") or after.startswith(")")
+    return joined or bracketed or _named_as_version(text, start, before)
+
+
+def _named_as_version(text: str, start: int, before: str) -> bool:
+    """Whether the words before a quad name it a version (`Standards-Version 4.6.0.0`) or
+    name what it versions (`p11-kit 0.23.16.1`, `Git 2.43.0.1`: a one-digit major)."""
     line = before.rsplit("\n", 1)[-1]
     words = line.split()
-    if not words:
+    if not words or not line.endswith(" "):
         return False
     if any(_VERSION_WORDS.fullmatch(word) for word in words[-3:]):
         return True
     named = words[-1].strip("\"'`*_")
-    if named.casefold().strip(":=") in _ADDRESS_WORDS or not line.endswith(" "):
+    if named.casefold().strip(":=") in _ADDRESS_WORDS:
         return False
-    # `p11-kit 0.23.16.1`, `Git 2.43.0.1`: a version after what it versions
-    return is_code_like(named) or named[:1].isupper()
+    names_a_thing = named[:1].isupper() or (is_code_like(named) and _LETTER.search(named))
+    return bool(names_a_thing) and _SMALL_MAJOR.match(text, start) is not None
 
 
 def is_code_like(word: str) -> bool:

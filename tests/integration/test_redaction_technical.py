@@ -148,8 +148,8 @@ def test_a_list_of_contributors_is_a_list_of_people(redactor: Redactor) -> None:
             "<PERSON> approves refunds above 500 euros.",
         ),
         (
-            "The results, ERWAY reported, were mixed. LYNCH said it was enough.",
-            "The results, <PERSON> reported, were mixed. <PERSON> said it was enough.",
+            "The results, ERWAY concluded, were mixed. LYNCH said it was enough.",
+            "The results, <PERSON> concluded, were mixed. <PERSON> said it was enough.",
         ),
         (
             "In 2019, Gotabaya RAJAPAKSA won the presidential election.",
