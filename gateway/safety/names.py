@@ -54,7 +54,9 @@ TEAM_WORDS = frozenset(
     academy street avenue road lane hall building tower island islands river mountain
     mountains lake bay sea ocean coast party church revolution war age empire kingdom
     republic monument park museum library bank front movement council union federation
-    court ministry department agency army navy brotherhood alliance league treaty""".split()
+    court ministry department agency army navy brotherhood alliance league treaty sons
+    brothers partners associates plc ltd limited sa s.a sas s.a.s sarl s.a.r.l gmbh gbr ag
+    bv nv kg oy ab spa srl stichting koninklijke""".split()
 )
 #: Words before a name that say the name is credited for something.
 _CREDIT = re.compile(
