@@ -85,6 +85,15 @@ _CREDENTIALS_URL_REGEX = (
     r"(?:[/?#][^\s\"'<>]*)?"
     r"(?<![.,;:!?)\]}])"
 )
+# name [at] domain.tld, name (at) domain.tld anywhere; name at domain.tld only where a list
+# or a mailbox puts an address (after `<`, a tab or two spaces), since prose says "docs are
+# at example.org". Lower-case and case-sensitive: `Look at Example.com` is no address.
+_LOCAL = r"[a-z0-9][a-z0-9._+-]{0,63}"
+_DOMAIN = r"[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})+(?![\w.-]*@)(?<![.-])"
+_SPELLED_OUT_EMAIL = (
+    rf"(?-i:(?<![\w.@-]){_LOCAL}[ \t]*(?:\[at\]|\(at\)|\{{at\}})[ \t]*{_DOMAIN}"
+    rf"|(?:(?<=<)|(?<=\t)|(?<=[ ]{{2}})){_LOCAL}[ ]at[ ]{_DOMAIN})"
+)
 # Mastercard's 2-series (2221-2720), which presidio's pattern predates; Luhn still applies.
 _MASTERCARD_2_SERIES = r"\b(2[2-7]\d{2})[- ]?(\d{4})[- ]?(\d{4})[- ]?(\d{4})\b"
 
@@ -312,6 +321,25 @@ def _pattern_recognizers(phone_regions: tuple[str, ...]) -> list[Any]:
             found = super().analyze(text, entities, nlp_artifacts, regex_flags)
             return [r for r in found if not reads_as_version(text, r.start, r.end)]
 
+    class SpelledOutEmailRecognizer(PatternRecognizer):
+        """Addresses written against harvesters (`name [at] example.org`, `name at example.org`
+        in a list), kept only where the domain ends in a public suffix."""
+
+        def __init__(self, extractor: tldextract.TLDExtract) -> None:
+            super().__init__(
+                supported_entity="EMAIL_ADDRESS",
+                name="SpelledOutEmailRecognizer",
+                patterns=[Pattern("name at domain", _SPELLED_OUT_EMAIL, 0.8)],
+            )
+            self._extractor = extractor
+
+        def validate_result(self, pattern_text: str) -> bool:
+            domain = re.split(r"\s*(?:\[at\]|\(at\)|\{at\}|\bat\b)\s*", pattern_text, maxsplit=1)[
+                -1
+            ]
+            parts = self._extractor(domain)
+            return bool(parts.suffix and parts.domain)
+
     class OfflineEmailRecognizer(EmailRecognizer):
         """presidio's email recognizer, validating domains against the bundled suffix list."""
 
@@ -336,6 +364,7 @@ def _pattern_recognizers(phone_regions: tuple[str, ...]) -> list[Any]:
         ),
         CryptoRecognizer(),
         OfflineEmailRecognizer(extractor),
+        SpelledOutEmailRecognizer(extractor),
         IbanRecognizer(),
         VersionAwareIpRecognizer(),
         MacAddressRecognizer(),

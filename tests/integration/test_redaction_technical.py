@@ -178,3 +178,19 @@ def test_explain_names_the_recognizer_of_each_hidden_span(redactor: Redactor) ->
         ("jane@example.org", "EMAIL_ADDRESS", "OfflineEmailRecognizer"),
     }
     assert all(0 < s.score <= 1 for s in spans)
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("Andreas Haumer      andreas at xss.co.at", "<PERSON>      <EMAIL_ADDRESS>"),
+        ("write to davefx [at] gmail.com", "write to <EMAIL_ADDRESS>"),
+        ("Docs are at readthedocs.io and we meet at noon.", None),
+    ],
+)
+def test_addresses_spelled_out_against_harvesters(
+    redactor: Redactor, text: str, redacted: str | None
+) -> None:
+    """`name [at] domain` anywhere and `name at domain` in a list are addresses; prose that
+    says where something is (`at readthedocs.io`) is not."""
+    assert redact(redactor, text) == (redacted or text)
