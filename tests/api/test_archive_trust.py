@@ -20,12 +20,16 @@ import httpx
 import numpy as np
 import pytest
 
+from gateway.admin import transfer
+from gateway.tools.probe.archive_probes import EMAIL as EMAIL_PROBE
+from gateway.tools.probe.campaign import Campaign
 from ingest.embedding import Embedder
 from ingest.index import SHARED_COLLECTION, org_collection
 from ingest.payload import Scope
-from tests.api.conftest import Gateway, serving
+from tests.api.conftest import PLATFORM_KEY, Gateway, serving
 from tests.api.tenants import Tenant, provision
 from tests.api.test_transfer import _edited, _export, _import, _stocked
+from tests.isolation.conftest import ClientTransport
 
 pytestmark = pytest.mark.anyio
 
@@ -402,3 +406,33 @@ async def test_an_unsigned_archive_of_a_provisioned_tenant_is_still_refused(
     assert (await _import(target, "beta", "taken", archive)).status_code == 409
     bad = _edited(archive, _setting("workspace", surprise=1))
     assert (await _import(target, "beta", "taken", bad)).status_code == 422
+
+
+# ---- kbgate probe ----------------------------------------------------------------------
+
+
+async def test_kbgate_probe_checks_the_archive_case(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe's `archive` phase exports a workspace, imports it tampered (raw PII under
+    an emptied analysis, a 6 MB passage, a NaN vector, a top_k of 10^9, a bomb) and finds
+    nothing wrong here, leaving nothing behind. Against an import that trusts stored
+    analyses (as before issue 57) it reports the raw values as a leak."""
+    campaign = Campaign(ClientTransport(gateway.client), PLATFORM_KEY)
+    await campaign.run_phase("archive")
+    report = campaign.report
+    assert report.findings == [], [f.line() for f in report.findings]
+    assert report.left_behind == []
+    imports = [r for r in report.records if r.endpoint.endswith("/import")]
+    assert sorted(r.status for r in imports) == [201, 413, 413, 422, 422]
+    assert await gateway.services.store.list_workspaces(f"{campaign.run}-arc") == []
+
+    original = transfer._rehomed
+    monkeypatch.setattr(transfer, "_analysed", lambda _, passages: passages)
+    monkeypatch.setattr(
+        transfer, "_rehomed", lambda entry, target, keep_pii: original(entry, target, keep_pii=True)
+    )
+    trusting = Campaign(ClientTransport(gateway.client), PLATFORM_KEY)
+    await trusting.run_phase("archive")
+    leaks = [f.detail for f in trusting.report.leaks]
+    assert any(EMAIL_PROBE in detail for detail in leaks), leaks
