@@ -138,7 +138,7 @@ class Limits:
 
     `max_expanded_bytes`: the whole NDJSON stream; `max_ratio`: expanded bytes per
     compressed byte read so far, checked once `ratio_from_bytes` have expanded (kbgate's
-    own archives expand about 1.3 times: vectors hardly compress); `max_line_bytes`: one
+    own archives expand about 1.6 times: vectors hardly compress); `max_line_bytes`: one
     record (the largest kbgate writes is a passage of a document at the size limit with
     its whole-document BM25 vector, or a golden set at its limits: a few MB).
     """
@@ -376,7 +376,7 @@ class Reader:
         ):
             raise ArchiveTooLargeError(
                 f"the archive expands more than {limits.max_ratio} times (a kbgate archive "
-                "expands about 1.3 times)"
+                "expands about 1.6 times)"
             )
 
 

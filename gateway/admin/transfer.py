@@ -182,7 +182,7 @@ async def _passage_pages(index: Index, target: Target) -> AsyncIterator[list[Pas
 # ---- import ---------------------------------------------------------------------------
 
 #: An archive expands to at most this many times KBGATE_MAX_IMPORT_BYTES (kbgate's own
-#: expand about 1.3 times: their vectors hardly compress).
+#: expand about 1.6 times: their vectors hardly compress).
 EXPANSION = 4
 #: a passage's position in its document, at most (a document at the size limit makes
 #: tens of thousands)
