@@ -35,6 +35,7 @@ import numpy as np
 from gateway.access.auth import Principal
 from gateway.admin import lifecycle, provisioning, transfer
 from gateway.admin.knowledge import put_agent, put_knowledge_base, target_of
+from gateway.http.archive_records import RULES
 from gateway.runtime.services import Services, build_services
 from gateway.runtime.telemetry import Telemetry, build_logger
 from ingest.index import Passage, SparseVector
@@ -183,7 +184,7 @@ async def _run(data_dir: Path, seed: int, passages: int) -> dict[str, Any]:
         await provisioning.create_org(services, "moved")
         started = time.perf_counter()
         with archive.open("rb") as spooled:
-            imported = await transfer.import_workspace(services, "moved", "gone2", spooled)
+            imported = await transfer.import_workspace(services, "moved", "gone2", spooled, RULES)
         import_s = time.perf_counter() - started
 
         started = time.perf_counter()

@@ -136,6 +136,13 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     max_body_bytes: int = 8 * 1024 * 1024
     #: The largest workspace archive `POST .../import` takes (it is spooled to a temp file).
     max_import_bytes: int = 1024 * 1024 * 1024
+    #: The secret this deployment signs its workspace archives with (HMAC-SHA256): an
+    #: import trusts the PII analyses of an archive signed with it (or with
+    #: `archive_key_previous`) and analyses every other archive's passages again.
+    #: None: no archive is signed, none trusted (`gateway.admin.archive`).
+    archive_key: str | None = None
+    #: the archive key being rotated out: archives it signed are still trusted
+    archive_key_previous: str | None = None
     rate_limit_per_s: float = 50.0
     rate_limit_burst: int = 100
     #: one budget shared by all keys of a workspace, beside each key's own
@@ -257,6 +264,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "MAX_DOCUMENT_BYTES": ("max_document_bytes", _parse_int),
     "MAX_BODY_BYTES": ("max_body_bytes", _parse_int),
     "MAX_IMPORT_BYTES": ("max_import_bytes", _parse_int),
+    "ARCHIVE_KEY": ("archive_key", _parse_str),
+    "ARCHIVE_KEY_PREVIOUS": ("archive_key_previous", _parse_str),
     "RATE_LIMIT_PER_S": ("rate_limit_per_s", _parse_float),
     "RATE_LIMIT_BURST": ("rate_limit_burst", _parse_int),
     "RATE_LIMIT_WORKSPACE_PER_S": ("rate_limit_workspace_per_s", _parse_float),
@@ -353,6 +362,19 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
     (lambda c: c.max_import_bytes >= 1024, "MAX_IMPORT_BYTES", "must be at least 1024"),
     (lambda c: c.rate_limit_per_s > 0, "RATE_LIMIT_PER_S", "must be positive"),
     (lambda c: c.rate_limit_burst >= 1, "RATE_LIMIT_BURST", "must be at least 1"),
+    (
+        lambda c: c.archive_key is None or len(c.archive_key) >= 16,
+        "ARCHIVE_KEY",
+        "must be at least 16 characters",
+    ),
+    (
+        lambda c: (
+            c.archive_key_previous is None
+            or (c.archive_key is not None and len(c.archive_key_previous) >= 16)
+        ),
+        "ARCHIVE_KEY_PREVIOUS",
+        "needs KBGATE_ARCHIVE_KEY set, and at least 16 characters",
+    ),
     (
         lambda c: c.metrics_key is None or len(c.metrics_key) >= 16,
         "METRICS_KEY",

@@ -44,11 +44,7 @@ async def put_golden_set(
     """Store the KB's golden set (replacing any); InvalidInputError naming the first
     field that breaks a rule, before anything is stored."""
     kb = await knowledge_base_of(services, principal, kb_id)
-    for position, question in enumerate(questions):
-        _check_question(question, f"questions[{position}]")
-    for position, text in enumerate(off_topic):
-        if not text.strip():
-            raise InvalidInputError("must not be blank", field=f"off_topic[{position}]")
+    check_golden_set(questions, off_topic)
     golden = GoldenSet(
         tenant_id=principal.tenant_id,
         kb_id=kb.kb_id,
@@ -60,6 +56,16 @@ async def put_golden_set(
     await services.store.put_golden_set(golden)
     services.telemetry.count("golden_sets_stored")
     return golden
+
+
+def check_golden_set(questions: Sequence[GoldenQuestion], off_topic: Sequence[str]) -> None:
+    """InvalidInputError naming the first field of a golden set that breaks a rule the
+    request body's schema cannot say (blank text, bad or repeated ids, grades)."""
+    for position, question in enumerate(questions):
+        _check_question(question, f"questions[{position}]")
+    for position, text in enumerate(off_topic):
+        if not text.strip():
+            raise InvalidInputError("must not be blank", field=f"off_topic[{position}]")
 
 
 def _check_question(question: GoldenQuestion, where: str) -> None:

@@ -11,18 +11,29 @@ that exists and is not being deleted.
 An archive carries each passage's vectors: importing writes them as they are, never
 embedding again, into the collections of the target org (point ids derived anew for the
 target workspace). That needs the same embedding model: an archive of another model (or
-dense size) is refused with 409, before anything is written. An import that fails
-midway leaves a partial workspace: delete it and import again. Logs carry counts only.
+dense size) is refused with 409, before anything is written.
+
+An archive is untrusted input, whoever made it. It is read as a stream within bounds
+(`limits`: expanded size, expansion ratio, one record's length: 413 `archive` past one),
+and every record goes through the API's own write rules before anything is written
+(`RecordRules`: settings as the PATCH and PUT bodies take them, ids, golden sets; each
+passage's ids, classification, text within the document size limit, title and source
+within a document's, finite non-zero vectors of this deployment's dimensions): one bad
+record and nothing is written (422 `archive`, 413 for content over a size limit). The
+PII analyses stored in an archive are kept only when it is signed with this deployment's
+archive key (KBGATE_ARCHIVE_KEY, or the previous one): every other archive's passages are
+analysed here, as a document write analyses them, before they are written. An import
+that fails midway deletes the workspace it created. Logs carry counts only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgspec
 
@@ -30,15 +41,33 @@ from gateway.access.auth import Principal
 from gateway.admin import archive, lifecycle, provisioning
 from gateway.admin.knowledge import require_full_clearance, target_of
 from gateway.admin.write_guard import require_live_workspace
-from gateway.errors import ConflictError, GatewayError, InvalidInputError, NotFoundError
+from gateway.errors import (
+    ConflictError,
+    GatewayError,
+    InvalidInputError,
+    NotFoundError,
+    PayloadTooLargeError,
+)
 from gateway.runtime.services import Services
 from ingest.embedding import MINILM_MODEL_NAME
-from ingest.index import Index, IndexUnavailableError, Passage, Storage
-from ingest.payload import Classification, is_valid_id
+from ingest.index import Index, IndexUnavailableError, Passage
+from ingest.payload import (
+    Classification,
+    PassagePayload,
+    PiiAnalysis,
+    is_valid_id,
+    text_checksum,
+)
 from ingest.sync import Target, point_id
-from settings.golden import GoldenSet
+from settings.config import Config
+from settings.golden import GoldenQuestion, GoldenSet
 from settings.records import Agent, KnowledgeBase, Workspace
 from settings.store import StoreUnavailableError
+
+if TYPE_CHECKING:
+    from gateway.safety.redaction import Redactor
+
+_T = TypeVar("_T")
 
 #: passages read from the index per call
 _PAGE = 256
@@ -73,7 +102,8 @@ async def exportable(
 
 async def export_chunks(services: Services, workspace: Workspace) -> AsyncIterator[bytes]:
     """The archive of the workspace, as gzip chunks (one per page of passages)."""
-    writer = archive.Writer()
+    keys = signing_keys(services.config)
+    writer = archive.Writer(keys[0] if keys else None)
     tenant_id = workspace.tenant_id
     kbs = await services.store.list_knowledge_bases(tenant_id)
     agents = await services.store.list_agents(tenant_id)
@@ -151,41 +181,128 @@ async def _passage_pages(index: Index, target: Target) -> AsyncIterator[list[Pas
 
 # ---- import ---------------------------------------------------------------------------
 
+#: An archive expands to at most this many times KBGATE_MAX_IMPORT_BYTES (kbgate's own
+#: expand about 1.6 times: their vectors hardly compress).
+EXPANSION = 4
+#: a passage's position in its document, at most (a document at the size limit makes
+#: tens of thousands)
+_MAX_PASSAGE_INDEX = 1_000_000
+#: a document's passages overlap (neighbours share up to 30 of 120 words, or a short
+#: sentence): their texts together are at most this many times the document's size limit
+_OVERLAP_ALLOWANCE = 3
+#: a passage's title and source at most, as a document's (`PutDocument`)
+_MAX_TITLE_CHARS = 1000
+_MAX_SOURCE_CHARS = 2000
+
+
+class RecordRules(Protocol):
+    """The API's own write validation, applied to an archive's records (the HTTP edge
+    provides it: its request Structs and rules, `gateway.http.archive_records`). Each
+    returns the settings as the API would store them, or raises InvalidInputError naming
+    the first offending field."""
+
+    def workspace_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def knowledge_base_settings(
+        self, name: str, storage: str, settings: Mapping[str, Any]
+    ) -> dict[str, Any]: ...
+
+    def agent_settings(
+        self, knowledge_base_ids: list[str], settings: Mapping[str, Any]
+    ) -> dict[str, Any]: ...
+
+    def golden_set(self, golden: Mapping[str, Any]) -> tuple[list[GoldenQuestion], list[str]]: ...
+
+
+def limits(config: Config) -> archive.Limits:
+    """How far an archive may expand on this deployment: EXPANSION times the import cap in
+    all; one line at most four documents at the size limit (JSON escapes, vectors) and
+    8 MiB besides."""
+    return archive.Limits(
+        max_expanded_bytes=EXPANSION * config.max_import_bytes,
+        max_line_bytes=4 * config.max_document_bytes + 8 * 1024 * 1024,
+    )
+
+
+def signing_keys(config: Config) -> list[bytes]:
+    """The keys this deployment signs archives with (first) and still trusts."""
+    secrets = (config.archive_key, config.archive_key_previous)
+    return [archive.signing_key(secret) for secret in secrets if secret is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Kb:
+    name: str
+    storage: str
+    created_at: str
+    settings: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Agent:
+    agent_id: str
+    knowledge_base_ids: list[str]
+    created_at: str
+    settings: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Golden:
+    kb_id: str
+    questions: list[GoldenQuestion]
+    off_topic: list[str]
+    updated_at: str
+
 
 @dataclass(slots=True)
 class Contents:
-    """What an archive holds besides its passages, read and checked before any write."""
+    """What an archive holds besides its passages, read and checked (as the API checks
+    its writes) before any write; its settings as the API would store them."""
 
     manifest: archive.Manifest
-    workspace: archive.WorkspaceEntry | None = None
-    kbs: dict[str, archive.KnowledgeBaseEntry] = field(default_factory=dict)
-    agents: list[archive.AgentEntry] = field(default_factory=list)
-    goldens: list[archive.GoldenSetEntry] = field(default_factory=list)
+    workspace_created_at: str | None = None
+    workspace_settings: dict[str, Any] = field(default_factory=dict)
+    kbs: dict[str, _Kb] = field(default_factory=dict)
+    agents: dict[str, _Agent] = field(default_factory=dict)
+    goldens: list[_Golden] = field(default_factory=list)
     passages: int = 0
+    #: signed with this deployment's archive key: its PII analyses may be kept
+    verified: bool = False
+    signed: bool = False
+    #: a document version's passage text bytes so far
+    document_bytes: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Imported:
-    """What an import wrote: counts only."""
+    """What an import wrote: counts only, and whether the archive's PII analyses were
+    trusted (`signature`: verified, unsigned or unverified)."""
 
     knowledge_bases: int
     agents: int
     golden_sets: int
     passages: int
+    pii_analysed: int
+    signature: str
 
 
 async def import_workspace(
-    services: Services, org_id: str, tenant_id: str, spooled: IO[bytes]
+    services: Services,
+    org_id: str,
+    tenant_id: str,
+    spooled: IO[bytes],
+    rules: RecordRules,
 ) -> Imported:
-    """Check the whole archive, then create the workspace and write what it holds. A write
-    that fails half-way (a dependency down, the index's disk at its reserve) deletes the
+    """Check the whole archive (each record as the API checks its writes), then create
+    the workspace and write what it holds. Passages are written with PII analyses made
+    here, unless the archive is signed with this deployment's archive key. A write that
+    fails half-way (a dependency down, the index's disk at its reserve) deletes the
     workspace again before the error is answered, so the import can simply be repeated."""
-    contents = await asyncio.to_thread(_read_contents, spooled, services.embedder.dense_dim)
+    contents = await asyncio.to_thread(_read_contents, services, spooled, rules)
     _require_same_model(services, contents.manifest)
-    created_at = contents.workspace.created_at if contents.workspace else None
-    await provisioning.create_workspace(services, org_id, tenant_id, created_at)
+    await provisioning.create_workspace(services, org_id, tenant_id, contents.workspace_created_at)
     try:
-        written = await _fill(services, org_id, tenant_id, contents, spooled)
+        written, analysed = await _fill(services, org_id, tenant_id, contents, spooled)
     except BaseException:
         await _undo_import(services, org_id, tenant_id)
         raise
@@ -195,25 +312,38 @@ async def import_workspace(
         agents=len(contents.agents),
         golden_sets=len(contents.goldens),
         passages=written,
+        pii_analysed=analysed,
+        signature=_signature(contents),
     )
-    services.telemetry.log.info("workspace_imported", **_counts(imported))
+    services.telemetry.count("pii_analysed_at_import", analysed)
+    services.telemetry.log.info("workspace_imported", **dataclasses.asdict(imported))
     return imported
+
+
+def _signature(contents: Contents) -> str:
+    if contents.verified:
+        return "verified"
+    return "unverified" if contents.signed else "unsigned"
 
 
 async def _fill(
     services: Services, org_id: str, tenant_id: str, contents: Contents, spooled: IO[bytes]
-) -> int:
-    """Write the new workspace's settings, records and passages; the passages written."""
-    if contents.workspace and contents.workspace.settings:
+) -> tuple[int, int]:
+    """Write the new workspace's settings, records and passages; the passages written and
+    those analysed for PII here."""
+    if contents.workspace_settings:
         await services.store.update_workspace_settings(
             tenant_id,
-            contents.workspace.settings,
+            contents.workspace_settings,
             key_id=provisioning.PLATFORM.key_id,
             at=datetime.now(UTC).isoformat(),
         )
     targets = await _put_records(services, org_id, tenant_id, contents)
     spooled.seek(0)
-    return await asyncio.to_thread(_write_passages, services.index, spooled, targets)
+    redactor = None if contents.verified else services.redactor
+    return await asyncio.to_thread(
+        _write_passages, services, spooled, targets, redactor, limits(services.config)
+    )
 
 
 async def _undo_import(services: Services, org_id: str, tenant_id: str) -> None:
@@ -227,10 +357,6 @@ async def _undo_import(services: Services, org_id: str, tenant_id: str) -> None:
     services.telemetry.log.info("workspace_import_undone")
 
 
-def _counts(imported: Imported) -> dict[str, int]:
-    return dataclasses.asdict(imported)
-
-
 def _require_same_model(services: Services, manifest: archive.Manifest) -> None:
     ours = model_id(services)
     if manifest.embedding_model != ours or manifest.dense_dim != services.embedder.dense_dim:
@@ -242,70 +368,188 @@ def _require_same_model(services: Services, manifest: archive.Manifest) -> None:
         )
 
 
-def _read_contents(spooled: IO[bytes], dense_dim: int) -> Contents:
-    """Read the archive once through, checking every line; InvalidInputError (`archive`)
-    on the first fault."""
+def _read_contents(services: Services, spooled: IO[bytes], rules: RecordRules) -> Contents:
+    """Read the archive once through, checking every line; on the first fault
+    PayloadTooLargeError (`archive`: past a bound of `limits`, or content over the API's
+    size limits) or InvalidInputError (`archive`: anything else)."""
+    config = services.config
     spooled.seek(0)
+    reader = archive.Reader(spooled, limits(config), signing_keys(config))
+    checker = _Checker(config, services.embedder.dense_dim, rules)
     try:
-        return _collect(archive.read_entries(spooled), dense_dim)
+        contents = checker.collect(iter(reader))
+    except archive.ArchiveTooLargeError as error:
+        raise PayloadTooLargeError(str(error), field="archive") from None
     except archive.ArchiveError as error:
         raise InvalidInputError(str(error), field="archive") from None
-
-
-def _collect(entries: Iterator[archive.Entry], dense_dim: int) -> Contents:
-    first = next(entries)
-    if not isinstance(first, archive.Manifest):  # read_entries refuses that already
-        raise archive.ArchiveError("line 1: the archive does not start with its manifest")
-    contents = Contents(manifest=first)
-    for entry in entries:
-        if isinstance(entry, archive.WorkspaceEntry):
-            contents.workspace = entry
-        elif isinstance(entry, archive.KnowledgeBaseEntry):
-            _check_kb(entry, contents)
-            contents.kbs[entry.kb_id] = entry
-        elif isinstance(entry, archive.AgentEntry):
-            _check_agent(entry, contents)
-            contents.agents.append(entry)
-        elif isinstance(entry, archive.GoldenSetEntry):
-            _check_known_kb(entry.kb_id, contents, "a golden set")
-            contents.goldens.append(entry)
-        elif isinstance(entry, archive.PassageEntry):
-            _check_passage(entry, contents, dense_dim)
-            contents.passages += 1
+    contents.verified = reader.verified
     return contents
 
 
-def _check_kb(entry: archive.KnowledgeBaseEntry, contents: Contents) -> None:
-    if not is_valid_id(entry.kb_id) or entry.kb_id in contents.kbs:
-        raise archive.ArchiveError(f"knowledge base {entry.kb_id!r}: invalid or repeated id")
-    if entry.storage not in set(Storage):
-        raise archive.ArchiveError(f"knowledge base {entry.kb_id!r}: unknown storage")
+class _Checker:
+    """Every record of an archive through the API's write rules."""
 
+    def __init__(self, config: Config, dense_dim: int, rules: RecordRules) -> None:
+        self._dense_dim = dense_dim
+        self._rules = rules
+        self._max_text = config.max_document_bytes
+        self._number = 0
 
-def _check_agent(entry: archive.AgentEntry, contents: Contents) -> None:
-    if not is_valid_id(entry.agent_id):
-        raise archive.ArchiveError(f"agent {entry.agent_id!r}: invalid id")
-    for kb_id in entry.knowledge_base_ids:
-        _check_known_kb(kb_id, contents, f"agent {entry.agent_id!r}")
+    def collect(self, entries: Iterator[archive.Entry]) -> Contents:
+        first = next(entries)
+        if not isinstance(first, archive.Manifest):  # the reader refuses that already
+            raise archive.ArchiveError("line 1: the archive does not start with its manifest")
+        contents = Contents(manifest=first)
+        for self._number, entry in enumerate(entries, start=2):
+            if isinstance(entry, archive.WorkspaceEntry):
+                self._workspace(entry, contents)
+            elif isinstance(entry, archive.KnowledgeBaseEntry):
+                self._kb(entry, contents)
+            elif isinstance(entry, archive.AgentEntry):
+                self._agent(entry, contents)
+            elif isinstance(entry, archive.GoldenSetEntry):
+                self._golden(entry, contents)
+            elif isinstance(entry, archive.PassageEntry):
+                self._passage(entry, contents)
+                contents.passages += 1
+            elif isinstance(entry, archive.End):
+                contents.signed = entry.signature is not None
+        contents.document_bytes.clear()
+        return contents
 
+    def _fault(self, what: str, message: str) -> archive.ArchiveError:
+        return archive.ArchiveError(f"line {self._number}: {what}: {message}")
 
-def _check_known_kb(kb_id: str, contents: Contents, what: str) -> None:
-    if kb_id not in contents.kbs:
-        raise archive.ArchiveError(f"{what} names knowledge base {kb_id!r}, which comes before")
+    def _too_large(self, what: str, message: str) -> archive.ArchiveTooLargeError:
+        return archive.ArchiveTooLargeError(f"line {self._number}: {what}: {message}")
 
+    def _ruled(self, what: str, rule: Callable[[], _T]) -> _T:
+        """A rule of the API's applied; its InvalidInputError as an archive fault."""
+        try:
+            return rule()
+        except GatewayError as error:
+            where = f"{error.field}: " if error.field else ""
+            raise self._fault(what, where + error.message) from None
 
-def _check_passage(entry: archive.PassageEntry, contents: Contents, dense_dim: int) -> None:
-    payload = entry.payload
-    _check_known_kb(entry.kb_id, contents, "a passage")
-    if payload.knowledge_base_id != entry.kb_id or not is_valid_id(payload.document_id):
-        raise archive.ArchiveError(f"a passage of {entry.kb_id!r}: inconsistent ids")
-    if payload.classification not in set(Classification):
-        raise archive.ArchiveError(f"a passage of {entry.kb_id!r}: unknown classification")
-    dense, _, _ = archive.vectors_of(entry)
-    if len(dense) != dense_dim:
-        raise archive.ArchiveError(
-            f"a passage of {entry.kb_id!r} has {len(dense)} dense dimensions, not {dense_dim}"
+    def _instant(self, what: str, value: str) -> str:
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise self._fault(what, f"{value[:40]!r} is not an ISO 8601 date-time") from None
+        return value
+
+    def _workspace(self, entry: archive.WorkspaceEntry, contents: Contents) -> None:
+        if contents.workspace_created_at is not None:
+            raise self._fault("the workspace", "a second workspace record")
+        contents.workspace_created_at = self._instant("the workspace", entry.created_at)
+        contents.workspace_settings = self._ruled(
+            "the workspace settings", lambda: self._rules.workspace_settings(entry.settings)
         )
+
+    def _kb(self, entry: archive.KnowledgeBaseEntry, contents: Contents) -> None:
+        what = f"knowledge base {entry.kb_id[:300]!r}"
+        if not is_valid_id(entry.kb_id) or entry.kb_id in contents.kbs:
+            raise self._fault(what, "invalid or repeated id")
+        settings = self._ruled(
+            what,
+            lambda: self._rules.knowledge_base_settings(entry.name, entry.storage, entry.settings),
+        )
+        contents.kbs[entry.kb_id] = _Kb(
+            name=entry.name,
+            storage=entry.storage,
+            created_at=self._instant(what, entry.created_at),
+            settings=settings,
+        )
+
+    def _agent(self, entry: archive.AgentEntry, contents: Contents) -> None:
+        what = f"agent {entry.agent_id[:300]!r}"
+        if not is_valid_id(entry.agent_id) or entry.agent_id in contents.agents:
+            raise self._fault(what, "invalid or repeated id")
+        settings = self._ruled(
+            what, lambda: self._rules.agent_settings(entry.knowledge_base_ids, entry.settings)
+        )
+        if len(set(entry.knowledge_base_ids)) != len(entry.knowledge_base_ids):
+            raise self._fault(what, "knowledge_base_ids: a knowledge base is listed twice")
+        for kb_id in entry.knowledge_base_ids:
+            self._known_kb(kb_id, contents, what)
+        contents.agents[entry.agent_id] = _Agent(
+            agent_id=entry.agent_id,
+            knowledge_base_ids=list(entry.knowledge_base_ids),
+            created_at=self._instant(what, entry.created_at),
+            settings=settings,
+        )
+
+    def _golden(self, entry: archive.GoldenSetEntry, contents: Contents) -> None:
+        what = f"the golden set of {entry.kb_id[:300]!r}"
+        self._known_kb(entry.kb_id, contents, what)
+        if any(golden.kb_id == entry.kb_id for golden in contents.goldens):
+            raise self._fault(what, "a second golden set of this knowledge base")
+        questions, off_topic = self._ruled(what, lambda: self._rules.golden_set(entry.golden))
+        updated_at = entry.golden.get("updated_at")
+        contents.goldens.append(
+            _Golden(
+                kb_id=entry.kb_id,
+                questions=questions,
+                off_topic=off_topic,
+                updated_at=self._instant(what, updated_at)
+                if isinstance(updated_at, str) and updated_at
+                else datetime.now(UTC).isoformat(),
+            )
+        )
+
+    def _known_kb(self, kb_id: str, contents: Contents, what: str) -> None:
+        if kb_id not in contents.kbs:
+            raise self._fault(what, f"names knowledge base {kb_id[:300]!r}, which comes before")
+
+    def _passage(self, entry: archive.PassageEntry, contents: Contents) -> None:
+        payload = entry.payload
+        what = f"a passage of {entry.kb_id[:300]!r}"
+        self._known_kb(entry.kb_id, contents, what)
+        if payload.knowledge_base_id != entry.kb_id:
+            raise self._fault(what, "inconsistent ids")
+        for name, value in (
+            ("document_id", payload.document_id),
+            ("document_version", payload.document_version),
+        ):
+            if not is_valid_id(value):
+                raise self._fault(what, f"{name}: not a valid id")
+        if not 0 <= payload.passage_index <= _MAX_PASSAGE_INDEX:
+            raise self._fault(what, "passage_index: out of range")
+        if payload.classification not in set(Classification):
+            raise self._fault(what, "classification: unknown")
+        if len(payload.title) > _MAX_TITLE_CHARS or len(payload.source) > _MAX_SOURCE_CHARS:
+            raise self._fault(
+                what,
+                f"title over {_MAX_TITLE_CHARS} or source over {_MAX_SOURCE_CHARS} characters",
+            )
+        self._instant(what, payload.indexed_at)
+        self._text(payload, contents, what)
+        try:
+            dense, _, _ = archive.vectors_of(entry)
+        except archive.ArchiveError as error:
+            raise self._fault(what, str(error)) from None
+        if len(dense) != self._dense_dim:
+            raise self._fault(
+                what, f"{len(dense)} dense dimensions, where this deployment has {self._dense_dim}"
+            )
+
+    def _text(self, payload: PassagePayload, contents: Contents, what: str) -> None:
+        """Not blank; within the document size limit, alone and with the rest of its
+        document's passages (their overlaps allowed for)."""
+        if not payload.text.strip():
+            raise self._fault(what, "text: must not be empty")
+        size = len(payload.text.encode("utf-8"))
+        if size > self._max_text:
+            raise self._too_large(what, f"text is over {self._max_text} bytes")
+        document = (payload.knowledge_base_id, payload.document_id, payload.document_version)
+        total = contents.document_bytes.get(document, 0) + size
+        if total > _OVERLAP_ALLOWANCE * self._max_text:
+            raise self._too_large(
+                what,
+                f"document {payload.document_id[:300]!r}: its passages hold more text than a "
+                f"document of {self._max_text} bytes makes",
+            )
+        contents.document_bytes[document] = total
 
 
 async def _put_records(
@@ -313,9 +557,9 @@ async def _put_records(
 ) -> dict[str, Target]:
     """The KBs, agents and golden sets under the new workspace; each KB's write target."""
     targets: dict[str, Target] = {}
-    for entry in contents.kbs.values():
+    for kb_id, entry in contents.kbs.items():
         kb = KnowledgeBase(
-            kb_id=entry.kb_id,
+            kb_id=kb_id,
             tenant_id=tenant_id,
             org_id=org_id,
             storage=entry.storage,
@@ -325,7 +569,7 @@ async def _put_records(
         )
         await services.store.put_knowledge_base(kb)
         targets[kb.kb_id] = target_of(kb)
-    for agent in contents.agents:
+    for agent in contents.agents.values():
         await services.store.put_agent(
             Agent(
                 agent_id=agent.agent_id,
@@ -336,37 +580,85 @@ async def _put_records(
             )
         )
     for golden in contents.goldens:
-        fields = {**golden.golden, "tenant_id": tenant_id, "kb_id": golden.kb_id}
-        await services.store.put_golden_set(msgspec.convert(fields, GoldenSet))
+        await services.store.put_golden_set(
+            GoldenSet(
+                tenant_id=tenant_id,
+                kb_id=golden.kb_id,
+                questions=golden.questions,
+                off_topic=golden.off_topic,
+                updated_at=golden.updated_at,
+                updated_by=provisioning.PLATFORM.key_id,
+            )
+        )
     return targets
 
 
-def _write_passages(index: Index, spooled: IO[bytes], targets: dict[str, Target]) -> int:
-    """Every passage of the archive, under its new owner, in batches; returns how many."""
-    written = 0
+def _write_passages(
+    services: Services,
+    spooled: IO[bytes],
+    targets: dict[str, Target],
+    redactor: Redactor | None,
+    bounds: archive.Limits,
+) -> tuple[int, int]:
+    """Every passage of the archive, under its new owner, in batches, each analysed for
+    PII by `redactor` first (None: the archive's analyses kept); returns how many were
+    written and how many analysed."""
+    written = analysed = 0
     batch: dict[str, list[Passage]] = {}
-    for entry in archive.read_entries(spooled):
+
+    def flush(collection: str, passages: list[Passage]) -> None:
+        nonlocal written, analysed
+        if redactor is not None:
+            passages = _analysed(redactor, passages)
+            analysed += len(passages)
+        services.index.ensure_collection(collection)
+        services.index.upsert(collection, passages)
+        written += len(passages)
+
+    for entry in archive.Reader(spooled, bounds):
         if not isinstance(entry, archive.PassageEntry):
             continue
         target = targets[entry.kb_id]
-        batch.setdefault(target.collection, []).append(_rehomed(entry, target))
+        batch.setdefault(target.collection, []).append(
+            _rehomed(entry, target, keep_pii=redactor is None)
+        )
         if len(batch[target.collection]) >= _WRITE_BATCH:
-            written += _flush(index, target.collection, batch.pop(target.collection))
+            flush(target.collection, batch.pop(target.collection))
     for collection, passages in batch.items():
-        written += _flush(index, collection, passages)
-    return written
+        flush(collection, passages)
+    return written, analysed
 
 
-def _flush(index: Index, collection: str, passages: list[Passage]) -> int:
-    index.ensure_collection(collection)
-    index.upsert(collection, passages)
-    return len(passages)
+def _analysed(redactor: Redactor, passages: list[Passage]) -> list[Passage]:
+    """The passages with their PII analysed by this deployment's analyzer (each distinct
+    text and title once), as a document write analyses them."""
+    strings = list(dict.fromkeys(s for p in passages for s in (p.payload.text, p.payload.title)))
+    found = dict(zip(strings, redactor.analyze_texts(strings), strict=True))
+    return [
+        dataclasses.replace(
+            passage,
+            payload=msgspec.structs.replace(
+                passage.payload,
+                pii=PiiAnalysis(
+                    analyzer=redactor.analyzer_version,
+                    text=found[passage.payload.text],
+                    title=found[passage.payload.title],
+                ),
+            ),
+        )
+        for passage in passages
+    ]
 
 
-def _rehomed(entry: archive.PassageEntry, target: Target) -> Passage:
-    """The archived passage as a point of the target workspace (its vectors as they are)."""
+def _rehomed(entry: archive.PassageEntry, target: Target, *, keep_pii: bool) -> Passage:
+    """The archived passage as a point of the target workspace (its vectors as they are,
+    its checksum computed again, its PII analysis kept only when `keep_pii`)."""
     payload = msgspec.structs.replace(
-        entry.payload, tenant_id=target.tenant_id, org_id=target.org_id
+        entry.payload,
+        tenant_id=target.tenant_id,
+        org_id=target.org_id,
+        checksum=text_checksum(entry.payload.text),
+        pii=entry.payload.pii if keep_pii else None,
     )
     dense, sparse, document = archive.vectors_of(entry)
     return Passage(

@@ -87,18 +87,22 @@ def turn_retention(services: Services, workspace: Workspace | None) -> Resolved[
     )
 
 
+def check_allow_list(entries: Any) -> None:
+    """InvalidInputError (`pii_allow_list`) when an entry of an allow-list does not parse."""
+    if entries is not None:
+        try:
+            parse_allow_list(entries)
+        except AllowListError as error:
+            raise InvalidInputError(str(error), field=PII_ALLOW_LIST) from None
+
+
 async def change_settings(
     services: Services, principal: Principal, changes: Mapping[str, Any]
 ) -> Workspace:
     """Apply and audit (key id, never the key); in force here at once, elsewhere within 30 s.
 
     An allow-list with an unusable entry is InvalidInputError, and nothing changes."""
-    entries = changes.get(PII_ALLOW_LIST)
-    if entries is not None:
-        try:
-            parse_allow_list(entries)
-        except AllowListError as error:
-            raise InvalidInputError(str(error), field=PII_ALLOW_LIST) from None
+    check_allow_list(changes.get(PII_ALLOW_LIST))
     try:
         updated = await services.store.update_workspace_settings(
             principal.tenant_id,

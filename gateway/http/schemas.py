@@ -99,12 +99,22 @@ class WorkspaceImported(msgspec.Struct, kw_only=True):
     agents: int
     golden_sets: int
     passages: int
+    #: passages whose PII this deployment analysed at import (all of them, unless the
+    #: archive is signed with its archive key: then its stored analyses are kept)
+    pii_analysed: int = 0
+
+
+#: `verified`: signed with this deployment's archive key (its PII analyses kept);
+#: `unsigned`: no signature; `unverified`: a signature this deployment cannot verify
+#: (another key, or the archive changed since it was signed)
+ArchiveSignature = Literal["verified", "unsigned", "unverified"]
 
 
 class WorkspaceImportedOut(msgspec.Struct, kw_only=True):
     tenant_id: str
     org_id: str
     imported: WorkspaceImported
+    signature: ArchiveSignature = "unsigned"
 
 
 class CreateKey(Strict):

@@ -39,7 +39,7 @@ from gateway.runtime.services import Services, build_services
 from gateway.runtime.telemetry import Telemetry, build_logger
 from gateway.safety.redaction import Redactor
 from gateway.tools.probe.campaign import Campaign
-from gateway.tools.probe.client import Reply, retry_after_s
+from gateway.tools.probe.client import ARCHIVE_MEDIA_TYPE, Reply, retry_after_s
 from gateway.tools.probe.report import Report
 from gateway.tools.probe.world import PHASES, LegacyDocument
 from ingest.embedding import Embedder, build_embedder
@@ -136,10 +136,16 @@ class ClientTransport:
         headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
         if body is None:
             response = await self.client.request(method, path, headers=headers)
+        elif isinstance(body, bytes):
+            headers["Content-Type"] = ARCHIVE_MEDIA_TYPE
+            response = await self.client.request(method, path, headers=headers, content=body)
         else:
             response = await self.client.request(method, path, headers=headers, json=body)
         return Reply(
-            response.status_code, response.text, retry_after_s(response.headers.get("Retry-After"))
+            response.status_code,
+            response.text,
+            retry_after_s(response.headers.get("Retry-After")),
+            content=response.content,
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import tempfile
-from typing import IO
+from typing import IO, cast
 
 from litestar import Controller, Request, get, post
 from litestar.datastructures import State
@@ -16,9 +16,10 @@ from litestar.response import Stream
 from gateway.access.auth import Principal
 from gateway.admin import archive, transfer
 from gateway.errors import PayloadTooLargeError
+from gateway.http.archive_records import RULES
 from gateway.http.dependencies import Injected
 from gateway.http.openapi import BEARER, KEYED, problems
-from gateway.http.schemas import WorkspaceImported, WorkspaceImportedOut
+from gateway.http.schemas import ArchiveSignature, WorkspaceImported, WorkspaceImportedOut
 from gateway.http.security import requires
 from gateway.runtime.services import Services
 from settings.records import Role
@@ -81,7 +82,11 @@ class TransferController(Controller):
         status_code=201,
         request_max_body_size=None,
         operation_id="importWorkspace",
-        summary="Create the workspace from an archive (same embedding model: no re-embedding)",
+        summary=(
+            "Create the workspace from an archive (same embedding model: no re-embedding; "
+            "every record checked as the API checks its writes; PII analysed again unless "
+            "this deployment signed it)"
+        ),
         responses=problems(*KEYED, 404, 409, 413, 422),
     )
     async def import_workspace(
@@ -93,7 +98,7 @@ class TransferController(Controller):
     ) -> WorkspaceImportedOut:
         with tempfile.TemporaryFile() as spooled:
             await _spool(request, spooled, services.config.max_import_bytes)
-            imported = await transfer.import_workspace(services, org_id, tenant_id, spooled)
+            imported = await transfer.import_workspace(services, org_id, tenant_id, spooled, RULES)
         return WorkspaceImportedOut(
             tenant_id=tenant_id,
             org_id=org_id,
@@ -102,5 +107,7 @@ class TransferController(Controller):
                 agents=imported.agents,
                 golden_sets=imported.golden_sets,
                 passages=imported.passages,
+                pii_analysed=imported.pii_analysed,
             ),
+            signature=cast(ArchiveSignature, imported.signature),
         )

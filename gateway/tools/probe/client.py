@@ -21,6 +21,8 @@ class Reply:
     status: int
     text: str
     retry_after: float | None = None  # seconds, from a 429's Retry-After header
+    #: the body's bytes (an archive download); the text is their UTF-8 reading
+    content: bytes = b""
 
     def json(self) -> Any:
         try:
@@ -33,8 +35,13 @@ class TransportError(RuntimeError):
     """The gateway could not be reached."""
 
 
+#: the media type a `bytes` body is sent as (a workspace archive)
+ARCHIVE_MEDIA_TYPE = "application/gzip"
+
+
 class Transport(Protocol):
-    """Sends one request; the key goes in `Authorization: Bearer`."""
+    """Sends one request; the key goes in `Authorization: Bearer`. A `bytes` body is sent
+    as it is (`ARCHIVE_MEDIA_TYPE`), anything else as JSON."""
 
     async def request(self, method: str, path: str, *, key: str | None, body: Any) -> Reply: ...
 
@@ -55,7 +62,10 @@ class UrllibTransport:
     def _send(self, method: str, path: str, key: str | None, body: Any) -> Reply:
         headers = {"Accept": "application/json"}
         data = None
-        if body is not None:
+        if isinstance(body, bytes):
+            data = body
+            headers["Content-Type"] = ARCHIVE_MEDIA_TYPE
+        elif body is not None:
             data = json.dumps(body).encode("utf-8")
             headers["Content-Type"] = "application/json"
         if key is not None:
@@ -65,7 +75,8 @@ class UrllibTransport:
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:  # noqa: S310 — as above
-                return Reply(answer.status, answer.read().decode("utf-8", "replace"))
+                raw = answer.read()
+                return Reply(answer.status, raw.decode("utf-8", "replace"), content=raw)
         except urllib.error.HTTPError as error:
             text = error.read().decode("utf-8", "replace")
             return Reply(error.code, text, retry_after_s(error.headers.get("Retry-After")))

@@ -18,7 +18,10 @@ _EPILOG = """\
 The probe provisions its own throwaway organizations and workspaces (ids start with
 probe-<random>), plants canary documents, and tries every endpoint as every one of its
 keys to get another workspace's canaries, counts or ids back. It touches only what it
-created, deletes its documents when done and lists what the API cannot delete.
+created, deletes its documents when done and lists what the API cannot delete. Its last
+phase, `archive`, exports a workspace of its own and imports tampered copies (raw PII
+under an emptied analysis, an oversized passage, a NaN vector, an out-of-bound setting,
+a decompression bomb): no raw PII may come back, and each of the others is refused.
 
 exit status: 0 no leak; 1 a leak was found; 2 bad arguments or provisioning failed;
 3 no leak, but some probes could not vouch (unexpected answers, e.g. errors).
