@@ -378,6 +378,49 @@ def _a_speaker(text: str, start: int, words: list[str]) -> bool:
     )
 
 
+#: Titles and roles that stand before a person's name (`President Emomali RAHMON`,
+#: `explorer Ferdinand MAGELLAN`, `CEO Priya Raghunathan`).
+ROLES = frozenset(
+    """president vice-president king queen prince princess emperor empress sultan emir sheikh
+    shah tsar czar pope bishop archbishop cardinal general colonel captain admiral sergeant
+    lieutenant governor senator minister premier chancellor mayor judge justice ambassador
+    chairman chairwoman chair ceo cfo cto coo director professor explorer leader founder
+    dictator commander chief navigator""".split()
+)
+_PARTICLE_WORDS = "|".join(sorted(PARTICLES))
+_TITLED = re.compile(
+    r"(?i:\b(?:prime[ \t]+)?(?P<role>[a-z-]+))[ \t]+"
+    r"(?P<name>[^\W\d_a-z][\w\u2019'-]*"
+    rf"(?:[ \t]+(?:[^\W\d_a-z][\w\u2019'-]*|(?:{_PARTICLE_WORDS})\b)){{0,4}})"
+)
+
+
+def titled_names(text: str, gazetteer: Gazetteer) -> Iterator[tuple[int, int]]:
+    """Names after a title or a role, when a word of them is a known name or is written in
+    capitals (a surname's house style): `King HUSSEIN`, not `General Motors`."""
+    for match in _TITLED.finditer(text):
+        if match.group("role").casefold() not in ROLES:
+            continue
+        words = match.group("name").split()
+        while words and (words[-1] in PARTICLES or words[-1].casefold() in ROLES):
+            words.pop()
+        start = match.start("name")
+        while words and words[0].casefold() in ROLES:  # `Prime Minister Sheikh HASINA`
+            start = text.index(words[0], start) + len(words.pop(0))
+        known = any(gazetteer.is_name(w) or (w.isupper() and len(w) > 2) for w in words)
+        if words and known and _personal(words) and not any(is_code_like(w) for w in words):
+            start = text.index(words[0], start)
+            yield start, _end_of(text, start, words)
+
+
+def _end_of(text: str, start: int, words: list[str]) -> int:
+    """Where the last of `words` ends in `text`, reading from `start`."""
+    at = start
+    for word in words:
+        at = text.index(word, at) + len(word)
+    return at
+
+
 def given_names(text: str, gazetteer: Gazetteer) -> Iterator[tuple[int, int]]:
     """Runs of capitalised words that start with a given name and go on with a surname:
     `Priya Raghunathan`, `Grace Hopper`; not `Mark Done` (no surname follows a given name
@@ -398,7 +441,7 @@ def given_names(text: str, gazetteer: Gazetteer) -> Iterator[tuple[int, int]]:
             if len(run) < 2:
                 continue
             surnames = [match.group()[s:e] for s, e in run[1:]]
-            if any(gazetteer.is_name(word) for word in surnames) or not _common_pair(first):
+            if any(gazetteer.is_name(word) for word in surnames) or not common_given(first):
                 yield match.start() + run[0][0], match.start() + run[-1][1]
             break
 
@@ -406,7 +449,8 @@ def given_names(text: str, gazetteer: Gazetteer) -> Iterator[tuple[int, int]]:
 #: Given names that are also everyday English words: they start a name only when a known
 #: surname follows (`Will Thompson`, not `Will Update`).
 _COMMON_GIVEN = frozenset(
-    """Will May Mark Grant Bill Rich Pat Max Drew Guy Art Jack Rose Page Chase Hope Faith
+    """Add Link Love Will May Mark Grant Bill Rich Pat Max Drew Guy Art Jack Rose Page Chase
+    Hope Faith
     Summer Dash Ruby Julia Ada Jordan Lane Case Lee Long Young White Black Brown Green
     Gray Grey Park Hall Wood Stone Field Read Reed Frank Earnest Sunny Joy Happy Angel
     Star Sky River Dawn Autumn Rain Storm April June August Sterling Mason Hunter Carter
@@ -415,7 +459,8 @@ _COMMON_GIVEN = frozenset(
 )
 
 
-def _common_pair(first: str) -> bool:
+def common_given(first: str) -> bool:
+    """Whether a given name is also an everyday English word (`Will`, `Mark`, `Add`)."""
     return first in _COMMON_GIVEN
 
 

@@ -73,6 +73,7 @@ CONTEXT_NAME_RECOGNIZERS = {
     "HandleRecognizer": 0.9,
     "NameListRecognizer": 0.9,
     "SpeakerRecognizer": 0.88,
+    "TitledNameRecognizer": 0.88,
     "GivenNameRecognizer": 0.88,
 }
 
@@ -266,6 +267,7 @@ def _name_recognizers(gazetteer: Gazetteer) -> list[Any]:
         "HandleRecognizer": names.handles,
         "NameListRecognizer": lambda text: names.listed_names(text, gazetteer),
         "SpeakerRecognizer": lambda text: names.speakers(text, gazetteer),
+        "TitledNameRecognizer": lambda text: names.titled_names(text, gazetteer),
         "GivenNameRecognizer": lambda text: names.given_names(text, gazetteer),
     }
 

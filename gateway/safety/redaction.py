@@ -32,6 +32,7 @@ from gateway.safety.names import (
     SPEECH_VERBS,
     TEAM_WORDS,
     Gazetteer,
+    common_given,
     opens_item,
     truecased,
 )
@@ -312,6 +313,9 @@ class Redactor:
                 and not (_recognizer(r) in READ_BY_MODEL and _overlaps_any(r, not_people))
             ]
             found += named_entities(text, by_model, self._gazetteer)
+            found += same_names(
+                text, [r for r in found if r.entity_type == "PERSON"], self._gazetteer
+            )
         return [span for span in found if span.entity_type in wanted]
 
     def _analyze(self, text: str, entities: list[str], artifacts: Any) -> list[Any]:
@@ -573,13 +577,47 @@ def _digits(value: str) -> int:
 #: Recognizers whose names the model may overrule: where it reads the same words as a
 #: place, a nationality, a building, an event or a work (`Sierra Leone`, `Moscow
 #: responded`, `French Polynesia`), they are not a person's.
-READ_BY_MODEL = frozenset({"GivenNameRecognizer", "SpeakerRecognizer"})
+READ_BY_MODEL = frozenset({"GivenNameRecognizer", "SpeakerRecognizer", "TitledNameRecognizer"})
 #: The NER model's labels (OntoNotes, and presidio's for the mapped ones) that no person
 #: carries. Organisations are not among them: the model calls many people one.
 NOT_PEOPLE_LABELS = frozenset(
     {"LOCATION", "GPE", "LOC", "NORP", "FAC", "EVENT", "LAW", "LANGUAGE", "PRODUCT"}
     | {"WORK_OF_ART"}
 )
+
+
+GIVEN_NAMES = "GivenNameRecognizer"
+#: Where a surname found once is found again (`Yoweri MUSEVENI … MUSEVENI said`).
+SAME_NAME = "SameNameRecognizer"
+
+
+def same_names(text: str, people: Sequence[Any], gazetteer: Gazetteer) -> list[Detection]:
+    """Each other whole-word mention of the surname (the last word) of a person's name of
+    several words found in `text`, by a context recognizer or starting with a known given
+    name: the same person, named again."""
+    surnames = {
+        words[-1]
+        for span in people
+        if len(words := text[span.start : span.end].split()) > 1
+        and (
+            _recognizer(span) in CONTEXT_NAME_RECOGNIZERS.keys() - {GIVEN_NAMES}
+            or (gazetteer.is_given(words[0]) and not common_given(words[0]))
+        )
+        and len(words[-1]) > 2
+        and words[-1][:1].isupper()
+        and words[-1].casefold() not in TEAM_WORDS
+    }
+    if not surnames:
+        return []
+    taken = [(span.start, span.end) for span in people]
+    pattern = re.compile(
+        r"(?<![\w'\u2019-])(?:" + "|".join(map(re.escape, sorted(surnames))) + r")(?![\w-])"
+    )
+    return [
+        Detection(m.start(), m.end(), "PERSON", 0.85, SAME_NAME)
+        for m in pattern.finditer(text)
+        if not _overlaps_any(Detection(m.start(), m.end(), "PERSON", 0), taken)
+    ]
 
 
 def _not_people(artifacts: Any) -> list[tuple[int, int]]:
