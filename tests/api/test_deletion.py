@@ -80,8 +80,9 @@ async def test_workspace_deletion_removes_everything_it_owns_and_spares_its_neig
     kb_shared, KBs, agents, keys, turns, settings changes); afterwards its key answers 401,
     none of its passages is left under its Scope in either collection, its key history went
     with it (the deletion's audit record counts its keys), a second DELETE answers 404, and
-    the tenant id can be created again, empty. A neighbour in the same org and collections keeps its passage counts in both and
-    sees exactly what it saw before (documents, a turn's results)."""
+    the tenant id can be created again, empty. A neighbour in the same org and collections
+    keeps its passage counts in both and sees exactly what it saw before (documents, a
+    turn's results)."""
     gw = stack_gateway
     gone = await _stocked(gw, "gone")
     stay = await _stocked(gw, "stay")
