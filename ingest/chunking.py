@@ -9,6 +9,13 @@ also share whole sentences (up to `overlap_words` words, and at least the last
 sentence when it is no longer than half a window) so context carries across.
 A single sentence longer than a window is cut into overlapping word runs (the
 only place a sentence is split).
+
+Windows are bounded in characters too (`max_chars`, 2,000 by default: 120 words of
+prose take about 700). Without it a run of long tokens (a URL list, a data URI, minified
+code, one 900,000-character "word") became one passage of any size, and the PII analyzer,
+which reads a passage whole, refused one past a million characters. A token longer than
+`max_chars` is cut into pieces of `max_chars`; the word window and the overlap also stop
+at the character bound.
 """
 
 from __future__ import annotations
@@ -68,18 +75,26 @@ _ABBREVIATIONS = frozenset(
 )
 
 
+#: The most characters a passage holds by default (spaces included).
+MAX_PASSAGE_CHARS = 2000
+MIN_PASSAGE_CHARS = 16
+
+
 @dataclass(frozen=True, slots=True)
 class ChunkingParams:
-    """Window and overlap sizes, in words."""
+    """Window and overlap sizes, in words; and the most characters a passage may hold."""
 
     max_words: int = 120
     overlap_words: int = 30
+    max_chars: int = MAX_PASSAGE_CHARS
 
     def __post_init__(self) -> None:
         if self.max_words < 1:
             raise ValueError("max_words must be at least 1")
         if not 0 <= self.overlap_words < self.max_words:
             raise ValueError("overlap_words must be in [0, max_words)")
+        if self.max_chars < MIN_PASSAGE_CHARS:
+            raise ValueError(f"max_chars must be at least {MIN_PASSAGE_CHARS}")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -117,43 +132,94 @@ def chunk_text(text: str, params: ChunkingParams | None = None) -> list[str]:
     params = params or ChunkingParams()
     units = [unit for sentence in split_sentences(text) for unit in _fit(sentence, params)]
     sizes = [len(unit.split()) for unit in units]
+    lengths = [len(unit) for unit in units]
     passages: list[str] = []
     start = 0
     while start < len(units):
-        end, words = start, 0
-        while end < len(units) and (end == start or words + sizes[end] <= params.max_words):
+        end, words, chars = start, 0, -1
+        while end < len(units) and (
+            end == start
+            or (
+                words + sizes[end] <= params.max_words
+                and chars + 1 + lengths[end] <= params.max_chars
+            )
+        ):
             words += sizes[end]
+            chars += 1 + lengths[end]
             end += 1
         passages.append(" ".join(units[start:end]))
         if end >= len(units):
             break
-        start = _next_start(start, end, sizes, params)
+        start = _next_start(start, end, sizes, lengths, params)
     return passages
 
 
-def _next_start(start: int, end: int, sizes: list[int], params: ChunkingParams) -> int:
+def char_bound_applies(text: str, params: ChunkingParams | None = None) -> bool:
+    """Whether `max_chars` can change how `text` is cut: some `max_words` consecutive
+    words (every window is such a run) are longer than `max_chars` characters. When it
+    cannot, the passages are those the word window alone makes."""
+    params = params or ChunkingParams()
+    lengths = [len(word) + 1 for word in text.split()]
+    run = sum(lengths[: params.max_words])
+    if run - 1 > params.max_chars:
+        return True
+    for index in range(params.max_words, len(lengths)):
+        run += lengths[index] - lengths[index - params.max_words]
+        if run - 1 > params.max_chars:
+            return True
+    return False
+
+
+def _next_start(
+    start: int, end: int, sizes: list[int], lengths: list[int], params: ChunkingParams
+) -> int:
     """Step back over whole sentences worth at most `overlap_words` (at least one sentence
-    when it is no longer than half a window), always moving forward."""
-    nxt, shared = end, 0
+    when it is no longer than half a window) and half of `max_chars`, always moving forward."""
+    nxt, shared, shared_chars = end, 0, 0
     while nxt - 1 > start:
-        size = sizes[nxt - 1]
+        size, length = sizes[nxt - 1], lengths[nxt - 1] + 1
         first_and_short = nxt == end and size <= params.max_words // 2
         if shared + size > params.overlap_words and not first_and_short:
             break
+        if shared_chars + length > params.max_chars // 2:
+            break
         nxt -= 1
         shared += size
+        shared_chars += length
     return nxt
 
 
 def _fit(sentence: str, params: ChunkingParams) -> list[str]:
-    """A sentence as is, or cut into overlapping runs when longer than a window."""
-    words = sentence.split()
-    if len(words) <= params.max_words:
-        return [sentence]
-    step = params.max_words - params.overlap_words
+    """A sentence as is, or cut into overlapping runs when longer than a window (in words
+    or characters); a token longer than `max_chars` is cut into pieces first."""
+    words = [piece for word in sentence.split() for piece in _cut(word, params.max_chars)]
+    if len(words) <= params.max_words and len(sentence) <= params.max_chars:
+        return [" ".join(words)]
     runs = []
-    for begin in range(0, len(words), step):
-        runs.append(" ".join(words[begin : begin + params.max_words]))
-        if begin + params.max_words >= len(words):
+    begin = 0
+    while True:
+        end, chars = begin, -1
+        while end < len(words) and (
+            end == begin
+            or (end - begin < params.max_words and chars + 1 + len(words[end]) <= params.max_chars)
+        ):
+            chars += 1 + len(words[end])
+            end += 1
+        runs.append(" ".join(words[begin:end]))
+        if end >= len(words):
             break
+        nxt, shared = end, 0
+        while nxt - 1 > begin and end - (nxt - 1) <= params.overlap_words:
+            shared += len(words[nxt - 1]) + 1
+            if shared > params.max_chars // 2:
+                break
+            nxt -= 1
+        begin = nxt
     return runs
+
+
+def _cut(word: str, max_chars: int) -> list[str]:
+    """A token as is, or in pieces of `max_chars` characters when longer."""
+    if len(word) <= max_chars:
+        return [word]
+    return [word[begin : begin + max_chars] for begin in range(0, len(word), max_chars)]

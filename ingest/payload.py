@@ -72,11 +72,19 @@ def labels_up_to(clearance: Classification | str) -> tuple[str, ...]:
 
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,255}$")
 _ORG_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_TENANT_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._:@/-]{0,255}$")
 
 
 def is_valid_id(value: str) -> bool:
     """Tenant, KB, agent and document ids: 1-256 printable ASCII characters, no spaces."""
     return bool(_ID_PATTERN.fullmatch(value))
+
+
+def is_valid_tenant_id(value: str) -> bool:
+    """A new workspace's id: an id (`is_valid_id`) in lower case, so that two workspaces
+    never differ only in case. Workspaces stored earlier under an id with capitals keep
+    it (ids are compared exactly; a new one equal to it but for case is refused)."""
+    return bool(_TENANT_ID_PATTERN.fullmatch(value))
 
 
 def is_valid_org_id(value: str) -> bool:

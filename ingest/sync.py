@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from typing import Literal, Protocol
 
 from ingest.background import lower_priority
-from ingest.chunking import ChunkingParams, chunk_text
+from ingest.chunking import ChunkingParams, char_bound_applies, chunk_text
 from ingest.embedding import Embedder, Embedding
 from ingest.index import Index, Passage, SparseVector, StoredPassage, collection_for
 from ingest.payload import (
@@ -159,11 +159,19 @@ class DocumentWriter:
             "title": document.title,
             "classification": document.classification.value,
             "source": document.source,
-            "chunking": [self._chunking.max_words, self._chunking.overlap_words],
+            "chunking": self._chunking_shape(document.text),
             "model": self._model_id,
         }
         encoded = json.dumps(shape, sort_keys=True, ensure_ascii=False).encode("utf-8")
         return hashlib.sha256(encoded).hexdigest()
+
+    def _chunking_shape(self, text: str) -> list[int]:
+        """The chunking parameters that decide the text's passages: the character bound
+        only where it applies, so a document it does not change stays `unchanged`."""
+        shape = [self._chunking.max_words, self._chunking.overlap_words]
+        if char_bound_applies(text, self._chunking):
+            shape.append(self._chunking.max_chars)
+        return shape
 
     def put(self, target: Target, document: Document, *, legacy: bool = False) -> SyncOutcome:
         """Index a new or changed document; leave an unchanged one alone.

@@ -8,6 +8,7 @@ names the variable.
 from __future__ import annotations
 
 import enum
+import ipaddress
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -151,6 +152,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     #: failed authentications (unknown, expired or malformed keys; console sign-ins) per
     #: client address per minute before that address gets 429s
     auth_failures_per_min: int = 20
+    #: The proxies (IP addresses or CIDR ranges, normalised) whose `X-Forwarded-For` and
+    #: `X-Forwarded-Proto` are believed; empty (the default): none, the peer is the client.
+    trusted_proxies: tuple[str, ...] = ()
     log_level: str = "INFO"
     #: Threads of the pool that runs expensive work (grounding checks, call-time
     #: redaction, ingest embedding), apart from the shared pool of stores and cheap calls;
@@ -215,6 +219,21 @@ def _parse_switch(raw: str) -> bool:
     raise ValueError("must be on or off")
 
 
+def _parse_networks(raw: str) -> tuple[str, ...]:
+    """Comma-separated IP addresses or CIDR ranges, each normalised (`10.0.0.0/8`)."""
+    networks: list[str] = []
+    for item in raw.split(","):
+        text = item.strip()
+        if not text:
+            continue
+        try:
+            network = ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            raise ValueError(f"{text!r} is not an IP address or CIDR range") from None
+        networks.append(str(network))
+    return tuple(networks)
+
+
 def _parse_fusion_method(raw: str) -> FusionMethod:
     try:
         return FusionMethod(raw.strip().lower())
@@ -271,6 +290,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "RATE_LIMIT_WORKSPACE_PER_S": ("rate_limit_workspace_per_s", _parse_float),
     "RATE_LIMIT_WORKSPACE_BURST": ("rate_limit_workspace_burst", _parse_int),
     "AUTH_FAILURES_PER_MIN": ("auth_failures_per_min", _parse_int),
+    "TRUSTED_PROXIES": ("trusted_proxies", _parse_networks),
     "LOG_LEVEL": ("log_level", _parse_level),
     "EXPENSIVE_THREADS": ("expensive_threads", _parse_int),
     "EXPENSIVE_PER_WORKSPACE": ("expensive_per_workspace", _parse_int),

@@ -4,7 +4,8 @@ Key layout (every id percent-encoded as one segment, so an id containing `:`
 can never split into two segments or collide with another key):
 
     kbgate:org:{org_id}                    Org (JSON)
-    kbgate:ws:{tenant_id}                  Workspace (JSON), settings included
+    kbgate:ws:{tenant_id}                  Workspace (JSON), settings included; no two
+                                           tenant ids differ in case only
     kbgate:pseudonymkey:{tenant_id}        the workspace's pseudonym key (raw bytes)
     kbgate:history:{tenant_id}             list of SettingChange (JSON), oldest first
     kbgate:adminhistory:{tenant_id}        list of AdminChange (JSON), oldest first
@@ -34,7 +35,7 @@ import asyncio
 from collections.abc import AsyncGenerator, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import redis.asyncio
 import redis.exceptions
@@ -130,6 +131,27 @@ if ARGV[2] ~= '' then redis.call('RPUSH', KEYS[3], ARGV[2]) end
 return record
 """
 
+# KEYS: key history. ARGV: tenant id. Drops the tenant's events, keeps the others in order;
+# returns how many went.
+_FORGET_KEY_EVENTS = """
+local events = redis.call('LRANGE', KEYS[1], 0, -1)
+local kept = {}
+for _, raw in ipairs(events) do
+  local ok, event = pcall(cjson.decode, raw)
+  if not (ok and type(event) == 'table' and event['tenant_id'] == ARGV[1]) then
+    kept[#kept + 1] = raw
+  end
+end
+local removed = #events - #kept
+if removed > 0 then
+  redis.call('DEL', KEYS[1])
+  for first = 1, #kept, 1000 do
+    redis.call('RPUSH', KEYS[1], unpack(kept, first, math.min(first + 999, #kept)))
+  end
+end
+return removed
+"""
+
 # KEYS: by id, use hash. ARGV: key id, when. Only a key that still exists.
 _RECORD_KEY_USE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) end
@@ -202,6 +224,7 @@ class RedisStore(RedisCalibration):
         self._create_key = client.register_script(_CREATE_KEY)
         self._revoke_key = client.register_script(_REVOKE_KEY)
         self._record_key_use = client.register_script(_RECORD_KEY_USE)
+        self._forget_key_events = client.register_script(_FORGET_KEY_EVENTS)
         # Serialises this store's settings updates: WATCH then only races other replicas.
         self._settings_update = asyncio.Lock()
         self._decode = RecordDecoder()
@@ -254,7 +277,10 @@ class RedisStore(RedisCalibration):
         return self._decode.one_or_none(Org, raw)
 
     async def create_workspace(self, workspace: Workspace) -> None:
-        """AlreadyExistsError if the tenant id is taken in any org; NotFoundError if no org."""
+        """AlreadyExistsError if the tenant id is taken in any org, ignoring case (a SCAN
+        of the workspaces: creating one is rare); NotFoundError if no org."""
+        if await self._taken_ignoring_case(workspace.tenant_id):
+            raise workspace_taken(workspace.tenant_id)
         with self._calling():
             outcome = await self._create_workspace(
                 keys=[
@@ -269,6 +295,19 @@ class RedisStore(RedisCalibration):
         if outcome == 0:
             raise workspace_taken(workspace.tenant_id)
         await self._announce(workspace.tenant_id)
+
+    async def _taken_ignoring_case(self, tenant_id: str) -> bool:
+        """Whether another workspace's id differs from `tenant_id` in case only."""
+        folded = tenant_id.lower()
+        if folded == tenant_id.upper():
+            return False  # no letters: no other case
+        prefix = _key("ws", "")
+        with self._calling():
+            async for name in self._client.scan_iter(f"{prefix}*", count=_SCAN_COUNT):
+                other = unquote(_text(name)[len(prefix) :])
+                if other != tenant_id and other.lower() == folded:
+                    return True
+        return False
 
     async def get_workspace(self, tenant_id: str) -> Workspace | None:
         with self._calling():
@@ -335,9 +374,12 @@ class RedisStore(RedisCalibration):
         return marked
 
     async def delete_workspace(self, tenant_id: str) -> bool:
-        """Remove the workspace, its pseudonym key, history, KBs, agents and held-back
-        counters in one MULTI/EXEC."""
+        """Remove the workspace's events from the key history (one script), then the
+        workspace, its pseudonym key, histories, KBs, agents and held-back counters in one
+        MULTI/EXEC. Interrupted between, the record is still there (marked `deleting`)
+        and the deletion is finished again."""
         with self._calling():
+            await self._forget_key_events(keys=[_KEY_HISTORY], args=[tenant_id])
             kb_ids = [_text(m) for m in await self._client.smembers(_key("kbs", tenant_id))]
             agent_ids = [_text(m) for m in await self._client.smembers(_key("agents", tenant_id))]
             held_back = [

@@ -107,12 +107,20 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
         return await self._run(work)
 
     async def create_workspace(self, workspace: Workspace) -> None:
-        """AlreadyExistsError if the tenant id is taken in any org; NotFoundError if no org."""
+        """AlreadyExistsError if the tenant id is taken in any org, ignoring case;
+        NotFoundError if no org."""
 
         def work(conn: sqlite3.Connection) -> None:
             with transaction(conn):
                 if not _exists(conn, "SELECT 1 FROM orgs WHERE org_id = ?", workspace.org_id):
                     raise no_org(workspace.org_id)
+                # ids are ASCII (ingest.payload.is_valid_id): lower() folds all their letters
+                if _exists(
+                    conn,
+                    "SELECT 1 FROM workspaces WHERE lower(tenant_id) = lower(?)",
+                    workspace.tenant_id,
+                ):
+                    raise workspace_taken(workspace.tenant_id)
                 try:
                     conn.execute(
                         "INSERT INTO workspaces (tenant_id, org_id, record, pseudonym_key) "
@@ -214,11 +222,15 @@ class SqliteStore(SqliteUpkeep, SqliteCalibration):
         return await self._run(work)
 
     async def delete_workspace(self, tenant_id: str) -> bool:
-        """Remove the workspace (its pseudonym key with its row), its history, KBs, agents
-        and held-back counters at once."""
+        """Remove the workspace (its pseudonym key with its row), its settings, admin and
+        key histories, KBs, agents and held-back counters at once."""
 
         def work(conn: sqlite3.Connection) -> bool:
             with transaction(conn):
+                conn.execute(
+                    "DELETE FROM key_history WHERE json_extract(record, '$.tenant_id') = ?",
+                    (tenant_id,),
+                )
                 for table in (
                     "settings_history",
                     "admin_history",

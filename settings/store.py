@@ -58,8 +58,8 @@ class SettingsStore(Protocol):
     async def get_org(self, org_id: str) -> Org | None: ...
 
     async def create_workspace(self, workspace: Workspace) -> None:
-        """Raises AlreadyExistsError if the tenant id is taken in any org, NotFoundError if
-        the org does not exist."""
+        """Raises AlreadyExistsError if the tenant id is taken in any org, ignoring case (so
+        two workspaces never differ only in case), NotFoundError if the org does not exist."""
 
     async def get_workspace(self, tenant_id: str) -> Workspace | None: ...
 
@@ -83,10 +83,11 @@ class SettingsStore(Protocol):
         workspace)."""
 
     async def delete_workspace(self, tenant_id: str) -> bool:
-        """Remove the workspace record, its pseudonym key, its settings and admin histories
-        and whatever KBs,
-        agents and held-back counters it still has; False when there was no such workspace.
-        Keys and turn records are removed by their own methods."""
+        """Remove the workspace record, its pseudonym key, its settings, admin and key
+        histories (every KeyEvent of the tenant id) and whatever KBs, agents and held-back
+        counters it still has; False when there was no such workspace. Keys and turn
+        records are removed by their own methods. A workspace created again with the id
+        starts with none of it."""
 
     async def delete_org(self, org_id: str) -> bool:
         """Remove the org record; False when there was none. NotEmptyError while the org

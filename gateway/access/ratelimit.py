@@ -3,8 +3,9 @@
 One limiter counts calls per key, another per workspace (a budget all its keys
 share); `hit(name)` answers None when the call may proceed, or the seconds to wait
 (the 429's Retry-After). Failed authentications are counted per client address
-(`InProcessFailures`, `RedisFailures`): past the budget every authentication from
-that address waits for the next minute. A Redis outage lets calls through (and is counted):
+(`InProcessFailures`, `RedisFailures`): past the budget a failing authentication from
+that address is answered 429 until the next minute (a key that verifies is always
+served: `gateway.http.security`). A Redis outage lets calls through (and is counted):
 a rate limit protects capacity, it is not an access rule. After a failed call the
 limiter stops asking Redis for a moment (`settings.outage.FailFast`), so a dead or
 blackholed Redis does not add its timeout to every request.

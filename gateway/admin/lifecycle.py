@@ -7,7 +7,9 @@ history; its keys answer 401 at once on this replica, and console sessions signe
 with them end at their next request), its agents, each KB's passages (through that KB's
 own Scope, in its org collection and in `kb_shared`) and record, its golden sets and
 evaluations (a running one stopped), its turn records, and
-finally its record with its settings and their history. An organization does that for
+finally its record with its settings, its settings and KB/agent change histories, its
+held-back counts, its pseudonym key and its key history (every key event of its id): a
+workspace created again under the id starts with none of them. An organization does that for
 each of its workspaces, then drops its collection `kb_org_<org_id>` (whatever points it
 still held, written by no workspace left, are counted with the passages) and its record.
 Each completed deletion leaves an audit record in the store (ids, the actor's key id,

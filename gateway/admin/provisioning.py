@@ -11,7 +11,7 @@ from gateway.admin.keys import expiry, key_event
 from gateway.errors import ConflictError, InvalidInputError, NotFoundError
 from gateway.runtime.services import Services
 from ingest.index import org_collection
-from ingest.payload import is_valid_id, is_valid_org_id
+from ingest.payload import is_valid_org_id, is_valid_tenant_id
 from settings.records import ApiKey, Lifecycle, Org, Role, Workspace
 from settings.store import (
     AlreadyExistsError,
@@ -73,15 +73,19 @@ async def create_workspace(
         raise NotFoundError("no such organization")
     if org.state is Lifecycle.DELETING:
         raise ConflictError("this organization is being deleted", field="org_id")
-    if not is_valid_id(tenant_id):
+    if not is_valid_tenant_id(tenant_id):
         raise InvalidInputError(
-            "must be 1-256 characters of letters, digits and ._:@/-", field="tenant_id"
+            "must be 1-256 characters of lower-case letters, digits and ._:@/-, starting "
+            "with a letter or digit",
+            field="tenant_id",
         )
     workspace = Workspace(tenant_id=tenant_id, org_id=org_id, created_at=_timestamp(created_at))
     try:
         await services.store.create_workspace(workspace)
     except AlreadyExistsError:
-        raise ConflictError("a workspace with this id exists", field="tenant_id") from None
+        raise ConflictError(
+            "a workspace with this id exists (ids are compared ignoring case)", field="tenant_id"
+        ) from None
     return workspace
 
 

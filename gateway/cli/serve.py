@@ -63,6 +63,9 @@ def run_serve(args: argparse.Namespace) -> int:
         log_level="warning",
         loop="asyncio",  # not uvloop: docs/decisions/http-server.md
         http="httptools",
+        # Forwarding headers are the app's to judge (KBGATE_TRUSTED_PROXIES,
+        # gateway.http.forwarding): uvicorn's default trusts any peer on loopback.
+        proxy_headers=False,
         timeout_graceful_shutdown=1,  # after the drain: idle connections only
     )
     try:

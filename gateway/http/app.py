@@ -30,6 +30,7 @@ from gateway.http.console import (
     console_template_config,
 )
 from gateway.http.dependencies import dependencies
+from gateway.http.forwarding import ForwardedClientMiddleware, TrustedProxies
 from gateway.http.openapi import BEARER_SCHEME, document_problems
 from gateway.http.problems import problem_details_plugin, status_of
 from gateway.http.routes.calibration import CalibrationController
@@ -121,6 +122,9 @@ def create_app(
         dependencies=dependencies(),
         template_config=console_template_config(),
         middleware=[
+            DefineMiddleware(
+                ForwardedClientMiddleware, proxies=TrustedProxies(config.trusted_proxies)
+            ),
             DefineMiddleware(DrainMiddleware, drain=drain or Drain()),
             DefineMiddleware(_RequestTelemetry, telemetry=telemetry),
             DefineMiddleware(

@@ -1,10 +1,13 @@
 """Authentication at the edge: a middleware that sets `request.user`, and role guards.
 
-Failed authentications are counted per client address (the peer address; behind a
-trusted proxy, the one uvicorn takes from its forwarding headers): past the budget
-an address gets 429 for the rest of the minute, whatever key it presents, unless the
-key is one this process has recently verified (so its valid callers keep working
-while it is being guessed at).
+A key that verifies is always served: the key is checked first (a hash lookup; the
+platform keys compared in constant time) and the failed-authentication limit applies only
+to requests whose key does not verify. Failures are counted per client address (the peer;
+behind a proxy named in `KBGATE_TRUSTED_PROXIES`, the address it forwards,
+`gateway.http.forwarding`); past the budget a failing request from that address gets 429
+with Retry-After instead of 401 for the rest of the minute. So a misconfigured client, or
+one guessing keys, slows only itself and whoever fails from its address: never a caller
+with a valid key, whatever address it shares.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ PUBLIC_PATHS = ("^/health", "^/metrics", "^/schema", "^/console")
 
 
 def client_address(connection: ASGIConnection) -> str:  # type: ignore[type-arg]  # Litestar's connection generics are not needed here
+    """The client's address: the peer's, or the one a trusted proxy forwarded
+    (`gateway.http.forwarding.ForwardedClientMiddleware` set it in the scope)."""
     client = connection.client
     return client.host if client is not None else "unknown"
 
@@ -32,22 +37,15 @@ def client_address(connection: ASGIConnection) -> str:  # type: ignore[type-arg]
 async def authenticate_counted(
     services: Services, authorization: str | None, address: str
 ) -> Principal:
-    """`authenticate`, with failures counted against `address` and refused past its budget.
+    """`authenticate`; a failure is counted against `address`, and answered 429 (not 401)
+    once the address is past its budget. A key that verifies is served whatever the count.
 
     A request without credentials is not counted (it guesses nothing).
     """
 
     async def lookup(key_hash: str) -> ApiKey | None:
         known = services.settings.fresh_api_key(key_hash)
-        if known is not None:
-            return known
-        wait_s = await services.auth_failures.blocked(address)
-        if wait_s is not None:
-            services.telemetry.count("auth_failures_limited")
-            raise RateLimitedError(
-                wait_s, message="too many failed authentications from this address; retry later"
-            )
-        return await services.settings.api_key(key_hash)
+        return known if known is not None else await services.settings.api_key(key_hash)
 
     config = services.config
     try:
@@ -56,10 +54,21 @@ async def authenticate_counted(
         )
     except UnauthenticatedError:
         if authorization:
-            await services.auth_failures.failed(address)
+            await _failed(services, address)
         raise
     services.key_usage.used(principal.key_id)
     return principal
+
+
+async def _failed(services: Services, address: str) -> None:
+    """Count a failed authentication; RateLimitedError when the address is past its budget."""
+    wait_s = await services.auth_failures.blocked(address)
+    await services.auth_failures.failed(address)
+    if wait_s is not None:
+        services.telemetry.count("auth_failures_limited")
+        raise RateLimitedError(
+            wait_s, message="too many failed authentications from this address; retry later"
+        )
 
 
 class BearerKeyMiddleware(AbstractAuthenticationMiddleware):

@@ -4,10 +4,17 @@
 never instructions. Each passage sits in an `<evidence id="..." title="...">` block;
 its text and title are escaped so no document can close a block early, open a forged
 one, or pass itself off as the preamble: `&`, `<`, `>` (and quotes in the title) as
-HTML does, and every look-alike of them as a numeric character reference. A look-alike
-is a character whose NFKC form holds one (full-width U+FF1C, small U+FE64, U+2329) or a
-bracket or quotation mark Unicode names after an angle (U+2039, U+3008, U+27E8, U+300A,
-U+276E, U+02C2).
+HTML does, and every look-alike of them, or of `/`, as a numeric character reference.
+A look-alike is a non-ASCII character whose NFKC form holds one (full-width U+FF1C and
+U+FF0F, small U+FE64, U+2329); a bracket, quotation mark or sign Unicode names after an
+angle or a less-/greater-than (U+2039, U+3008, U+27E8, U+300A, U+276E, U+02C2, U+22D6);
+a solidus or slash (U+2215, U+2044, U+29F8); or one of the letters drawn as one
+(Canadian syllabics U+1438 and U+1433, runic U+16B2).
+
+Attributes (ids and titles) are single lines: every control character, line or
+paragraph separator (`\n`, `\r`, U+0085, U+2028, U+2029), other space or directional
+formatting character becomes a space, runs of spaces one, so a title can never start a
+line of its own (`SYSTEM: ...`) or turn the text around it.
 """
 
 from __future__ import annotations
@@ -27,17 +34,36 @@ PREAMBLE = (
 )
 _WHITESPACE = re.compile(r"\s+")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
-#: The characters that delimit blocks and attributes.
-_DELIMITERS = frozenset("<>&\"'")
-#: Words in the Unicode names of characters that read as an angle bracket.
-_ANGLE_NAMES = (
+#: The characters that delimit blocks and attributes (and `/`, which closes a block).
+_DELIMITERS = frozenset("<>&\"'/")
+#: Words in the Unicode names of characters that read as an angle bracket or a slash.
+_LOOK_ALIKE_NAMES = (
     "ANGLE BRACKET",
     "ANGLE QUOTATION MARK",
     "LESS-THAN SIGN",
     "GREATER-THAN SIGN",
+    "LESS-THAN WITH DOT",
+    "GREATER-THAN WITH DOT",
     "LEFT ARROWHEAD",
     "RIGHT ARROWHEAD",
+    "SOLIDUS",
+    "SLASH",
+    "RISING DIAGONAL",
+    "DIAGONAL UPPER RIGHT TO LOWER LEFT",
 )
+#: ...but not those leaning the other way.
+_NOT_LOOK_ALIKE_NAMES = ("REVERSE", "BACKSLASH")
+#: Letters drawn as `<`, `>` or `/` whose names do not say so.
+_LOOK_ALIKE_LETTERS = frozenset(
+    "\u1433\u1434\u1438\u1439"  # Canadian syllabics PO, POO, PA, PAA: > > < <
+    "\u16b2"  # runic KAUNA: <
+    "\u1735"  # Philippine single punctuation: /
+)
+#: General categories of what an attribute never holds: controls (\n, \r, U+0085 among
+#: them), line and paragraph separators, other spaces.
+_NOT_IN_ATTRIBUTES = frozenset({"Cc", "Zl", "Zp", "Zs"})
+#: Directional formatting (embeddings, overrides, isolates, marks): they reorder text.
+_DIRECTIONAL = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +80,20 @@ def escape_text(text: str) -> str:
 
 
 def escape_attribute(value: str) -> str:
-    """Make a value inert inside a quoted attribute (quotes and their look-alikes too)."""
-    return _neutralise_look_alikes(html.escape(value, quote=True))
+    """Make a value inert inside a quoted attribute (quotes and their look-alikes too), on
+    one line."""
+    return _neutralise_look_alikes(html.escape(single_line(value), quote=True))
+
+
+def single_line(value: str) -> str:
+    """`value` with every control, separator, space or directional character as one space
+    between words, and none at either end."""
+    return " ".join("".join(" " if _breaks(ch) else ch for ch in value).split())
+
+
+@functools.cache
+def _breaks(ch: str) -> bool:
+    return ch in _DIRECTIONAL or unicodedata.category(ch) in _NOT_IN_ATTRIBUTES
 
 
 def _neutralise_look_alikes(escaped: str) -> str:
@@ -71,10 +109,12 @@ def _reference_if_look_alike(match: re.Match[str]) -> str:
 @functools.cache
 def _is_look_alike(ch: str) -> bool:
     """Whether a non-ASCII character reads as a delimiter (the ASCII ones are escaped)."""
-    if _DELIMITERS.intersection(unicodedata.normalize("NFKC", ch)):
+    if ch in _LOOK_ALIKE_LETTERS or _DELIMITERS.intersection(unicodedata.normalize("NFKC", ch)):
         return True
     name = unicodedata.name(ch, "")
-    return any(word in name for word in _ANGLE_NAMES)
+    return any(word in name for word in _LOOK_ALIKE_NAMES) and not any(
+        word in name for word in _NOT_LOOK_ALIKE_NAMES
+    )
 
 
 def fence(blocks: Sequence[EvidenceBlock]) -> str:

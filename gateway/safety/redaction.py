@@ -76,6 +76,11 @@ __all__ = [
 MAX_JSON_DEPTH = 64
 #: Texts per NER batch when passages are analysed together.
 NER_BATCH = 16
+#: The most characters the recognizers read at once (spaCy refuses a text past a million;
+#: passages are far shorter, `ingest.chunking.MAX_PASSAGE_CHARS`, but one stored before
+#: passages had a character bound may not be). A longer text is read in slices cut at
+#: whitespace, its spans shifted back: a long text is never a failure.
+MAX_ANALYSIS_CHARS = 100_000
 # One sample of each kind, analysed once at build time so lazy state (compiled
 # patterns, phone metadata, the suffix list, the NER model) is loaded before requests share it.
 _WARM_UP = (
@@ -242,10 +247,27 @@ class Redactor:
         wanted = self._wanted(entities)
         if not wanted or not text.strip():
             return ()
+        if len(text) > MAX_ANALYSIS_CHARS:
+            return tuple(
+                _shifted(span, offset)
+                for offset, piece in analysis_slices(text)
+                for span in self.analyze(piece, wanted)
+            )
         return self._spans(text, self._artifacts(text, wanted), wanted)
 
     def analyze_texts(self, texts: Sequence[str]) -> list[tuple[PiiSpan, ...]]:
-        """Every supported entity in each text; the NER pipeline takes them in batches."""
+        """Every supported entity in each text; the NER pipeline takes them in batches.
+        A text longer than `MAX_ANALYSIS_CHARS` is read in slices."""
+        if all(len(text) <= MAX_ANALYSIS_CHARS for text in texts):
+            return self._analyze_texts(texts)
+        sliced = [analysis_slices(text) for text in texts]
+        found = iter(self._analyze_texts([piece for slices in sliced for _, piece in slices]))
+        return [
+            tuple(_shifted(span, offset) for offset, _ in slices for span in next(found))
+            for slices in sliced
+        ]
+
+    def _analyze_texts(self, texts: Sequence[str]) -> list[tuple[PiiSpan, ...]]:
         wanted = self.supported_entities
         if wanted & NER_ENTITIES:
             batches = self._analyzer.nlp_engine.process_batch(
@@ -389,6 +411,28 @@ class Redactor:
 
         redacted = walk(value, 0)
         return redacted, dict(sorted(counts.items()))
+
+
+def analysis_slices(text: str, bound: int = MAX_ANALYSIS_CHARS) -> list[tuple[int, str]]:
+    """`text` in consecutive slices of at most `bound` characters, each with its offset;
+    a slice ends at the last whitespace of its second half where there is one."""
+    slices: list[tuple[int, str]] = []
+    start = 0
+    while start < len(text):
+        end = min(start + bound, len(text))
+        if end < len(text):
+            cut = max(text.rfind(space, start + bound // 2, end) for space in " \n\t")
+            if cut > start:
+                end = cut + 1
+        slices.append((start, text[start:end]))
+        start = end
+    return slices
+
+
+def _shifted(span: PiiSpan, offset: int) -> PiiSpan:
+    if not offset:
+        return span
+    return PiiSpan(span.start + offset, span.end + offset, span.entity_type, span.score)
 
 
 def named_entities(

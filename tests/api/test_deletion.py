@@ -78,10 +78,11 @@ async def test_workspace_deletion_removes_everything_it_owns_and_spares_its_neig
 ) -> None:
     """Deleting a workspace answers 200 with what went (passages in its org collection and
     kb_shared, KBs, agents, keys, turns, settings changes); afterwards its key answers 401,
-    none of its passages is left under its Scope in either collection, its revoked key is in
-    the key history, a second DELETE answers 404, and the tenant id can be created again,
-    empty. A neighbour in the same org and collections keeps its passage counts in both and
-    sees exactly what it saw before (documents, a turn's results)."""
+    none of its passages is left under its Scope in either collection, its key history went
+    with it (the deletion's audit record counts its keys), a second DELETE answers 404, and
+    the tenant id can be created again, empty. A neighbour in the same org and collections
+    keeps its passage counts in both and sees exactly what it saw before (documents, a
+    turn's results)."""
     gw = stack_gateway
     gone = await _stocked(gw, "gone")
     stay = await _stocked(gw, "stay")
@@ -114,7 +115,9 @@ async def test_workspace_deletion_removes_everything_it_owns_and_spares_its_neig
     assert _passages(gw, gone, org_collection("acme")) == 0
     assert _passages(gw, gone, SHARED_COLLECTION) == 0
     history = await gw.client.get("/v1/keys/history?tenant_id=gone", headers=gw.platform)
-    assert [event["action"] for event in history.json()["events"]] == ["created", "revoked"]
+    assert history.json()["events"] == []  # issue 57 #7: it goes with the workspace
+    audit = (await gw.client.get("/v1/deletions", headers=gw.platform)).json()["deletions"]
+    assert [(d["tenant_id"], d["counts"]["keys"]) for d in audit] == [("gone", 1)]
     again = await gw.client.delete("/v1/orgs/acme/workspaces/gone", headers=gw.platform)
     assert again.status_code == 404
     assert await _view(stay) == before

@@ -15,6 +15,7 @@ from gateway.admin.transfer import model_id
 from ingest.embedding import Embedder
 from ingest.index import SHARED_COLLECTION, org_collection
 from ingest.sync import Document, DocumentWriter, SyncOutcome, Target
+from settings.records import Workspace
 from tests.api.conftest import Gateway, serving
 from tests.api.tenants import Tenant, provision
 from tests.api.test_deletion import (  # the deletion suite's stacks and workspace
@@ -222,3 +223,86 @@ async def test_each_deletion_leaves_an_audit_record_and_logs_counts_only(
     deletion_logs = [line for line in gw.logs.getvalue().splitlines() if "_deleted" in line]
     assert deletion_logs
     assert not [line for line in deletion_logs if "t1" in line or "acme" in line]
+
+
+async def test_a_re_created_workspace_sees_nothing_of_its_predecessor(
+    stack_gateway: Gateway,
+) -> None:
+    """Issue 57 #7: after org `oa` is deleted and `oa`/`oa-w1` created again, the new
+    workspace's admin sees no key history, key, settings change, KB or agent change,
+    KB, agent or held-back count of the deleted one; another workspace keeps its own."""
+    gw = stack_gateway
+    old = await _stocked(gw, "oa-w1", org_id="oa")
+    for n in range(3):
+        await old.issue(f"extra{n}", ["retrieve"])
+    await gw.client.put(
+        "/v1/knowledge-bases/org-kb/documents/unlabelled",
+        json={"text": TEXT},
+        headers=old.headers(),
+    )
+    neighbour = await provision(gw, "ob", "ob-w1")
+    deleted = await gw.client.delete("/v1/orgs/oa", headers=gw.platform)
+    assert deleted.status_code == 200, deleted.text
+
+    new = await provision(gw, "oa", "oa-w1")
+    headers = new.headers()
+    history = (await gw.client.get("/v1/keys/history", headers=headers)).json()["events"]
+    assert [(e["action"], e["tenant_id"]) for e in history] == [("created", "oa-w1")]
+    assert (
+        history[0]["key_id"]
+        == (await gw.client.get("/v1/keys", headers=headers)).json()["keys"][0]["key_id"]
+    )
+    empty = {
+        "/v1/workspace/settings/history": "changes",
+        "/v1/workspace/changes": "changes",
+        "/v1/knowledge-bases": "knowledge_bases",
+        "/v1/agents": "agents",
+    }
+    for path, field in empty.items():
+        answer = await gw.client.get(path, headers=headers)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()[field] == [], (path, answer.text)
+    await new.kb("org-kb")
+    stats = (await gw.client.get("/v1/knowledge-bases/org-kb/stats", headers=headers)).json()
+    assert stats["held_back"] == 0, stats
+    assert stats["documents"] == 0, stats
+    platform_history = (await gw.client.get("/v1/keys/history", headers=gw.platform)).json()
+    assert {e["tenant_id"] for e in platform_history["events"]} == {"oa-w1", "ob-w1"}
+    assert sum(e["tenant_id"] == "ob-w1" for e in platform_history["events"]) == 1
+    assert neighbour.keys["all"]
+
+
+async def test_workspace_ids_differing_only_in_case_cannot_both_exist(
+    stack_gateway: Gateway,
+) -> None:
+    """Issue 57 #8: a new workspace id must be lower case (422 otherwise), and one that
+    differs only in case from a stored workspace's id (stored before ids had to be lower
+    case) is taken (409); the stored one keeps working under its own id."""
+    gw = stack_gateway
+    await provision(gw, "oa", "oa-w1")
+    upper = await gw.client.post(
+        "/v1/orgs/oa/workspaces", json={"tenant_id": "OA-W1"}, headers=gw.platform
+    )
+    assert upper.status_code == 422, upper.text
+    assert upper.json()["field"] == "tenant_id"
+    again = await gw.client.post(
+        "/v1/orgs/oa/workspaces", json={"tenant_id": "oa-w1"}, headers=gw.platform
+    )
+    assert again.status_code == 409, again.text
+
+    legacy = Workspace(tenant_id="Legacy-WS", org_id="oa", created_at="2025-01-01T00:00:00+00:00")
+    await gw.services.store.create_workspace(legacy)  # as an earlier release let it be made
+    clash = await gw.client.post(
+        "/v1/orgs/oa/workspaces", json={"tenant_id": "legacy-ws"}, headers=gw.platform
+    )
+    assert clash.status_code == 409, clash.text
+    issued = await gw.client.post(
+        "/v1/keys",
+        json={"org_id": "oa", "tenant_id": "Legacy-WS", "roles": ["admin"]},
+        headers=gw.platform,
+    )
+    assert issued.status_code == 201, issued.text
+    key = {"Authorization": f"Bearer {issued.json()['key']}"}
+    settings = await gw.client.get("/v1/workspace/settings", headers=key)
+    assert settings.status_code == 200, settings.text
+    assert settings.json()["tenant_id"] == "Legacy-WS"

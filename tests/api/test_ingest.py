@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from ingest.index import org_collection
+from ingest.payload import Classification, Scope
 from tests.api.conftest import Gateway
 from tests.api.tenants import Tenant, provision
 from tests.support.fake_embedder import FailingEmbedder
@@ -203,3 +205,34 @@ async def test_embedder_failure_during_ingest_is_503_and_writes_nothing(gateway:
     assert [p["document_id"] for p in turn["passages"]] == ["pumps.txt"]
     retried = await tenant.doc("manuals", "pumps.txt", MANUAL + " New paragraph.")
     assert retried["status"] == "indexed"
+
+
+async def test_an_overlong_word_is_cut_into_bounded_passages_never_a_5xx(
+    gateway: Gateway,
+) -> None:
+    """Issue 57 #6: a 1,000,001-character word (past what the PII analyzer reads at once)
+    is indexed in passages of at most MAX_PASSAGE_CHARS characters, the PII around it
+    analysed; never a 5xx, never one huge passage. Put again, it is unchanged."""
+    from ingest.chunking import MAX_PASSAGE_CHARS
+
+    tenant = await _tenant(gateway)
+    text = "Mail jane@example.com first. " + "Zq" * 500_000 + "x"
+    path = "/v1/knowledge-bases/manuals/documents/huge.txt"
+    status, answer = await _put(tenant, path, text=text, classification="internal")
+    assert status == 200, answer
+    passages = answer["passages"]
+    assert isinstance(passages, int)
+    assert passages >= 1_000_001 // MAX_PASSAGE_CHARS, answer
+    scope = Scope(
+        org_id="acme",
+        tenant_id=tenant.tenant_id,
+        kb_ids=frozenset({"manuals"}),
+        clearance=Classification.RESTRICTED,
+    )
+    stored = gateway.services.index.scroll_document(org_collection("acme"), scope, "huge.txt")
+    assert len(stored) == passages
+    assert max(len(passage.payload.text) for passage in stored) <= MAX_PASSAGE_CHARS
+    assert stored[0].payload.text == "Mail jane@example.com first."
+    assert all(passage.payload.pii is not None for passage in stored)
+    again, answer = await _put(tenant, path, text=text, classification="internal")
+    assert (again, answer["status"]) == (200, "unchanged")

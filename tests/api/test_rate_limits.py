@@ -132,3 +132,104 @@ async def test_a_workspace_budget_is_shared_by_all_its_keys(guarded: Gateway) ->
     assert "workspace" in refused.json()["detail"]
     other = await guarded.client.get("/v1/workspace/settings", headers=beta.headers())
     assert other.status_code == 200
+
+
+async def _fail(client: httpx.AsyncClient, count: int, **headers: str) -> list[int]:
+    """`count` requests with unknown keys; their statuses."""
+    return [
+        (
+            await client.get(
+                "/v1/keys", headers={"Authorization": f"Bearer kbg_guess{n}", **headers}
+            )
+        ).status_code
+        for n in range(count)
+    ]
+
+
+async def test_a_valid_key_is_served_however_many_failures_its_address_made(
+    guarded: Gateway,
+) -> None:
+    """Issue 57 #5: past the failure budget an address's failing requests get 429, yet a
+    workspace key no process has verified yet, and the platform key, are served from that
+    same address (the key is checked before the failure limit applies)."""
+    tenant = await provision(guarded, "acme", "alpha")
+    fresh = await tenant.issue("fresh", ["admin"])
+    async with _from(guarded, "203.0.113.7") as shared:
+        statuses = await _fail(shared, 30)
+        assert statuses[:5] == [401] * 5
+        assert set(statuses[5:]) == {429}
+        guarded.services.settings.invalidate_credentials()  # no key verified by this process
+        served = [
+            ("/v1/workspace/settings", tenant.headers("fresh")),
+            ("/v1/workspace/settings", tenant.headers()),
+            ("/v1/deletions", guarded.platform),
+        ]
+        for path, headers in served:
+            answer = await shared.get(path, headers=headers)
+            assert answer.status_code == 200, answer.text
+        assert fresh not in (await shared.get("/v1/keys", headers=tenant.headers())).text
+        assert await _fail(shared, 1) == [429]  # failures are still refused
+
+
+@pytest.fixture
+async def proxied(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Gateway]:
+    """The `guarded` gateway behind a proxy it trusts, 192.0.2.10 (and 10.1.0.0/16)."""
+    services, logs, config = await start_gateway(
+        tmp_path,
+        embedder,
+        auth_failures_per_min=5,
+        trusted_proxies=("192.0.2.10/32", "10.1.0.0/16"),
+    )
+    try:
+        async with AsyncTestClient(create_app(config, services)) as client:
+            yield Gateway(client=client, services=services, logs=logs, config=config)
+    finally:
+        await services.close()
+
+
+async def test_forwarded_for_is_ignored_from_any_peer_by_default(guarded: Gateway) -> None:
+    """Issue 57 #5: with no trusted proxy configured (the default), X-Forwarded-For is
+    ignored even from loopback: rotating it does not evade the failure limit."""
+    async with _from(guarded, "127.0.0.1") as local:
+        statuses = [
+            (
+                await local.get(
+                    "/v1/keys",
+                    headers={
+                        "Authorization": f"Bearer kbg_guess{n}",
+                        "X-Forwarded-For": f"198.51.100.{n}",
+                    },
+                )
+            ).status_code
+            for n in range(8)
+        ]
+    assert statuses == [401] * 5 + [429] * 3
+
+
+async def test_forwarded_for_is_honoured_from_a_named_proxy_only(proxied: Gateway) -> None:
+    """Issue 57 #5: behind a trusted proxy each client is counted apart, by the right-most
+    address that is no trusted proxy (what the client put left of it is never taken);
+    from an untrusted peer the header is ignored."""
+    async with _from(proxied, "192.0.2.10") as proxy, _from(proxied, "203.0.113.9") as direct:
+        # one client behind the proxy, spoofing the left-most entry each time
+        spoofed = [
+            (
+                await proxy.get(
+                    "/v1/keys",
+                    headers={
+                        "Authorization": f"Bearer kbg_guess{n}",
+                        "X-Forwarded-For": f"198.51.100.{n}, 203.0.113.50, 10.1.2.3",
+                    },
+                )
+            ).status_code
+            for n in range(7)
+        ]
+        assert spoofed == [401] * 5 + [429] * 2
+        # another client behind the same proxy is not blocked
+        other = await _fail(proxy, 1, **{"X-Forwarded-For": "203.0.113.51"})
+        assert other == [401]
+        # an untrusted peer's header is ignored: its own address is counted
+        ignored = await _fail(direct, 7, **{"X-Forwarded-For": "203.0.113.77"})
+        assert ignored == [401] * 5 + [429] * 2
+        assert await _fail(proxy, 1, **{"X-Forwarded-For": "203.0.113.77"}) == [401]
+        assert await _fail(proxy, 1, **{"X-Forwarded-For": "203.0.113.9"}) == [429]

@@ -516,3 +516,23 @@ def test_compose_pins_a_supported_qdrant_and_scales_the_gateway() -> None:
     grace = int(gateway["stop_grace_period"].removesuffix("s"))
     assert grace > float(gateway["environment"]["KBGATE_SHUTDOWN_TIMEOUT_S"])
     assert "haproxy" in services["proxy"]["image"]
+
+
+def test_the_proxy_forwards_the_client_address_and_the_gateways_trust_only_it() -> None:
+    """Issue 57 #5: HAProxy adds X-Forwarded-For (and sets X-Forwarded-Proto itself); the
+    gateways trust forwarding headers from the proxy's fixed address, and no other."""
+    import yaml
+
+    from settings.config import load_config
+
+    config = (REPO / "deploy" / "haproxy.cfg").read_text()
+    front = config.partition("frontend kbgate_api")[2].partition("backend gateways")[0]
+    assert "option forwardfor" in front
+    assert "http-request set-header X-Forwarded-Proto" in front
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text())
+    services = compose["services"]
+    trusted = services["gateway"]["environment"]["KBGATE_TRUSTED_PROXIES"]
+    proxy_address = services["proxy"]["networks"]["default"]["ipv4_address"]
+    assert trusted == proxy_address
+    default = trusted.partition(":-")[2].rstrip("}")
+    assert load_config({"KBGATE_TRUSTED_PROXIES": default}).trusted_proxies == (f"{default}/32",)

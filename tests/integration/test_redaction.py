@@ -407,3 +407,26 @@ def test_skipping_the_phone_pass_never_changes_what_is_found(redactor: Redactor)
         assert redactor.detect(text, DEFAULT_PII_ENTITIES) == expected, text
         found_phones += sum(d.entity_type == "PHONE_NUMBER" for d in expected)
     assert found_phones >= len(_example_numbers())
+
+
+def test_a_text_past_the_analyzer_bound_is_read_in_slices(redactor: Redactor) -> None:
+    """Issue 57 #6: a 1,000,001-character text (spaCy reads at most a million at once) is
+    analysed in slices: no error, and the spans on both sides of it at their offsets."""
+    from gateway.safety.redaction import MAX_ANALYSIS_CHARS, analysis_slices
+
+    head = "Mail jane@example.com first. "
+    tail = " Then mail bob@example.org."
+    text = head + "Zq" * 500_000 + tail
+    assert len(text) > 1_000_000
+    (spans,) = redactor.analyze_texts([text])
+    emails = sorted(text[s.start : s.end] for s in spans if s.entity_type == "EMAIL_ADDRESS")
+    assert emails == ["bob@example.org", "jane@example.com"]
+    assert {text[s.start : s.end] for s in redactor.analyze(text, ["EMAIL_ADDRESS"])} == {
+        "jane@example.com",
+        "bob@example.org",
+    }
+    slices = analysis_slices("word " * 50_000, 1000)
+    assert all(len(piece) <= 1000 for _, piece in slices)
+    assert "".join(piece for _, piece in slices) == "word " * 50_000
+    assert all(piece.endswith(" ") for _, piece in slices[:-1])
+    assert MAX_ANALYSIS_CHARS < 1_000_000

@@ -1075,3 +1075,40 @@ async def test_redis_revocation_reaches_another_replicas_cached_keys(
             await follower
         await reader.close()
         await writer.close()
+
+
+async def test_workspace_deletion_removes_its_key_history(store: SettingsStore) -> None:
+    """Issue 57 #7: deleting a workspace removes every key event of its tenant id (a
+    workspace created again with the id starts with no history); the events of other
+    workspaces stay, in order."""
+    await provision(store, "t1", "t2", "t10")
+    keys = [
+        api_key(f"key_{n}", f"h{n}", tenant_id=t) for n, t in enumerate(["t1", "t2", "t1", "t10"])
+    ]
+    for key in keys:
+        await store.create_api_key(key, key_event("created", key))
+    await store.revoke_api_key("key_0", key_event("revoked", keys[0]))
+    await store.mark_workspace_deleting("t1")
+    assert await store.delete_workspace("t1") is True
+    assert [(e.action, e.key_id) for e in await store.key_history()] == [
+        ("created", "key_1"),
+        ("created", "key_3"),
+    ]
+    await store.create_workspace(workspace("t1"))
+    assert [e.tenant_id for e in await store.key_history()] == ["t2", "t10"]
+
+
+async def test_tenant_ids_are_unique_ignoring_case(store: SettingsStore) -> None:
+    """Issue 57 #8: a tenant id that differs from a stored one only in case is taken, in
+    any org; ids without letters, and other ids, are not affected."""
+    await provision(store, "Legacy-WS", "t-1")
+    await store.create_org(org("other"))
+    for taken in ("legacy-ws", "LEGACY-WS", "Legacy-WS"):
+        with pytest.raises(AlreadyExistsError):
+            await store.create_workspace(workspace(taken, "other"))
+    with pytest.raises(AlreadyExistsError):
+        await store.create_workspace(workspace("T-1"))
+    await store.create_workspace(workspace("legacy-ws2"))
+    await store.create_workspace(workspace("42"))
+    assert (await store.get_workspace("Legacy-WS")) == workspace("Legacy-WS")
+    assert await store.get_workspace("legacy-ws") is None

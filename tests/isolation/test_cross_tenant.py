@@ -172,6 +172,17 @@ async def test_cleanup_deletes_every_planted_document(campaign_run: CampaignRun)
     assert campaign_run.report.left_behind == []
 
 
+async def test_a_recreated_workspace_sees_nothing_of_its_predecessor(
+    campaign_run: CampaignRun,
+) -> None:
+    """Issue 57 #7: after the cleanup the probe creates a deleted organization and its
+    workspace again under the same ids; its new admin sees no key history, key, settings
+    change, KB or agent change, KB or agent of the deleted one."""
+    _assert_clean(campaign_run, lambda _, m: m.startswith("lifecycle"), minimum=9)
+    endpoints = {r.endpoint for r in campaign_run.report.records if r.mode.startswith("lifecycle")}
+    assert {"GET /v1/keys/history", "GET /v1/workspace/settings/history"} <= endpoints
+
+
 async def test_no_finding_at_all(campaign_run: CampaignRun) -> None:
     """The whole campaign: zero leaks and zero failures (exit code 0 for `kbgate probe`)."""
     report = campaign_run.report

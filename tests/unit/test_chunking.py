@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.chunking import ChunkingParams, chunk_text, split_sentences
+from ingest.chunking import (
+    MAX_PASSAGE_CHARS,
+    ChunkingParams,
+    char_bound_applies,
+    chunk_text,
+    split_sentences,
+)
 from ingest.screening import screen
 
 
@@ -87,6 +93,46 @@ def test_chunking_never_loses_words(text: str, max_words: int, overlap: int) -> 
     passages = chunk_text(text, params)
     assert all(len(p.split()) <= max_words for p in passages)
     assert set(text.split()) <= {w for p in passages for w in p.split()}
+
+
+def test_an_overlong_token_is_cut_and_no_passage_passes_the_character_bound() -> None:
+    """Issue 57 #6: a 900,000-character word is not one 900 KB passage: it is cut into
+    pieces of at most `max_chars`, which together hold the whole word."""
+    word = "y" * 900_000
+    passages = chunk_text(f"Before it. {word} After it.")
+    assert max(len(p) for p in passages) <= MAX_PASSAGE_CHARS
+    assert passages[0].startswith("Before it.")
+    assert sum(p.count("y") for p in passages) == len(word)  # every piece once, no overlap
+
+
+def test_a_window_of_long_words_stops_at_the_character_bound() -> None:
+    """120 words of 40 characters (a URL list) are more than one 2,000-character passage;
+    the overlap stays within half the bound; ordinary prose never meets the bound."""
+    urls = " ".join(f"https://example.com/{n:020d}/path" for n in range(120))
+    passages = chunk_text(urls)
+    assert len(passages) > 1
+    assert all(len(p) <= MAX_PASSAGE_CHARS for p in passages)
+    assert set(urls.split()) <= {w for p in passages for w in p.split()}
+    prose = " ".join(_document(3, 80))
+    assert not char_bound_applies(prose)
+    assert chunk_text(prose) == chunk_text(prose, ChunkingParams(max_chars=10**9))
+    assert char_bound_applies(urls)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from("abcdefgh .!?\n"), max_size=600),
+    max_chars=st.integers(16, 80),
+    max_words=st.integers(1, 30),
+)
+def test_passages_never_pass_either_bound(text: str, max_chars: int, max_words: int) -> None:
+    """Whatever the text, no passage has more than `max_words` words or `max_chars`
+    characters, and every character of every word is kept."""
+    params = ChunkingParams(max_words=max_words, overlap_words=max_words // 2, max_chars=max_chars)
+    passages = chunk_text(text, params)
+    assert all(len(p) <= max_chars and len(p.split()) <= max_words for p in passages)
+    kept = "".join(p.replace(" ", "") for p in passages)
+    assert all(word[:max_chars] in kept for word in text.split())
 
 
 @pytest.mark.parametrize(

@@ -7,12 +7,17 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from gateway.tools.probe.archive_probes import ArchiveProbes
 from gateway.tools.probe.client import (
+    Reply,
     Transport,
 )
 from gateway.tools.probe.report import (
+    Check,
+    Issue,
     Probe,
     Report,
     SetupError,
+    _list,
+    _obj,
 )
 from gateway.tools.probe.retrieval_probes import RetrievalProbes
 from gateway.tools.probe.setup import Provisioning
@@ -22,6 +27,7 @@ from gateway.tools.probe.world import (
     PHASES,
     SHARED_KBS,
     WORKSPACES_PER_ORG,
+    ProbeKey,
     Viewer,
     Workspace,
 )
@@ -218,6 +224,98 @@ class Campaign(Provisioning, RetrievalProbes, WorkspaceProbes, ArchiveProbes):
         await self.run_all(self._gone_probes(deleted))
         self.report.removed = removed
         self._left_behind(deleted)
+        await self.recreated_check(deleted)
+
+    async def recreated_check(self, deleted: list[str]) -> None:
+        """The lifecycle case: the first deleted organization and its first workspace are
+        created again under the same ids, with a new admin key. That workspace must see
+        nothing of its predecessor: its key history holds only its own key's creation, and
+        its keys, settings history, KB and agent changes, KBs and agents are empty (any
+        marker of the deleted world in an answer is a leak). Then it is deleted again."""
+        heir_of = next((ws for ws in self.world.workspaces if ws.org_id in deleted), None)
+        if heir_of is None:
+            return
+        self.phase = "lifecycle"
+        org_id, tenant_id = heir_of.org_id, heir_of.tenant_id
+        ids = [org_id, tenant_id]
+        made = await self.execute(
+            self._probe(
+                "POST /v1/orgs", self.platform, "/v1/orgs", {"org_id": org_id}, 201, also=ids
+            )
+        )
+        if made is None or made.status != 201:
+            return
+        try:
+            await self._probe_heir(org_id, tenant_id, ids)
+        finally:
+            await self.execute(
+                self._probe(
+                    "DELETE /v1/orgs/{org_id}", self.platform, f"/v1/orgs/{org_id}", also=ids
+                )
+            )
+
+    async def _probe_heir(self, org_id: str, tenant_id: str, ids: list[str]) -> None:
+        created = await self.execute(
+            self._probe(
+                "POST /v1/orgs/{org_id}/workspaces",
+                self.platform,
+                f"/v1/orgs/{org_id}/workspaces",
+                {"tenant_id": tenant_id},
+                201,
+                also=ids,
+            )
+        )
+        if created is None or created.status != 201:
+            return
+        body = {"org_id": org_id, "tenant_id": tenant_id, "roles": ["admin"]}
+        issued = await self.execute(
+            self._probe("POST /v1/keys", self.platform, "/v1/keys", body, 201, also=ids)
+        )
+        if issued is None or issued.status != 201:
+            return
+        answer = _obj(issued.json())
+        key_id = str(answer.get("key_id", ""))
+        heir = ProbeKey("recreated/admin", None, frozenset({"admin"}), "restricted")
+        heir.secret = str(answer.get("key", ""))
+        own = [*ids, key_id]
+
+        def only_own_key(reply: Reply) -> list[Issue]:
+            events = _list(_obj(reply.json()).get("events"))
+            seen = [(_obj(e).get("action"), _obj(e).get("key_id")) for e in events]
+            if seen != [("created", key_id)]:
+                return [Issue("leak", f"the re-created workspace's key history holds {seen}")]
+            return []
+
+        def empty(field: str, what: str) -> Check:
+            def check(reply: Reply) -> list[Issue]:
+                found = _list(_obj(reply.json()).get(field))
+                if field == "keys":
+                    found = [k for k in found if _obj(k).get("key_id") != key_id]
+                if found:
+                    return [Issue("leak", f"the re-created workspace lists {len(found)} {what}")]
+                return []
+
+            return check
+
+        probes = [
+            self._probe(
+                "GET /v1/keys/history", heir, "/v1/keys/history", also=own, check=only_own_key
+            )
+        ]
+        for endpoint, field, what in (
+            ("GET /v1/keys", "keys", "keys of its predecessor"),
+            ("GET /v1/workspace/settings/history", "changes", "settings changes"),
+            ("GET /v1/workspace/changes", "changes", "KB and agent changes"),
+            ("GET /v1/knowledge-bases", "knowledge_bases", "knowledge bases"),
+            ("GET /v1/agents", "agents", "agents"),
+        ):
+            path = endpoint.split(maxsplit=1)[1]
+            probes.append(
+                self._probe(
+                    endpoint, heir, path, also=own, check=empty(field, what), mode="recreated"
+                )
+            )
+        await self.run_all(probes)
 
     def _gone_probes(self, deleted: list[str]) -> list[Probe]:
         """Each planted workspace's owner key answers 401 (one key each: 401s count against
