@@ -210,19 +210,20 @@ async def test_embedder_failure_during_ingest_is_503_and_writes_nothing(gateway:
 async def test_an_overlong_word_is_cut_into_bounded_passages_never_a_5xx(
     gateway: Gateway,
 ) -> None:
-    """Issue 57 #6: a 1,000,001-character word (past what the PII analyzer reads at once)
-    is indexed in passages of at most MAX_PASSAGE_CHARS characters, the PII around it
-    analysed; never a 5xx, never one huge passage. Put again, it is unchanged."""
+    """Issue 57 #6: an over-long word is indexed in passages of at most MAX_PASSAGE_CHARS
+    characters, the PII around it analysed; never a 5xx, never one huge passage. Put again,
+    it is unchanged. (A text past what the PII analyzer reads at once, a million
+    characters, is `tests/integration/test_redaction.py`'s: here 40,001 keep it quick.)"""
     from ingest.chunking import MAX_PASSAGE_CHARS
 
     tenant = await _tenant(gateway)
-    text = "Mail jane@example.com first. " + "Zq" * 500_000 + "x"
+    text = "Mail jane@example.com first. " + "Zq" * 20_000 + "x"
     path = "/v1/knowledge-bases/manuals/documents/huge.txt"
     status, answer = await _put(tenant, path, text=text, classification="internal")
     assert status == 200, answer
     passages = answer["passages"]
     assert isinstance(passages, int)
-    assert passages >= 1_000_001 // MAX_PASSAGE_CHARS, answer
+    assert passages >= 40_001 // MAX_PASSAGE_CHARS, answer
     scope = Scope(
         org_id="acme",
         tenant_id=tenant.tenant_id,
