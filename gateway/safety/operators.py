@@ -26,8 +26,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
+from gateway.safety.spans import Span
 from settings.resolve import DEFAULT_PII_OPERATOR
 
 __all__ = ["MASK_CHAR", "PSEUDONYM_HEX_DIGITS", "Anonymizer", "Operators", "pseudonym"]
@@ -36,20 +37,6 @@ MASK_CHAR = "*"
 PSEUDONYM_HEX_DIGITS = 6
 #: `chars_to_mask` of presidio's mask operator: more than any value has, so all of it
 _WHOLE_VALUE = 2**31 - 1
-
-
-class _Span(Protocol):
-    @property
-    def start(self) -> int: ...
-
-    @property
-    def end(self) -> int: ...
-
-    @property
-    def entity_type(self) -> str: ...
-
-    @property
-    def score(self) -> float: ...
 
 
 def normalised(value: str) -> str:
@@ -111,7 +98,7 @@ class Anonymizer:
                 )
         return configs
 
-    def anonymize(self, text: str, spans: Sequence[_Span], configs: Mapping[str, Any]) -> str:
+    def anonymize(self, text: str, spans: Sequence[Span], configs: Mapping[str, Any]) -> str:
         """`text` with each of the disjoint, sorted `spans` replaced by its type's operator."""
         results = [self._result(s.entity_type, s.start, s.end, s.score) for s in spans]
         # A copy: the engine adds a DEFAULT entry to the dict it is given when none is there.
@@ -143,7 +130,7 @@ class Operators:
         }
         self._configs = anonymizer.configs(self.chosen, key)
 
-    def replace(self, text: str, spans: Sequence[_Span]) -> str:
+    def replace(self, text: str, spans: Sequence[Span]) -> str:
         """`text` with each of the disjoint, sorted `spans` replaced."""
         return self.anonymizer.anonymize(text, spans, self._configs)
 

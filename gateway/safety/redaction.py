@@ -24,7 +24,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from gateway.runtime.telemetry import Telemetry
 from gateway.safety.names import (
@@ -54,6 +54,7 @@ from gateway.safety.recognizers import (
     names_a_person,
     no_nlp_engine,
 )
+from gateway.safety.spans import Span
 from gateway.safety.technical import is_code_like, reads_as_prose, technical_spans
 from ingest.payload import PiiSpan
 from settings.pii_allow_list import NO_ALLOW_LIST, AllowList
@@ -116,22 +117,6 @@ class Redaction:
         return bool(self.counts)
 
 
-class _Span(Protocol):
-    """A found entity, as presidio's results and stored spans both read."""
-
-    @property
-    def start(self) -> int: ...
-
-    @property
-    def end(self) -> int: ...
-
-    @property
-    def entity_type(self) -> str: ...
-
-    @property
-    def score(self) -> float: ...
-
-
 @dataclass(frozen=True, slots=True)
 class RedactionPolicy:
     """What a workspace redacts: these entity types, except values its allow-list keeps;
@@ -141,7 +126,7 @@ class RedactionPolicy:
     allow: AllowList = NO_ALLOW_LIST
     operators: Operators = field(kw_only=True)
 
-    def select(self, text: str, spans: Iterable[_Span]) -> list[Detection]:
+    def select(self, text: str, spans: Iterable[Span]) -> list[Detection]:
         """The disjoint spans of `text` to replace, in text order.
 
         Pattern recognizers (which check what they find) win over the NER model where
@@ -165,7 +150,7 @@ class RedactionPolicy:
         ]
         return sorted([*patterns, *names], key=lambda d: d.start)
 
-    def apply(self, text: str, spans: Iterable[_Span]) -> Redaction:
+    def apply(self, text: str, spans: Iterable[Span]) -> Redaction:
         """`text` with each selected span replaced by its type's operator (presidio-
         anonymizer); a text with nothing selected is returned as it is, unanonymized."""
         detections = self.select(text, spans)
@@ -436,7 +421,7 @@ def _shifted(span: PiiSpan, offset: int) -> PiiSpan:
 
 
 def named_entities(
-    text: str, found: Iterable[_Span], gazetteer: Gazetteer | None = None
+    text: str, found: Iterable[Span], gazetteer: Gazetteer | None = None
 ) -> list[Detection]:
     """The NER model's names, places and organisations, with rules on its output.
 
@@ -559,7 +544,7 @@ FORMS_OF_ADDRESS = frozenset(
 )
 
 
-def _spoken_of(text: str, spans: Sequence[tuple[_Span, int, int]]) -> set[str]:
+def _spoken_of(text: str, spans: Sequence[tuple[Span, int, int]]) -> set[str]:
     """The one-word names the model found that stand beside a verb of speech."""
     spoken: set[str] = set()
     for span, start, end in spans:
@@ -589,7 +574,7 @@ def _word(token: str) -> str:
     return token.strip(".,;:!?()\"'").casefold()
 
 
-def spans_of(found: Iterable[_Span]) -> tuple[PiiSpan, ...]:
+def spans_of(found: Iterable[Span]) -> tuple[PiiSpan, ...]:
     """Analyzer results as stored spans: overlapping results of one type merged into their
     union, sorted by position; results of different types may overlap (the policy settles
     them once it knows which types it redacts)."""
@@ -672,7 +657,7 @@ def _not_people(artifacts: Any) -> list[tuple[int, int]]:
     return [(e.start_char, e.end_char) for e in doc.ents if e.label_ in NOT_PEOPLE_LABELS]
 
 
-def _overlaps_any(span: _Span, others: Iterable[tuple[int, int]]) -> bool:
+def _overlaps_any(span: Span, others: Iterable[tuple[int, int]]) -> bool:
     return any(span.start < end and start < span.end for start, end in others)
 
 
@@ -706,7 +691,7 @@ def count_redactions(telemetry: Telemetry, counts: dict[str, int]) -> None:
         telemetry.count(f"redacted_{entity_type}", amount)
 
 
-def resolve_overlaps(text: str, found: Iterable[_Span]) -> list[Detection]:
+def resolve_overlaps(text: str, found: Iterable[Span]) -> list[Detection]:
     """Make analyzer results disjoint so every character is replaced at most once.
 
     Overlapping results of one type merge into their union; a result inside another
