@@ -64,3 +64,33 @@ def test_each_types_operator_is_chosen_from_a_list_and_shown_in_force(
 
     card.get_by_role("button", name="Use default").click()  # leave the workspace as it was
     expect(page.locator('[data-effective="pii_operators"]')).to_have_text("replace for every type")
+
+
+def test_try_shows_why_a_span_was_hidden_and_allows_its_value(page: Page, site: Site) -> None:
+    """Under a passage, *Why … hidden* lists the hidden value with its type and recognizer;
+    *Allow* puts it on the allow-list, and the same question then shows it in the passage."""
+    sign_in(page, site, site.home.admin_key)
+    page.get_by_role("link", name="Try a question").click()
+    page.get_by_label("Agent").select_option("helpdesk")
+    page.get_by_label("Question").fill("Who answers questions about paid leave days?")
+    page.get_by_role("button", name="Run").click()
+    leave = page.locator("article.passage").filter(has_text="Leave policy")
+    why = leave.locator("details.hidden-spans")
+    why.locator("summary").click()
+    row = why.locator("tr", has_text="hr-team@example.com")
+    expect(row).to_contain_text("EMAIL_ADDRESS")
+    expect(row).to_contain_text("OfflineEmailRecognizer")
+    shot(page, "05-try-why-hidden")
+
+    row.get_by_role("button", name="Allow").click()
+    expect(page.get_by_role("status")).to_contain_text("Added to the allow-list")
+    page.get_by_label("Agent").select_option("helpdesk")
+    page.get_by_label("Question").fill("Who answers questions about paid leave days?")
+    page.get_by_role("button", name="Run").click()
+    leave = page.locator("article.passage").filter(has_text="Leave policy")
+    expect(leave).to_contain_text("hr-team@example.com")
+
+    page.goto(f"{site.url}/console/settings")  # leave the workspace as it was
+    card = page.locator("#setting-pii_allow_list")
+    card.get_by_role("button", name="Use default").click()
+    expect(page.locator('[data-effective="pii_allow_list"]')).to_have_text("none")

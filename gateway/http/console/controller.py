@@ -566,7 +566,14 @@ class ConsoleController(Controller):
     async def try_page(self, request: ConsoleRequest, who: NamedDependency[SignedIn]) -> Template:
         agents = await knowledge.agents(_services(request), who.principal)
         return _page(
-            "try.html", who, active="try", agents=agents, values={}, errors={}, result=None
+            "try.html",
+            who,
+            active="try",
+            notice=await _notice(request, who),
+            agents=agents,
+            values={},
+            errors={},
+            result=None,
         )
 
     @post("/try", status_code=200)
