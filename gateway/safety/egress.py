@@ -27,7 +27,8 @@ from gateway.errors import (
 )
 from gateway.runtime.services import Services
 from gateway.safety.passages import redaction_policy
-from gateway.safety.redaction import Detection, count_redactions
+from gateway.safety.redaction import count_redactions
+from gateway.safety.spans import Detection
 from settings.resolve import resolve_redaction
 
 #: Characters of text (summed over every string of a JSON value) one call may redact.

@@ -48,7 +48,7 @@ from gateway.http.security import authenticate_counted, client_address
 from gateway.retrieval import turn
 from gateway.runtime.services import Services
 from gateway.safety.egress import explain_texts
-from gateway.safety.redaction import Detection
+from gateway.safety.spans import Detection
 from ingest.index import IndexUnavailableError
 from settings.pii_allow_list import allow_list_entry
 from settings.records import KnowledgeBase, Role

@@ -22,7 +22,7 @@ from gateway.admin import knowledge, workspace
 from gateway.retrieval.plan import knowledge_base_in_force
 from gateway.retrieval.turn import TurnResult
 from gateway.runtime.services import Services
-from gateway.safety.redaction import Detection
+from gateway.safety.spans import Detection
 from settings.config import Config
 from settings.records import AdminChange, Agent, KnowledgeBase, SettingChange, Workspace
 from settings.resolve import (
