@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from gateway.safety.technical import holds_no_name, is_code_like
+from gateway.safety.technical import holds_no_name, is_code_like, reads_as_prose
 
 #: One word of a name: letters of any script, maybe joined by an apostrophe, a hyphen or a
 #: dot (`d'Itri`, `El-Mahmoudy`, `F.`); never a digit or an underscore.
@@ -110,8 +110,11 @@ _MAILBOX = re.compile(r"<[^<>\s@]{1,64}@[^<>\s@]{1,255}\.[^<>\s@]{2,63}>")
 _HEADER = re.compile(r"^[ \t]*\[[ \t]*(?P<inside>[^\[\]\n]{1,80}?)[ \t]*\][ \t]*$", re.MULTILINE)
 _PARENTHESIS = re.compile(r"\(([^()\n]{1,60})\)")
 _THANKS_SENTENCE = re.compile(r"(?i)\bthanks?\b[^\n.!?]{0,60}?,[ \t]*(?=[^\W\d_])")
+#: Between the words of a name in running text: spaces, or a line wrapped (a tab separates
+#: a script's speaker from the speech).
+_NAME_GAP = r"(?:[ ]+|[ \t]*\n[ \t]+)"
 _CAPITALISED = re.compile(
-    rf"(?<![\w'\u2019.-])[^\W\d_a-z][\w'\u2019-]*(?:{_GAP}[^\W\d_a-z][\w'\u2019-]*)+"
+    rf"(?<![\w'\u2019.-])[^\W\d_a-z][\w'\u2019-]*(?:{_NAME_GAP}[^\W\d_a-z][\w'\u2019-]*)+"
 )
 #: Lower-case words that may stand inside a name: `Ludwig van Beethoven`, `Marco d'Itri`.
 PARTICLES = frozenset(
@@ -341,6 +344,18 @@ _SPOKE = "|".join(SPEECH_VERBS.split())
 _SPEECH_AFTER = re.compile(rf"\b(?:{_SPOKE})[ \t]+{_SPEAKER}")
 _SPEECH_BEFORE = re.compile(rf"{_SPEAKER}[ \t]+(?:(?:next|then|also|later)[ \t]+)?(?:{_SPOKE})\b")
 _ACCORDING = re.compile(rf"\b[Aa]ccording[ \t]+to[ \t]+{_SPEAKER}")
+#: Verbs of reporting that things do too (`Support added`, `Problem reported`): a speaker
+#: beside one needs a known name or a name in capitals.
+REPORTING_VERBS = (
+    "noted notes added adds reported described stressed inquired expressed endorsed "
+    "illustrated characterized suggested explained stated demonstrated emphasized "
+    "emphasised pointed warned announced acknowledged recalled"
+)
+_REPORTED = "|".join(REPORTING_VERBS.split())
+_REPORTING_AFTER = re.compile(rf"\b(?:{_REPORTED})[ \t]+{_SPEAKER}")
+_REPORTING_BEFORE = re.compile(
+    rf"{_SPEAKER}[ \t]+(?:(?:next|then|also|later)[ \t]+)?(?:{_REPORTED})\b"
+)
 #: A script's or a transcript's speaker heading: a name in capitals opening a line,
 #: then a tab (`ORLANDO\tNot so`), or a known name then a colon (`Priya: I checked`).
 _HEADING_TAB = re.compile(r"^(?P<name>[^\W\d_a-z]{2,}(?: [^\W\d_a-z]{2,}){0,2})\t", re.M)
@@ -355,11 +370,26 @@ _NOT_SPEAKERS = frozenset(
 
 def speakers(text: str, gazetteer: Gazetteer) -> Iterator[tuple[int, int]]:
     """Names of people who speak or are quoted: beside a verb of speech, after
-    `according to`, or heading a line of a script or a transcript."""
-    for pattern in (_SPEECH_AFTER, _SPEECH_BEFORE, _ACCORDING, _HEADING_TAB):
+    `according to`; beside a verb of reporting (`noted`, `stressed`) when the name is a
+    known one or written in capitals, a surname's house style (`KENNEY stressed`)."""
+    for pattern in (_SPEECH_AFTER, _SPEECH_BEFORE, _ACCORDING):
         for match in pattern.finditer(text):
             if _a_speaker(text, match.start("name"), match.group("name").split()):
                 yield match.start("name"), match.end("name")
+    for pattern in (_REPORTING_AFTER, _REPORTING_BEFORE):
+        for match in pattern.finditer(text):
+            words = match.group("name").split()
+            named = all(w.isupper() and len(w) > 2 for w in words) or gazetteer.is_name(words[0])
+            if named and _a_speaker(text, match.start("name"), words):
+                yield match.start("name"), match.end("name")
+
+
+def script_speakers(text: str, gazetteer: Gazetteer) -> Iterator[tuple[int, int]]:
+    """Names heading the lines of a script or a transcript: in capitals before a tab
+    (`ORLANDO\tNot so`), or a known given name before a colon (`Priya: I checked`)."""
+    for match in _HEADING_TAB.finditer(text):
+        if _a_speaker(text, match.start("name"), match.group("name").split()):
+            yield match.start("name"), match.end("name")
     for match in _HEADING_COLON.finditer(text):
         words = match.group("name").split()
         if gazetteer.is_given(words[0]) and _a_speaker(text, match.start("name"), words):
@@ -373,6 +403,7 @@ def _a_speaker(text: str, start: int, words: list[str]) -> bool:
     folded = [word.casefold().strip("'\u2019") for word in words]
     return (
         folded[0] not in _NOT_SPEAKERS
+        and folded[0] not in ROLES  # `General Motors announced`
         and _personal(words)
         and not any(is_code_like(word) for word in words)
     )
@@ -421,6 +452,34 @@ def _end_of(text: str, start: int, words: list[str]) -> int:
     return at
 
 
+#: A name in a house style of prose that writes surnames in capitals: capitalised given
+#: names, then a surname of four or more capitals (`Navin RAMGOOLAM`, `Jean-Bedel BOKASSA`).
+_CAPITALS_SURNAME = re.compile(
+    r"(?<![\w'\u2019-])(?:[^\W\d_a-z][^\W\d_A-Z][\w'\u2019-]*[ \t]+){1,3}"
+    r"[^\W\d_a-z]{4,}(?:-[^\W\d_a-z]+)?(?![\w'\u2019-])"
+)
+
+
+def capitals_surnames(text: str) -> Iterator[tuple[int, int]]:
+    """Given names followed by a surname in capitals, in running prose that writes its
+    surnames so (`Navin RAMGOOLAM`); not a product and its acronym in technical text."""
+    if not reads_as_prose(text):
+        return
+    for match in _CAPITALS_SURNAME.finditer(text):
+        words = match.group().split()
+        if words[0].casefold() in _NOT_SPEAKERS | STOP_WORDS | _SENTENCE_OPENERS:
+            continue  # `The NRPC`, `No SGML`: a word opening a sentence, then an acronym
+        vowels = sum(ch in "AEIOUY" for ch in words[-1])
+        if vowels >= 2 and _personal(words) and not any(w.casefold() in ROLES for w in words):
+            yield match.start(), match.end()
+
+
+#: Words that open sentences and are no names.
+_SENTENCE_OPENERS = frozenset(
+    "how why when where what which there there's here if yes however also only no".split()
+)
+
+
 def given_names(text: str, gazetteer: Gazetteer) -> Iterator[tuple[int, int]]:
     """Runs of capitalised words that start with a given name and go on with a surname:
     `Priya Raghunathan`, `Grace Hopper`; not `Mark Done` (no surname follows a given name
@@ -429,7 +488,9 @@ def given_names(text: str, gazetteer: Gazetteer) -> Iterator[tuple[int, int]]:
         words = [(m.start(), m.end()) for m in re.finditer(r"\S+", match.group())]
         for i in range(len(words) - 1):
             first = match.group()[words[i][0] : words[i][1]]
-            if not gazetteer.is_given(first) or opens_item(text, match.start() + words[i][0]):
+            if not gazetteer.is_given(first) or first.casefold() in ROLES:
+                continue  # `General Motors`: a title, not a given name
+            if opens_item(text, match.start() + words[i][0]):
                 continue
             run = [words[i]]
             for start, end in words[i + 1 : i + 4]:

@@ -101,6 +101,12 @@ def _a_persons(
     bare = [word.strip(".,;:!?'\u2019") for word in words]
     if len(bare) == 1 and bare[0].casefold() in surnames:
         return bare[0][:1].isupper()
+    if len(bare) == 1 and bare[0].isupper() and len(bare[0]) > 4 and bare[0].isalpha():
+        # a surname in capitals, the house style of some prose (`OBOTE regained …`), that
+        # the model read as a person once capitalised; acronyms are shorter or have fewer
+        # vowels (`EPRDF`, `SGML`)
+        vowels = sum(ch in "AEIOUY" for ch in bare[0])
+        return vowels >= 2 and bare[0].casefold() not in TEAM_WORDS and prose()
     if not _capitalised_name(bare, names):
         return False
     if len(bare) == 1:
@@ -185,7 +191,10 @@ def _word(token: str) -> str:
 #: Recognizers whose names the model may overrule: where it reads the same words as a
 #: place, a nationality, a building, an event or a work (`Sierra Leone`, `Moscow
 #: responded`, `French Polynesia`), they are not a person's.
-READ_BY_MODEL = frozenset({"GivenNameRecognizer", "SpeakerRecognizer", "TitledNameRecognizer"})
+READ_BY_MODEL = frozenset(
+    {"GivenNameRecognizer", "SpeakerRecognizer", "TitledNameRecognizer"}
+    | {"CapitalsSurnameRecognizer"}
+)
 #: The NER model's labels (OntoNotes, and presidio's for the mapped ones) that no person
 #: carries. Organisations are not among them: the model calls many people one.
 NOT_PEOPLE_LABELS = frozenset(
@@ -199,17 +208,32 @@ GIVEN_NAMES = "GivenNameRecognizer"
 SAME_NAME = "SameNameRecognizer"
 
 
+#: Recognizers whose one-word names are strong enough to find again (a script's speaker
+#: heading, an attribution header, a mailbox, a credit).
+NAMED_ALONE = frozenset(
+    {"ScriptSpeakerRecognizer", "HeaderNameRecognizer", "MailboxNameRecognizer"}
+    | {"CreditNameRecognizer"}
+)
+
+
 def same_names(text: str, people: Sequence[Any], gazetteer: Gazetteer) -> list[Detection]:
-    """Each other whole-word mention of the surname (the last word) of a person's name of
-    several words found in `text`, by a context recognizer or starting with a known given
-    name: the same person, named again."""
+    """Each other whole-word mention, capitalised, of a person found in `text`: the surname
+    (the last word) of a name of several words found by a context recognizer or starting
+    with a known given name, or a name a script's heading or a credit gives alone
+    (`ORLANDO⇥…` then `Orlando`): the same person, named again."""
     surnames = {
-        words[-1]
+        words[-1].casefold()
         for span in people
-        if len(words := text[span.start : span.end].split()) > 1
+        if (words := text[span.start : span.end].split())
         and (
-            recognizer_of(span) in CONTEXT_NAME_RECOGNIZERS.keys() - {GIVEN_NAMES}
-            or (gazetteer.is_given(words[0]) and not common_given(words[0]))
+            (
+                len(words) > 1
+                and (
+                    recognizer_of(span) in CONTEXT_NAME_RECOGNIZERS.keys() - {GIVEN_NAMES}
+                    or (gazetteer.is_given(words[0]) and not common_given(words[0]))
+                )
+            )
+            or (len(words) == 1 and recognizer_of(span) in NAMED_ALONE)
         )
         and len(words[-1]) > 2
         and words[-1][:1].isupper()
@@ -219,12 +243,13 @@ def same_names(text: str, people: Sequence[Any], gazetteer: Gazetteer) -> list[D
         return []
     taken = [(span.start, span.end) for span in people]
     pattern = re.compile(
-        r"(?<![\w'\u2019-])(?:" + "|".join(map(re.escape, sorted(surnames))) + r")(?![\w-])"
+        r"(?i)(?<![\w'\u2019-])(?:" + "|".join(map(re.escape, sorted(surnames))) + r")(?![\w-])"
     )
     return [
         Detection(m.start(), m.end(), "PERSON", 0.85, SAME_NAME)
         for m in pattern.finditer(text)
-        if not overlaps_any(Detection(m.start(), m.end(), "PERSON", 0), taken)
+        if m.group()[:1].isupper()
+        and not overlaps_any(Detection(m.start(), m.end(), "PERSON", 0), taken)
     ]
 
 

@@ -73,7 +73,9 @@ CONTEXT_NAME_RECOGNIZERS = {
     "HandleRecognizer": 0.9,
     "NameListRecognizer": 0.9,
     "SpeakerRecognizer": 0.88,
+    "ScriptSpeakerRecognizer": 0.9,
     "TitledNameRecognizer": 0.88,
+    "CapitalsSurnameRecognizer": 0.88,
     "GivenNameRecognizer": 0.88,
 }
 
@@ -267,7 +269,9 @@ def _name_recognizers(gazetteer: Gazetteer) -> list[Any]:
         "HandleRecognizer": names.handles,
         "NameListRecognizer": lambda text: names.listed_names(text, gazetteer),
         "SpeakerRecognizer": lambda text: names.speakers(text, gazetteer),
+        "ScriptSpeakerRecognizer": lambda text: names.script_speakers(text, gazetteer),
         "TitledNameRecognizer": lambda text: names.titled_names(text, gazetteer),
+        "CapitalsSurnameRecognizer": names.capitals_surnames,
         "GivenNameRecognizer": lambda text: names.given_names(text, gazetteer),
     }
 

@@ -194,3 +194,43 @@ def test_addresses_spelled_out_against_harvesters(
     """`name [at] domain` anywhere and `name at domain` in a list are addresses; prose that
     says where something is (`at readthedocs.io`) is not."""
     assert redact(redactor, text) == (redacted or text)
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        (
+            "In 1982 President Emomali RAHMON came to power; RAHMON was reelected in 2020.",
+            "In 1982 President <PERSON> came to power; <PERSON> was reelected in 2020.",
+        ),
+        (
+            "ORLANDO\tNot so; but I answer you.\nROSALIND\tWhy, Orlando, where have you been?",
+            "<PERSON>\tNot so; but I answer you.\n<PERSON>\tWhy, <PERSON>, where have you been?",
+        ),
+        (
+            "His son Navin RAMGOOLAM took office in 1995 and served until 2000.",
+            "His son <PERSON> took office in 1995 and served until 2000.",
+        ),
+        (
+            "KENNEY stressed that the costs of scanning were falling every year.",
+            "<PERSON> stressed that the costs of scanning were falling every year.",
+        ),
+    ],
+)
+def test_names_in_the_house_style_of_prose(redactor: Redactor, text: str, redacted: str) -> None:
+    """A name after a title, a script's speaker heading and the same name found again, a
+    surname in capitals after given names, and one beside a verb of reporting."""
+    assert redact(redactor, text) == redacted
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The EPRDF became an ethnic coalition. No SGML markup remains in the files.",
+        "General Motors announced a recall. Support added for the new format.",
+    ],
+)
+def test_acronyms_and_organisations_in_prose_are_no_people(redactor: Redactor, text: str) -> None:
+    """Acronyms in capitals, an organisation after a role word and a thing that `added`
+    something are left as they are."""
+    assert redact(redactor, text) == text
