@@ -1,26 +1,26 @@
-"""Another workspace's cheap calls while one workspace floods the gateway with grounding checks.
+"""Another workspace's calls while one workspace floods each expensive endpoint.
 
 A real `kbgate serve` (default configuration) on a temporary data dir; two workspaces, A
-and B, each with a KB of a few dozen short passages and an agent. B's settings read
-(`GET /v1/workspace/settings`), retrieve (`POST /v1/retrieve`, a new question each
-call) and a two-sentence grounding check of its own are timed one after the other,
-`--calls` of each spread over `--window-s`, in these phases:
+and B, each with a KB of a few dozen short passages and an agent. B's grounding check (two
+sentences, sentences mode), redaction (`POST /v1/redact`, a short text), single-document
+PUT and retrieve (`POST /v1/retrieve`, a new question each call) are timed one after the
+other, `--calls` of each spread over `--window-s`, in these phases:
 
 - idle: nothing else runs;
-- audit_flood: A's callers send the audit's check again and again: sentences mode,
-  19,599 characters in 2,800 sentences (over the sentence budget: 422);
-- budget_flood: A's callers loop the heaviest check the budget allows: sentences mode,
+- redact_flood: A's callers send `/v1/redact` with a JSON value of 2,000 distinct short
+  strings (the most the bound allows);
+- grounding_flood: A's callers loop the heaviest check the budget allows: sentences mode,
   200 sentences in 19,999 characters;
-- budget_flood_no_backoff: the same, from callers that ignore Retry-After.
+- bulk_flood: A's callers send bulk writes of 32 documents of 30 sentences each (new
+  text every time, so each is embedded and analysed).
 
 A's `--flood-callers` callers run in a process of their own (so their client work does not
 hold the measuring process's GIL), one keep-alive connection each, from `--flood-lead-s`
 before B's first call until after its last. A caller answered 429 waits its Retry-After,
-as a client following the protocol does (except in budget_flood_no_backoff); any other
-answer is followed by the next request at once. A's answers are counted by status (429s
-by cause: the per-workspace limit on expensive calls, or the request rate limit). The
-gateway, the flood and B's client share this machine's cores. Writes the figures as JSON
-and prints a table.
+as a client following the protocol does; any other answer is followed by the next
+request at once. A's answers are counted by status. The gateway, the flood and B's
+client share this machine's cores. Writes the figures as JSON and prints the matrix:
+per flood and B's call, idle median, flooded median, max and the ratio of the medians.
 
     uv run python -m bench.fairness --out bench/results/fairness.json
 """
@@ -51,8 +51,8 @@ from tests.support.workspace_http import workspace_headers
 RESULTS = Path(__file__).parent / "results"
 PLATFORM_KEY = "bench-platform-key-fairness"
 ORG, KB, AGENT = "bench", "kb", "bot"
-#: The audit's flood: 2,800 sentences in 19,599 characters.
-AUDIT_ANSWER = " ".join(["Go on."] * 2800)
+#: The biggest JSON value the bound allows: 2,000 distinct short strings.
+BIG_VALUE = [f"row {n}: shipped to Jane Doe in Leeds" for n in range(2000)]
 #: The heaviest check the default budget allows: 200 sentences of 99 characters (19,999).
 BUDGET_ANSWER = " ".join(
     f"Green tea sample {n:03d} holds a moderate amount of caffeine, some catechins "
@@ -107,6 +107,18 @@ class _Caller:
             response.read(),
         )
 
+    def request_raw(
+        self, method: str, path: str, payload: bytes, content_type: str
+    ) -> tuple[int, dict[str, str], bytes]:
+        headers = {**self._headers, "Content-Type": content_type}
+        self._connection.request(method, path, body=payload, headers=headers)
+        response = self._connection.getresponse()
+        return (
+            response.status,
+            {name.lower(): value for name, value in response.getheaders()},
+            response.read(),
+        )
+
     def close(self) -> None:
         self._connection.close()
 
@@ -141,110 +153,139 @@ def _summary(latencies_ms: list[float]) -> dict[str, Any]:
     }
 
 
+def _b_calls(n: int, phase: str) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """B's calls of round `n`: (name, method, path, body)."""
+    name, what = _TOPICS[n % len(_TOPICS)]
+    return [
+        (
+            "grounding",
+            "POST",
+            "/v1/grounding/check",
+            {
+                "agent_id": AGENT,
+                "answer": f"{name.capitalize()} is made of {what}. It keeps {n} weeks.",
+                "mode": "sentences",
+            },
+        ),
+        (
+            "redact",
+            "POST",
+            "/v1/redact",
+            {"agent_id": AGENT, "text": f"Ask Jane Doe ({phase} {n}) at jane{n}@example.com."},
+        ),
+        (
+            "put",
+            "PUT",
+            f"/v1/knowledge-bases/{KB}/documents/{phase}-{n}",
+            {
+                "text": f"Kitchen note {n} ({phase}): {name} is made of {what}.",
+                "classification": "internal",
+            },
+        ),
+        (
+            "retrieve",
+            "POST",
+            "/v1/retrieve",
+            {"agent_id": AGENT, "question": f"{phase} {n}: what is {name} made of?"},
+        ),
+    ]
+
+
+B_CALLS = ("grounding", "redact", "put", "retrieve")
+
+
 def _measure_b(
     url: str, headers: dict[str, str], calls: int, phase: str, *, window_s: float = 0.0
 ) -> dict[str, Any]:
-    """B's settings read, retrieve and a two-sentence grounding check in turn, `calls` of
-    each, their starts spread evenly over `window_s`; every answer must be 200."""
+    """B's grounding check, redaction, document PUT and retrieve in turn, `calls` of each,
+    their starts spread evenly over `window_s`; every answer must be 200."""
     caller = _Caller(url, headers)
-    reads: list[float] = []
-    retrieves: list[float] = []
-    checks: list[float] = []
+    timings: dict[str, list[float]] = {name: [] for name in B_CALLS}
     began = time.perf_counter()
     try:
         for n in range(calls):
             time.sleep(max(0.0, began + n * window_s / calls - time.perf_counter()))
-            name, what = _TOPICS[n % len(_TOPICS)]
-            for timings, method, path, body in (
-                (reads, "GET", "/v1/workspace/settings", None),
-                (
-                    retrieves,
-                    "POST",
-                    "/v1/retrieve",
-                    {"agent_id": AGENT, "question": f"{phase} {n}: what is {name} made of?"},
-                ),
-                (
-                    checks,
-                    "POST",
-                    "/v1/grounding/check",
-                    {
-                        "agent_id": AGENT,
-                        "answer": f"{name.capitalize()} is made of {what}. It keeps {n} weeks.",
-                        "mode": "sentences",
-                    },
-                ),
-            ):
+            for name, method, path, body in _b_calls(n, phase):
                 started = time.perf_counter()
                 status, _, answer = caller.request(method, path, body)
-                timings.append((time.perf_counter() - started) * 1000)
+                timings[name].append((time.perf_counter() - started) * 1000)
                 if status != 200:
                     raise RuntimeError(f"B's {method} {path} answered {status}: {answer[:300]!r}")
     finally:
         caller.close()
-    return {
-        "settings_read": _summary(reads),
-        "retrieve": _summary(retrieves),
-        "grounding_check": _summary(checks),
-    }
+    return {name: _summary(times) for name, times in timings.items()}
 
 
 @dataclass(frozen=True)
 class Flood:
-    """What A's callers send, and how they take a 429."""
+    """Which endpoint A's callers flood."""
 
     url: str
     headers: dict[str, str]
-    answer: str
+    endpoint: str
     callers: int
-    honour_retry_after: bool
 
 
-def _flood_caller(flood: Flood, stop: Event) -> dict[str, Any]:
-    """One of A's callers: the same check again and again until `stop`."""
+def _flood_request(flood: Flood, caller: int, n: int) -> tuple[str, str, Any]:
+    """A's request number `n` of caller `caller`: (method, path, body)."""
+    if flood.endpoint == "redact":
+        return "POST", "/v1/redact", {"agent_id": AGENT, "value": BIG_VALUE}
+    if flood.endpoint == "grounding":
+        return (
+            "POST",
+            "/v1/grounding/check",
+            {"agent_id": AGENT, "answer": BUDGET_ANSWER, "mode": "sentences"},
+        )
+    lines = [
+        {
+            "document_id": f"flood-{caller}-{d}",
+            "text": " ".join(
+                f"Batch {n} of caller {caller}, document {d}, line {m}: the kettle was "
+                "warmed and the leaves steeped."
+                for m in range(30)
+            ),
+            "classification": "internal",
+        }
+        for d in range(32)
+    ]
+    return "POST", f"/v1/knowledge-bases/{KB}/documents", lines
+
+
+def _flood_caller(flood: Flood, caller_number: int, stop: Event) -> dict[str, Any]:
+    """One of A's callers: its endpoint again and again until `stop`."""
     caller = _Caller(flood.url, flood.headers)
     counts: Counter[str] = Counter()
-    answered_ms: dict[str, list[float]] = {}
-    body = {"agent_id": AGENT, "answer": flood.answer, "mode": "sentences"}
+    n = 0
     try:
         while not stop.is_set():
-            started = time.perf_counter()
-            status, response_headers, raw = caller.request("POST", "/v1/grounding/check", body)
-            elapsed = (time.perf_counter() - started) * 1000
-            outcome = str(status)
+            method, path, body = _flood_request(flood, caller_number, n)
+            n += 1
+            if isinstance(body, list):
+                status, response_headers, _ = caller.request_raw(
+                    method,
+                    path,
+                    b"".join(json.dumps(line).encode() + b"\n" for line in body),
+                    "application/x-ndjson",
+                )
+            else:
+                status, response_headers, _ = caller.request(method, path, body)
+            counts[str(status)] += 1
             if status == 429:
-                limit = b"limit of expensive requests" in raw
-                outcome = "429_expensive_limit" if limit else "429_rate_limit"
-            elif status == 200:
-                outcome = f"200_{json.loads(raw)['status']}"
-            counts[outcome] += 1
-            answered_ms.setdefault(outcome, []).append(elapsed)
-            if status == 429 and flood.honour_retry_after:
                 stop.wait(float(response_headers.get("retry-after", "1")))
     finally:
         caller.close()
-    return {"counts": counts, "answered_ms": answered_ms}
+    return {"counts": counts}
 
 
 def _flood(flood: Flood, stop: Event, out: Queue[Any]) -> None:
     """A's callers, each on a thread of this (separate) process, until `stop`; their
     tallies into `out`."""
     with ThreadPoolExecutor(flood.callers) as pool:
-        runs = list(pool.map(lambda _: _flood_caller(flood, stop), range(flood.callers)))
+        runs = list(pool.map(lambda n: _flood_caller(flood, n, stop), range(flood.callers)))
     counts: Counter[str] = Counter()
-    answered: dict[str, list[float]] = {}
     for run in runs:
         counts.update(run["counts"])
-        for outcome, times in run["answered_ms"].items():
-            answered.setdefault(outcome, []).extend(times)
-    out.put(
-        {
-            "answers": dict(sorted(counts.items())),
-            "answer_median_ms": {
-                outcome: round(statistics.median(times), 1)
-                for outcome, times in sorted(answered.items())
-            },
-        }
-    )
+    out.put({"answers": dict(sorted(counts.items()))})
 
 
 def _phase_under_flood(
@@ -269,37 +310,40 @@ def _phase_under_flood(
     return {**b, "flood": {**tally, "window_s": round(window + args.flood_lead_s, 1)}}
 
 
-def _single_check_ms(url: str, headers: dict[str, str], answer: str) -> float:
-    """One check alone: how long A's budget-size check takes on an idle gateway."""
-    caller = _Caller(url, headers)
-    try:
-        started = time.perf_counter()
-        status, _, raw = caller.request(
-            "POST",
-            "/v1/grounding/check",
-            {"agent_id": AGENT, "answer": answer, "mode": "sentences"},
-        )
-        if status != 200:
-            raise RuntimeError(f"the lone check answered {status}: {raw[:300]!r}")
-        return round((time.perf_counter() - started) * 1000, 1)
-    finally:
-        caller.close()
+def _matrix(phases: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per flood and B's call: idle median, flooded median and max, ratio of medians."""
+    idle = phases["idle"]
+    return [
+        {
+            "flood": phase,
+            "call": call,
+            "idle_median_ms": idle[call]["median_ms"],
+            "median_ms": figures[call]["median_ms"],
+            "p95_ms": figures[call]["p95_ms"],
+            "max_ms": figures[call]["max_ms"],
+            "ratio": round(figures[call]["median_ms"] / idle[call]["median_ms"], 2),
+        }
+        for phase, figures in phases.items()
+        if phase != "idle"
+        for call in B_CALLS
+    ]
 
 
 def _table(result: dict[str, Any]) -> str:
-    """B's medians and p95s per phase (ms), then A's answers."""
-    calls = ("settings_read", "retrieve", "grounding_check")
+    """The matrix, then A's answers per flood."""
     lines = [
-        f"{'phase':<25}" + "".join(f"{'B ' + call:>22}" for call in calls) + "   A's answers",
-        f"{'':<25}" + "".join(f"{'median / p95 ms':>22}" for _ in calls),
+        f"{'A floods':<17}{'B calls':<11}{'idle median':>12}{'median':>9}{'p95':>9}"
+        f"{'max':>9}{'ratio':>7}",
     ]
-    for phase, figures in result["phases"].items():
-        pairs = [f"{figures[call]['median_ms']} / {figures[call]['p95_ms']}" for call in calls]
-        cells = "".join(f"{pair:>22}" for pair in pairs)
-        answers = ", ".join(
-            f"{k}: {v}" for k, v in figures.get("flood", {}).get("answers", {}).items()
+    for row in result["matrix"]:
+        lines.append(
+            f"{row['flood']:<17}{row['call']:<11}{row['idle_median_ms']:>12}"
+            f"{row['median_ms']:>9}{row['p95_ms']:>9}{row['max_ms']:>9}{row['ratio']:>7}"
         )
-        lines.append(f"{phase:<25}{cells}   {answers or '-'}")
+    for phase, figures in result["phases"].items():
+        if "flood" in figures:
+            answers = ", ".join(f"{k}: {v}" for k, v in figures["flood"]["answers"].items())
+            lines.append(f"A's answers, {phase}: {answers}")
     return "\n".join(lines)
 
 
@@ -324,44 +368,38 @@ def main() -> None:
         try:
             a, b = _setup(gateway.url, "a"), _setup(gateway.url, "b")
             _measure_b(gateway.url, b, 5, "warm-up")
-            lone_check_ms = _single_check_ms(gateway.url, a, BUDGET_ANSWER)
             print("  idle", file=sys.stderr)
             phases = {
                 "idle": _measure_b(gateway.url, b, args.calls, "idle", window_s=args.window_s)
             }
-            for phase, answer, honour in (
-                ("audit_flood", AUDIT_ANSWER, True),
-                ("budget_flood", BUDGET_ANSWER, True),
-                ("budget_flood_no_backoff", BUDGET_ANSWER, False),
-            ):
+            for endpoint in ("redact", "grounding", "bulk"):
+                phase = f"{endpoint}_flood"
                 print(f"  {phase}", file=sys.stderr)
-                flood = Flood(gateway.url, a, answer, args.flood_callers, honour)
+                flood = Flood(gateway.url, a, endpoint, args.flood_callers)
                 phases[phase] = _phase_under_flood(flood, b, args, phase)
         finally:
             gateway.stop()
     result = {
         "command": "uv run python -m bench.fairness " + " ".join(sys.argv[1:]),
         "cpu_count": os.cpu_count(),
-        "configuration": "gateway defaults (2 expensive requests per workspace, budget "
-        "20,000 characters and 200 sentences, expensive pool one thread per core)",
+        "configuration": "gateway defaults (2 expensive requests per workspace, run slots "
+        "one per core shared by least slot time; grounding budget 20,000 characters and "
+        "200 sentences; /v1/redact at most 2,000 strings)",
         "passages_per_workspace": len(_passages()),
-        "audit_answer": {"characters": len(AUDIT_ANSWER), "sentences": 2800},
-        "budget_answer": {"characters": len(BUDGET_ANSWER), "sentences": 200},
-        "lone_budget_check_ms": lone_check_ms,
         "flood_callers": args.flood_callers,
         "load_average_at_start": [round(x, 2) for x in load_start],
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        "matrix": _matrix(phases),
         "phases": phases,
         "notes": (
-            "B's calls are sequential, settings read, retrieve and a two-sentence grounding "
-            "check in turn, their starts spread evenly over window_s, each retrieve a new "
-            "question. A's callers run in a "
-            "separate process, one keep-alive connection each, from flood_lead_s before B's "
-            "first call to after its last; a 429 is followed by its Retry-After wait "
-            "(budget_flood_no_backoff: by the next request at once, as a client ignoring "
-            "Retry-After), any other answer by the next request at once. answers: A's "
-            "answers by status (200_<grounding status>; 429 by cause). Gateway, flood and "
-            "B's client share the machine's cores."
+            "B's calls are sequential, grounding check (two sentences, sentences mode), "
+            "redaction of a short text, a one-sentence document PUT and a retrieve (a new "
+            "question each) in turn, their starts spread evenly over window_s. A's callers "
+            "run in a separate process, one keep-alive connection each, from flood_lead_s "
+            "before B's first call to after its last; a 429 is followed by its Retry-After "
+            "wait, any other answer by the next request at once. answers: A's answers by "
+            "status. ratio: flooded median / idle median. Gateway, flood and B's client "
+            "share the machine's cores."
         ),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

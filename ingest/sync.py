@@ -16,7 +16,10 @@ model in one pass (spread over the embedder's workers with no gap between docume
 to the index in one upsert, so one durable flush serves them all.
 
 Everything here is synchronous and CPU- or engine-bound: the gateway runs it in
-worker threads.
+worker threads. A write takes a `pause` callable, called between two units of work
+(`EMBED_SLICE` passages embedded, `ANALYSIS_SLICE` passages analysed, from either
+thread): the gateway's expensive-work pool lends the write's run slot to another
+workspace there. A write is never stopped half-way: `pause` only waits.
 """
 
 from __future__ import annotations
@@ -106,6 +109,16 @@ class SyncOutcome:
     removed: int = 0
 
 
+#: Passages sent to the embedder between two pauses of a write.
+EMBED_SLICE = 32
+#: Passages analysed for PII between two pauses of a write.
+ANALYSIS_SLICE = 16
+
+
+def _go_on() -> None:
+    """The default pause: never wait."""
+
+
 def embedding_input(title: str, passage: str) -> str:
     """What is embedded for a passage: the title is part of what is indexed."""
     return f"{title}\n{passage}" if title else passage
@@ -173,17 +186,30 @@ class DocumentWriter:
             shape.append(self._chunking.max_chars)
         return shape
 
-    def put(self, target: Target, document: Document, *, legacy: bool = False) -> SyncOutcome:
+    def put(
+        self,
+        target: Target,
+        document: Document,
+        *,
+        legacy: bool = False,
+        pause: Callable[[], None] = _go_on,
+    ) -> SyncOutcome:
         """Index a new or changed document; leave an unchanged one alone.
 
         `legacy=True` writes points without `orgId`, as releases before org ids did
-        (tests and migrations only; the HTTP API never sets it).
+        (tests and migrations only; the HTTP API never sets it). `pause` is called
+        between units of work (see the module's docstring).
         """
-        (outcome,) = self.put_many(target, [document], legacy=legacy)
+        (outcome,) = self.put_many(target, [document], legacy=legacy, pause=pause)
         return outcome
 
     def put_many(
-        self, target: Target, documents: Sequence[Document], *, legacy: bool = False
+        self,
+        target: Target,
+        documents: Sequence[Document],
+        *,
+        legacy: bool = False,
+        pause: Callable[[], None] = _go_on,
     ) -> list[SyncOutcome]:
         """`put` for several documents of one KB (distinct ids), as one write: every new or
         changed document's passages embedded in one pass and upserted in one index call,
@@ -196,12 +222,12 @@ class DocumentWriter:
         plans = [self._plan(target, scope, document) for document in documents]
         for plan in plans:
             if plan.unchanged:
-                self._refresh_analyses(target, plan.document, plan.existing)
+                self._refresh_analyses(target, plan.document, plan.existing, pause)
         changed = [plan for plan in plans if not plan.unchanged]
         written: dict[str, SyncOutcome] = {}
         if changed:
             self._index.ensure_collection(target.collection)
-            points = self._passages(target, changed, legacy=legacy)
+            points = self._passages(target, changed, legacy=legacy, pause=pause)
             self._index.upsert(target.collection, [p for group in points for p in group])
             stale = [plan.stale(group) for plan, group in zip(changed, points, strict=True)]
             if any(stale):
@@ -228,7 +254,11 @@ class DocumentWriter:
         )
 
     def _refresh_analyses(
-        self, target: Target, document: Document, existing: Sequence[StoredPassage]
+        self,
+        target: Target,
+        document: Document,
+        existing: Sequence[StoredPassage],
+        pause: Callable[[], None],
     ) -> None:
         """Analyse an unchanged document's passages again when their analysis is missing or
         another analyzer's (nothing is embedded again)."""
@@ -240,7 +270,7 @@ class DocumentWriter:
         ):
             return
         texts = [stored.payload.text for stored in existing]
-        analyses = _analyses(analyzer, document.title, texts)
+        analyses = _analyses(analyzer, document.title, texts, pause)
         self._index.set_pii(
             target.collection,
             target.write_scope(),
@@ -248,7 +278,7 @@ class DocumentWriter:
         )
 
     def _passages(
-        self, target: Target, plans: Sequence[_Plan], *, legacy: bool
+        self, target: Target, plans: Sequence[_Plan], *, legacy: bool, pause: Callable[[], None]
     ) -> list[list[Passage]]:
         """Each plan's points: every passage embedded and analysed, nothing written yet."""
         # The per-passage PII analysis runs on its own thread while the embedder runs: the
@@ -259,8 +289,8 @@ class DocumentWriter:
         ) as pool:
             analysing: Future[list[list[PiiAnalysis]]] | None = None
             if self._analyzer is not None:
-                analysing = pool.submit(_analyse_plans, self._analyzer, plans)
-            embeddings, wholes = self._embed(plans)
+                analysing = pool.submit(_analyse_plans, self._analyzer, plans, pause)
+            embeddings, wholes = self._embed(plans, pause)
             try:
                 analyses = analysing.result() if analysing is not None else None
             except Exception as error:  # any analyzer failure: nothing has been written yet
@@ -279,15 +309,22 @@ class DocumentWriter:
             for number, plan in enumerate(plans)
         ]
 
-    def _embed(self, plans: Sequence[_Plan]) -> tuple[list[list[Embedding]], list[SparseVector]]:
-        """Every plan's passages in one embedder call, and the whole documents' keyword
-        vectors in another; the passages' embeddings grouped back by plan."""
+    def _embed(
+        self, plans: Sequence[_Plan], pause: Callable[[], None]
+    ) -> tuple[list[list[Embedding]], list[SparseVector]]:
+        """Every plan's passages, `EMBED_SLICE` per embedder call with a pause between
+        calls, and the whole documents' keyword vectors in one call; the passages'
+        embeddings grouped back by plan."""
         inputs = [
             embedding_input(plan.document.title, text) for plan in plans for text in plan.texts
         ]
         whole_inputs = [embedding_input(plan.document.title, plan.document.text) for plan in plans]
         try:
-            flat = self._embedder.embed_documents(inputs)
+            flat: list[Embedding] = []
+            for start in range(0, len(inputs), EMBED_SLICE):
+                pause()
+                flat.extend(self._embedder.embed_documents(inputs[start : start + EMBED_SLICE]))
+            pause()
             wholes = self._embedder.embed_document_keywords(whole_inputs)
         except Exception as error:  # any model failure: nothing has been written yet
             raise EmbeddingFailedError("the embedder failed; nothing was written") from error
@@ -336,14 +373,24 @@ class DocumentWriter:
         ]
 
 
-def _analyse_plans(analyzer: PassageAnalyzer, plans: Sequence[_Plan]) -> list[list[PiiAnalysis]]:
+def _analyse_plans(
+    analyzer: PassageAnalyzer, plans: Sequence[_Plan], pause: Callable[[], None]
+) -> list[list[PiiAnalysis]]:
     """The per-passage analysis step of a write: each plan's passages' PII, in order."""
-    return [_analyses(analyzer, plan.document.title, plan.texts) for plan in plans]
+    return [_analyses(analyzer, plan.document.title, plan.texts, pause) for plan in plans]
 
 
-def _analyses(analyzer: PassageAnalyzer, title: str, texts: Sequence[str]) -> list[PiiAnalysis]:
-    """Each passage's analysis: its text's spans, and the title's (found once)."""
-    *found, title_spans = analyzer.analyze_texts([*texts, title])
+def _analyses(
+    analyzer: PassageAnalyzer, title: str, texts: Sequence[str], pause: Callable[[], None]
+) -> list[PiiAnalysis]:
+    """Each passage's analysis: its text's spans, and the title's (found once), in
+    slices of `ANALYSIS_SLICE` texts with a pause before each."""
+    everything = [*texts, title]
+    analysed: list[tuple[PiiSpan, ...]] = []
+    for start in range(0, len(everything), ANALYSIS_SLICE):
+        pause()
+        analysed.extend(analyzer.analyze_texts(everything[start : start + ANALYSIS_SLICE]))
+    *found, title_spans = analysed
     return [
         PiiAnalysis(analyzer=analyzer.analyzer_version, text=spans, title=title_spans)
         for spans in found

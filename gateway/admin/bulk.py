@@ -24,9 +24,11 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 from gateway.access.auth import Principal
+from gateway.access.expensive import pause_point
 from gateway.admin import write_guard
 from gateway.admin.knowledge import (
     check_id,
@@ -250,10 +252,14 @@ class BulkWrite:
                 key = (kb.tenant_id, kb.kb_id, document_id)
                 await locks.enter_async_context(services.document_locks.hold(key))
             with services.telemetry.stage("ingest_documents"):
-                # A write is never stopped half-way: its Stop flag is not read.
+                # A write is never stopped half-way: its Stop flag is read only to pause
+                # there (another workspace's work takes the run slot meanwhile).
                 outcomes = await services.expensive.run(
                     kb.tenant_id,
-                    lambda _: services.writer.put_many(target, documents),
+                    lambda flag: services.writer.put_many(
+                        target, documents, pause=partial(pause_point, flag)
+                    ),
+                    kind="ingest",
                     wait=True,
                 )
             await self._take_back_if_gone(documents)

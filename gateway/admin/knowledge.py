@@ -17,11 +17,13 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import msgspec
 
 from gateway.access.auth import Principal
+from gateway.access.expensive import pause_point
 from gateway.admin import write_guard
 from gateway.errors import (
     ConflictError,
@@ -440,10 +442,13 @@ async def put_document(
     async with services.document_locks.hold((principal.tenant_id, kb_id, document_id)):
         with services.telemetry.stage("ingest_document"):
             # On the expensive-work pool: embedding a document is seconds of CPU. A write
-            # is never stopped half-way: its Stop flag is not read.
+            # is never stopped half-way: its Stop flag is read only to pause there.
             outcome: SyncOutcome = await services.expensive.run(
                 principal.tenant_id,
-                lambda _: services.writer.put(target_of(kb), document),
+                lambda flag: services.writer.put(
+                    target_of(kb), document, pause=partial(pause_point, flag)
+                ),
+                kind="ingest",
                 wait=True,
             )
         await write_guard.take_back_if_gone(services, kb, target_of(kb), document_id)

@@ -80,7 +80,7 @@ class _Pool:
     tenant_id: str
 
     async def run(self, work: Callable[[Stop], T]) -> T:
-        return await self.services.expensive.run(self.tenant_id, work, wait=True)
+        return await self.services.expensive.run(self.tenant_id, work, kind="evaluation", wait=True)
 
 
 @dataclass(slots=True)

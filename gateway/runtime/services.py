@@ -230,7 +230,9 @@ async def build_services(
             model=model if isinstance(model, FastEmbedder) else None,
         ),
         analysis_cache=LruCache(config.redaction_cache_size),
-        expensive=ExpensiveWork(config.expensive_threads, config.expensive_per_workspace),
+        expensive=ExpensiveWork(
+            config.expensive_threads, config.expensive_per_workspace, telemetry
+        ),
         console_sessions=_build_console_sessions(redis),
         redis=redis,
     )

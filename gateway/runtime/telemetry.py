@@ -66,6 +66,14 @@ class Telemetry:
             ["event"],
             registry=self.registry,
         )
+        self.expensive_wait_seconds = Histogram(
+            "kbgate_expensive_wait_seconds",
+            "Time expensive work waited, per job: by kind of work, and queue (own: behind "
+            "its own workspace's work; shared: for a run slot, over all its slices).",
+            ["kind", "queue"],
+            buckets=(0.001, *_LATENCY_BUCKETS),
+            registry=self.registry,
+        )
         self.dependency_up = Gauge(
             "kbgate_dependency_up",
             "1 when the dependency answered its last readiness check.",
@@ -91,6 +99,11 @@ class Telemetry:
         if child is None:
             child = self._stage_children[name] = self.stage_seconds.labels(stage=name)
         child.observe(seconds)
+
+    def observe_expensive_wait(self, kind: str, queue: str, seconds: float) -> None:
+        """One job's wait into `kbgate_expensive_wait_seconds` (kind and queue are names
+        from this code base, never a workspace's)."""
+        self.expensive_wait_seconds.labels(kind=kind, queue=queue).observe(seconds)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:

@@ -5,7 +5,10 @@ The same two gates as retrieval (`resolve_redaction`: the workspace's
 entity types in force, its allow-list and its operators,
 `gateway.safety.passages.redaction_policy`) and
 the same recognizers, run at call time on the expensive-work pool
-(`gateway.access.expensive`): a JSON value's walk stops between strings once the caller gave up.
+(`gateway.access.expensive`). A JSON value's distinct strings are analysed once each, in
+batches; between two batches the work stops once the caller gave up, or gives its run
+slot to another workspace's waiting work. The work a call may ask for is bounded before
+any is done: MAX_EGRESS_CHARS characters (413) and MAX_EGRESS_STRINGS strings (422).
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ from settings.resolve import resolve_redaction
 #: Detection costs a few microseconds per character in a worker thread; the bound keeps
 #: one request from holding a thread for seconds.
 MAX_EGRESS_CHARS = 100_000
+#: Strings (every occurrence, object keys aside) one JSON value may hold. Each distinct
+#: string costs about a millisecond of analysis however short it is (the recognizers'
+#: per-call work, batched); the bound keeps one call's work near a second or two.
+MAX_EGRESS_STRINGS = 2_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +76,14 @@ async def redact_egress(
 
     Another workspace's agent is NotFoundError, exactly like an unknown one.
     """
-    if _string_chars(value) > MAX_EGRESS_CHARS:
-        field = "text" if is_text else "value"
+    chars, strings = _strings(value)
+    field = "text" if is_text else "value"
+    if chars > MAX_EGRESS_CHARS:
         raise PayloadTooLargeError(f"at most {MAX_EGRESS_CHARS} characters", field=field)
+    if strings > MAX_EGRESS_STRINGS:
+        raise InvalidInputError(
+            f"must hold at most {MAX_EGRESS_STRINGS} strings (it holds {strings})", field=field
+        )
     agent = await services.settings.agent(principal.tenant_id, agent_id)
     if agent is None:
         raise NotFoundError("no such agent")
@@ -96,7 +108,7 @@ async def redact_egress(
     with services.telemetry.stage("egress_redact"):
         try:
             redacted, counts, spans = await services.expensive.run(
-                principal.tenant_id, work, stop=stop
+                principal.tenant_id, work, kind="redact", stop=stop
             )
         except RateLimitedError:
             raise
@@ -124,22 +136,24 @@ async def explain_texts(
 
     with services.telemetry.stage("explain_redaction"):
         try:
-            return await services.expensive.run(principal.tenant_id, work)
+            return await services.expensive.run(principal.tenant_id, work, kind="explain")
         except RateLimitedError:
             raise
         except Exception as error:
             raise DependencyUnavailableError("redactor") from error
 
 
-def _string_chars(value: Any) -> int:
-    """Characters in every string of a JSON value (iterative: depth is checked later)."""
-    total, stack = 0, [value]
+def _strings(value: Any) -> tuple[int, int]:
+    """Characters in every string of a JSON value, and how many strings (iterative: depth
+    is checked later)."""
+    total, count, stack = 0, 0, [value]
     while stack:
         node = stack.pop()
         if isinstance(node, str):
             total += len(node)
+            count += 1
         elif isinstance(node, dict):
             stack.extend(node.values())
         elif isinstance(node, list | tuple):
             stack.extend(node)
-    return total
+    return total, count

@@ -57,6 +57,7 @@ async def grounding_check(
             result = await services.expensive.run(
                 principal.tenant_id,
                 work,
+                kind="grounding",
                 timeout_s=services.config.embed_timeout_s + services.config.qdrant_timeout_s,
                 stop=stop,
             )

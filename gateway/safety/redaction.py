@@ -221,20 +221,28 @@ class Redactor:
             )
         return self._spans(text, self._artifacts(text, wanted), wanted)
 
-    def analyze_texts(self, texts: Sequence[str]) -> list[tuple[PiiSpan, ...]]:
-        """Every supported entity in each text; the NER pipeline takes them in batches.
-        A text longer than `MAX_ANALYSIS_CHARS` is read in slices."""
+    def analyze_texts(
+        self, texts: Sequence[str], entities: Iterable[str] | None = None
+    ) -> list[tuple[PiiSpan, ...]]:
+        """The entities in each text of `entities` (every supported type when None), as
+        `analyze` finds them; the NER pipeline takes the texts in batches. A text longer
+        than `MAX_ANALYSIS_CHARS` is read in slices."""
+        wanted = self._wanted(entities)
+        if not wanted:
+            return [() for _ in texts]
         if all(len(text) <= MAX_ANALYSIS_CHARS for text in texts):
-            return self._analyze_texts(texts)
+            return self._analyze_texts(texts, wanted)
         sliced = [analysis_slices(text) for text in texts]
-        found = iter(self._analyze_texts([piece for slices in sliced for _, piece in slices]))
+        pieces = [piece for slices in sliced for _, piece in slices]
+        found = iter(self._analyze_texts(pieces, wanted))
         return [
             tuple(_shifted(span, offset) for offset, _ in slices for span in next(found))
             for slices in sliced
         ]
 
-    def _analyze_texts(self, texts: Sequence[str]) -> list[tuple[PiiSpan, ...]]:
-        wanted = self.supported_entities
+    def _analyze_texts(
+        self, texts: Sequence[str], wanted: frozenset[str]
+    ) -> list[tuple[PiiSpan, ...]]:
         if wanted & NER_ENTITIES:
             batches = self._analyzer.nlp_engine.process_batch(
                 [truecased(text) for text in texts], LANGUAGE, batch_size=NER_BATCH
@@ -354,28 +362,36 @@ class Redactor:
     ) -> tuple[Any, dict[str, int]]:
         """Redact every string inside a JSON value; structure and object keys are kept.
 
+        Each distinct string is analysed once, and the strings go to the analyzer in
+        batches (`json_batches`: the NER pipeline's per-call cost is paid once a batch).
         Raises ValueError when the value nests deeper than MAX_JSON_DEPTH. `checkpoint`
-        is called before each string is redacted; whatever it raises stops the walk.
+        is called before each batch is analysed; whatever it raises stops the work.
+        Counts are per occurrence: a string found twice counts twice.
         """
-        wanted = tuple(entities)
+        operators = operators if operators is not None else self.anonymizer.replace_all
+        policy = RedactionPolicy(frozenset(entities), allow, operators=operators)
+        distinct: dict[str, None] = {}
+        _collect_strings(value, distinct)
+        spans: dict[str, tuple[PiiSpan, ...]] = {}
+        for batch in json_batches(list(distinct)):
+            if checkpoint is not None:
+                checkpoint()
+            spans.update(zip(batch, self.analyze_texts(batch, policy.entities), strict=True))
+        redactions = {text: policy.apply(text, found) for text, found in spans.items()}
         counts: Counter[str] = Counter()
 
-        def walk(node: Any, depth: int) -> Any:
-            if depth > MAX_JSON_DEPTH:
-                raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        def rebuild(node: Any) -> Any:
             if isinstance(node, str):
-                if checkpoint is not None:
-                    checkpoint()
-                redaction = self.redact(node, wanted, allow, operators)
+                redaction = redactions[node]
                 counts.update(redaction.counts)
                 return redaction.text
             if isinstance(node, dict):
-                return {key: walk(item, depth + 1) for key, item in node.items()}
+                return {key: rebuild(item) for key, item in node.items()}
             if isinstance(node, list | tuple):
-                return [walk(item, depth + 1) for item in node]
+                return [rebuild(item) for item in node]
             return node
 
-        redacted = walk(value, 0)
+        redacted = rebuild(value)
         return redacted, dict(sorted(counts.items()))
 
 
@@ -393,6 +409,45 @@ def analysis_slices(text: str, bound: int = MAX_ANALYSIS_CHARS) -> list[tuple[in
         slices.append((start, text[start:end]))
         start = end
     return slices
+
+
+#: Strings of a JSON value analysed in one call, and the characters one call takes
+#: (a longer string goes alone): one unit of work between two checkpoints.
+JSON_BATCH_STRINGS = 16
+JSON_BATCH_CHARS = 4_000
+
+
+def json_batches(texts: Sequence[str]) -> list[list[str]]:
+    """`texts` in order, cut into batches of at most JSON_BATCH_STRINGS strings and
+    JSON_BATCH_CHARS characters (a longer string is a batch of its own)."""
+    batches: list[list[str]] = []
+    batch: list[str] = []
+    chars = 0
+    for text in texts:
+        if batch and (len(batch) >= JSON_BATCH_STRINGS or chars + len(text) > JSON_BATCH_CHARS):
+            batches.append(batch)
+            batch, chars = [], 0
+        batch.append(text)
+        chars += len(text)
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def _collect_strings(value: Any, into: dict[str, None]) -> None:
+    """Every string of a JSON value into `into` (distinct, in first-seen order); ValueError
+    past MAX_JSON_DEPTH."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        if isinstance(node, str):
+            into[node] = None
+        elif isinstance(node, dict):
+            stack.extend((item, depth + 1) for item in reversed(node.values()))
+        elif isinstance(node, list | tuple):
+            stack.extend((item, depth + 1) for item in reversed(node))
 
 
 def _shifted(span: PiiSpan, offset: int) -> PiiSpan:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +43,18 @@ class _HeldWriter(DocumentWriter):
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    def put(self, target: Target, document: Document, *, legacy: bool = False) -> SyncOutcome:
+    def put(
+        self,
+        target: Target,
+        document: Document,
+        *,
+        legacy: bool = False,
+        pause: Callable[[], None] = lambda: None,
+    ) -> SyncOutcome:
         self.entered.set()
         if not self.release.wait(60):
             raise TimeoutError("the test never released the write")
-        return super().put(target, document, legacy=legacy)
+        return super().put(target, document, legacy=legacy, pause=pause)
 
 
 async def _held_write(gw: Gateway, tenant: Tenant, kb_id: str) -> tuple[_HeldWriter, Any]:

@@ -1,16 +1,19 @@
-"""Document writes wait their workspace's turn on the expensive pool; other work is refused."""
+"""Document writes wait their workspace's turn on the expensive pool; other work is refused;
+run slots are shared fairly between workspaces."""
 
 from __future__ import annotations
 
 import asyncio
+import io
 import threading
 import time
 from collections.abc import Callable
 
 import pytest
 
-from gateway.access.expensive import ExpensiveWork, Stop
+from gateway.access.expensive import ExpensiveWork, Stop, stop_point
 from gateway.errors import RateLimitedError
+from gateway.runtime.telemetry import Telemetry, build_logger
 
 
 def test_writes_past_the_limit_wait_in_order_while_other_work_is_refused() -> None:
@@ -48,5 +51,84 @@ def test_writes_past_the_limit_wait_in_order_while_other_work_is_refused() -> No
         await asyncio.sleep(0.05)
         assert work.held("a") == 0
         work.close()
+
+    asyncio.run(scenario())
+
+
+def _units(count: int, unit_s: float) -> Callable[[Stop], int]:
+    """Work of `count` units of `unit_s` each, with a stop point between two units."""
+
+    def run(flag: Stop) -> int:
+        for _ in range(count):
+            stop_point(flag)
+            time.sleep(unit_s)
+        return count
+
+    return run
+
+
+def test_another_workspace_waits_one_unit_not_behind_a_flood() -> None:
+    """While one workspace's two long jobs hold both run slots and six more of its writes
+    queue, another workspace's short job starts within a few units of work, and the
+    flood's jobs give their slot up for it (counted in /metrics as turns given up); the
+    waits are in `kbgate_expensive_wait_seconds` by kind and queue, with no workspace."""
+
+    async def scenario() -> None:
+        telemetry = Telemetry(build_logger("ERROR", io.StringIO()))
+        work = ExpensiveWork(threads=2, per_workspace=2, metrics=telemetry)
+        flood = [
+            asyncio.create_task(work.run("a", _units(100, 0.01), kind="ingest", wait=True))
+            for _ in range(8)
+        ]
+        await asyncio.sleep(0.1)
+        waits = []
+        for _ in range(5):
+            started = time.perf_counter()
+            assert await work.run("b", _units(1, 0.001), kind="grounding") == 1
+            waits.append(time.perf_counter() - started)
+            await asyncio.sleep(0.02)
+        assert max(waits) < 0.1, waits
+        assert not any(task.done() for task in flood)
+        for task in flood:
+            task.cancel()
+        await asyncio.gather(*flood, return_exceptions=True)
+        work.close()
+        text = telemetry.exposition().decode()
+        assert 'kbgate_events_total{event="expensive_turns_given_up"}' in text
+        assert 'kbgate_expensive_wait_seconds_count{kind="grounding",queue="shared"} 5.0' in text
+        assert 'kbgate_expensive_wait_seconds_count{kind="ingest",queue="own"}' in text
+        assert '"a"' not in text
+        assert '"b"' not in text
+
+    asyncio.run(scenario())
+
+
+def test_two_busy_workspaces_share_the_slot_time() -> None:
+    """Two workspaces each keeping two long jobs on one run slot get about half of its
+    time each: the slot goes to the one that has had less."""
+
+    async def scenario() -> None:
+        work = ExpensiveWork(threads=1, per_workspace=2)
+        done: dict[str, int] = {"a": 0, "b": 0}
+        stop_all = threading.Event()
+
+        def job(tenant: str) -> Callable[[Stop], None]:
+            def run(flag: Stop) -> None:
+                while not stop_all.is_set():
+                    stop_point(flag)
+                    time.sleep(0.002)
+                    done[tenant] += 1
+
+            return run
+
+        tasks = [
+            asyncio.create_task(work.run(tenant, job(tenant))) for tenant in ("a", "a", "b", "b")
+        ]
+        await asyncio.sleep(1.0)
+        stop_all.set()
+        await asyncio.gather(*tasks)
+        work.close()
+        share = done["a"] / (done["a"] + done["b"])
+        assert 0.35 < share < 0.65, done
 
     asyncio.run(scenario())
