@@ -59,6 +59,9 @@ RETRY_AFTER_S = 1.0
 TURN_S = 0.005
 #: Slot time after which work gives its slot up to its own workspace's waiting work.
 SLICE_S = 0.1
+#: How long a workspace that used the pool counts as present: while one other than a
+#: burst's is, the burst holds one slot fewer than all (`FairShares._cap`).
+SHARED_MEMORY_S = 10.0
 #: Threads that may hold started jobs, per run slot (at least `MIN_THREADS` in all).
 THREADS_PER_SLOT = 8
 MIN_THREADS = 32
@@ -146,6 +149,13 @@ class FairShares:
         )
         self._lock = threading.Lock()
         self._free = slots
+        self._slots = slots
+        #: the most slots one workspace holds while another has used the pool lately: one
+        #: is left to the others, so their next call starts at once however long a burst
+        #: is; a workspace alone has them all
+        self._shared_cap = max(1, slots - 1)
+        #: per workspace, when it last had work here (for `_cap`)
+        self._last_seen: dict[str, float] = {}
         self._max_threads = max_threads
         self._threads = 0
         self._metrics = metrics
@@ -168,6 +178,7 @@ class FairShares:
                     self._vtime.get(job.tenant_id, 0.0), min(busy, default=0.0)
                 )
             self._jobs[job.tenant_id] += 1
+            self._last_seen[job.tenant_id] = time.perf_counter()
             self._enqueue(job)
             self._dispatch()
 
@@ -247,6 +258,11 @@ class FairShares:
         self._vtime[job.tenant_id] = self._vtime.get(job.tenant_id, 0.0) + ran
 
     def _forget(self, job: _Job) -> None:
+        now = time.perf_counter()
+        self._last_seen[job.tenant_id] = now
+        for tenant in [t for t, seen in self._last_seen.items() if now - seen > SHARED_MEMORY_S]:
+            if not self._jobs[tenant]:
+                del self._last_seen[tenant]
         self._jobs[job.tenant_id] -= 1
         if self._jobs[job.tenant_id] <= 0:
             del self._jobs[job.tenant_id]
@@ -274,11 +290,24 @@ class FairShares:
                 self._threads += 1
                 self._pool.submit(job.body)
 
+    def _cap(self, tenant_id: str) -> int:
+        """All the slots for a workspace alone; one fewer while another workspace has work
+        here or had some within SHARED_MEMORY_S."""
+        now = time.perf_counter()
+        others = any(
+            other != tenant_id and (self._jobs[other] or now - seen < SHARED_MEMORY_S)
+            for other, seen in self._last_seen.items()
+        )
+        return self._shared_cap if others else self._slots
+
     def _next(self) -> _Job | None:
         """The first startable job of the waiting workspace with the least slot time (then
-        the fewest slots held); a new job only while a thread is free."""
+        the fewest slots held), among those holding fewer than their cap (`_cap`); a new
+        job only while a thread is free."""
         order = sorted(self._queues, key=lambda t: (self._vtime.get(t, 0.0), self._running[t]))
         for tenant in order:
+            if self._running[tenant] >= self._cap(tenant):
+                continue
             queue = self._queues[tenant]
             for job in queue:
                 if job.started or self._threads < self._max_threads:

@@ -132,3 +132,46 @@ def test_two_busy_workspaces_share_the_slot_time() -> None:
         assert 0.35 < share < 0.65, done
 
     asyncio.run(scenario())
+
+
+def test_a_workspace_alone_has_every_slot_and_leaves_one_once_another_has_worked() -> None:
+    """Alone, a workspace's two long calls run side by side on the two slots; once another
+    workspace has used the pool, the burst holds one slot and the other's call starts at
+    once while the burst's second call waits its turn."""
+
+    async def scenario() -> None:
+        work = ExpensiveWork(threads=2, per_workspace=2)
+        running: list[str] = []
+        overlap: list[int] = []
+        lock = threading.Lock()
+
+        def long(name: str) -> Callable[[Stop], str]:
+            def run(_: Stop) -> str:
+                with lock:
+                    running.append(name)
+                    overlap.append(len(running))
+                time.sleep(0.2)
+                with lock:
+                    running.remove(name)
+                return name
+
+            return run
+
+        assert await asyncio.gather(work.run("a", long("a1")), work.run("a", long("a2"))) == [
+            "a1",
+            "a2",
+        ]
+        assert max(overlap) == 2  # alone: both slots
+
+        assert await work.run("b", lambda _: "b") == "b"  # b has now worked here
+        overlap.clear()
+        burst = [asyncio.create_task(work.run("a", long(f"a{n}"))) for n in (3, 4)]
+        await asyncio.sleep(0.05)
+        started = time.perf_counter()
+        assert await work.run("b", lambda _: "b again") == "b again"
+        assert time.perf_counter() - started < 0.1  # a slot was left for b
+        assert await asyncio.gather(*burst) == ["a3", "a4"]
+        assert max(overlap) == 1  # the burst ran its calls one at a time
+        work.close()
+
+    asyncio.run(scenario())
