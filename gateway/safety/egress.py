@@ -97,9 +97,13 @@ async def redact_egress(
 
     def work(flag: Stop) -> tuple[Any, dict[str, int], tuple[Detection, ...]]:
         if is_text:
+            if explain:
+                redaction, spans = services.redactor.redact_explained(
+                    value, entities, policy.allow, policy.operators
+                )
+                return redaction.text, redaction.counts, tuple(spans)
             redaction = services.redactor.redact(value, entities, policy.allow, policy.operators)
-            spans = services.redactor.explain(value, entities, policy.allow) if explain else []
-            return redaction.text, redaction.counts, tuple(spans)
+            return redaction.text, redaction.counts, ()
         redacted, counts = services.redactor.redact_json(
             value, entities, partial(stop_point, flag), policy.allow, policy.operators
         )

@@ -265,15 +265,28 @@ class Redactor:
     ) -> list[Detection]:
         """The spans `redact` replaces, each with the recognizer that found it and its
         score: why a span was hidden."""
-        policy = RedactionPolicy(frozenset(entities), allow, operators=self.anonymizer.replace_all)
+        return self.redact_explained(text, entities, allow)[1]
+
+    def redact_explained(
+        self,
+        text: str,
+        entities: Iterable[str],
+        allow: AllowList = NO_ALLOW_LIST,
+        operators: Operators | None = None,
+    ) -> tuple[Redaction, list[Detection]]:
+        """`redact` and `explain` of one analysis of `text`."""
+        operators = operators if operators is not None else self.anonymizer.replace_all
+        policy = RedactionPolicy(frozenset(entities), allow, operators=operators)
         wanted = self._wanted(policy.entities)
         if not wanted or not text.strip():
-            return []
+            return Redaction(text, {}), []
         found = self._found(text, self._artifacts(text, wanted), wanted)
-        return [
+        spans = spans_of(found)
+        explained = [
             Detection(d.start, d.end, d.entity_type, d.score, _finder(found, d))
-            for d in policy.select(text, spans_of(found))
+            for d in policy.select(text, spans)
         ]
+        return policy.apply(text, spans), explained
 
     def _artifacts(self, text: str, wanted: frozenset[str]) -> Any:
         if wanted & NER_ENTITIES:

@@ -89,3 +89,16 @@ async def provision(
     tenant = Tenant(gw, org_id, tenant_id)
     await tenant.issue("all", ["admin", "ingest", "retrieve"], clearance)
     return tenant
+
+
+#: One short document that any agent can answer from.
+TEA = "Green tea contains catechins and a moderate amount of caffeine."
+
+
+async def tea_workspace(gw: Gateway, name: str) -> Tenant:
+    """A workspace `name` of org acme with KB `kb` holding TEA and agent `bot` over it."""
+    tenant = await provision(gw, "acme", name)
+    await tenant.kb("kb")
+    await tenant.doc("kb", "tea", TEA)
+    await tenant.agent("bot", ["kb"])
+    return tenant

@@ -17,11 +17,10 @@ import pytest
 from gateway.safety.egress import MAX_EGRESS_STRINGS
 from ingest.embedding import Embedder
 from tests.api.conftest import Gateway, serving
-from tests.api.tenants import Tenant, provision
+from tests.api.tenants import TEA, Tenant, tea_workspace
 
 pytestmark = pytest.mark.anyio
 
-TEA = "Green tea contains catechins and a moderate amount of caffeine."
 #: The heaviest check the default budget allows: 200 sentences, about 18,000 characters.
 BUDGET_ANSWER = " ".join(
     f"Green tea number {n} holds some caffeine and catechins." for n in range(200)
@@ -52,14 +51,6 @@ async def concurrent_gateway(tmp_path: Path, embedder: Embedder) -> AsyncIterato
     `gateway` fixture's client serves one request at a time)."""
     async with serving(tmp_path, embedder) as gw:
         yield gw
-
-
-async def _tenant(gw: Gateway, name: str) -> Tenant:
-    tenant = await provision(gw, "acme", name)
-    await tenant.kb("kb")
-    await tenant.doc("kb", "tea", TEA)
-    await tenant.agent("bot", ["kb"])
-    return tenant
 
 
 def _flood_call(alpha: Tenant, endpoint: str) -> Callable[[], Awaitable[Any]]:
@@ -139,7 +130,7 @@ async def test_a_flood_of_each_expensive_endpoint_leaves_the_others_near_idle(
     50 ms (this test's client shares the gateway's process), the PUT within 2x plus half
     a second; A's own work goes on (it gets answers, not only 429s)."""
     gateway = concurrent_gateway
-    alpha, beta = await _tenant(gateway, "alpha"), await _tenant(gateway, "beta")
+    alpha, beta = await tea_workspace(gateway, "alpha"), await tea_workspace(gateway, "beta")
     await _b_phase(beta, 1000)  # warm-up
     idle = {name: statistics.median(times) for name, times in (await _b_phase(beta, 0)).items()}
     report: dict[str, dict[str, Any]] = {}
@@ -171,7 +162,7 @@ async def test_a_flood_of_each_expensive_endpoint_leaves_the_others_near_idle(
 async def test_many_copies_of_one_string_are_analysed_once(gateway: Gateway) -> None:
     """The audit's value, `["a"] * N` (N up to the bound), answers in well under a second:
     each distinct string is analysed once (it took about 4 ms an element)."""
-    tenant = await _tenant(gateway, "alpha")
+    tenant = await tea_workspace(gateway, "alpha")
     started = time.perf_counter()
     response = await tenant.gw.client.post(
         "/v1/redact",
@@ -190,7 +181,7 @@ async def test_many_copies_of_one_string_are_analysed_once(gateway: Gateway) -> 
 async def test_a_value_with_more_strings_than_the_bound_is_422_at_once(gateway: Gateway) -> None:
     """60,000 one-letter strings (under the character cap) answer 422 naming `value` and the
     bound, before any analysis (the audit's call ran for over two minutes)."""
-    tenant = await _tenant(gateway, "alpha")
+    tenant = await tea_workspace(gateway, "alpha")
     for value in (["a"] * 60_000, {"rows": [{"k": "x"}] * (MAX_EGRESS_STRINGS + 1)}):
         started = time.perf_counter()
         response = await tenant.gw.client.post(
@@ -207,7 +198,7 @@ async def test_expensive_waits_show_in_metrics_by_kind_without_workspaces(
 ) -> None:
     """/metrics shows the expensive work's waiting times by kind and queue; no workspace
     id appears."""
-    tenant = await _tenant(gateway, "alpha")
+    tenant = await tea_workspace(gateway, "alpha")
     await tenant.gw.client.post(
         "/v1/grounding/check", json={"agent_id": "bot", "answer": TEA}, headers=tenant.headers()
     )

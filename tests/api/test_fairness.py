@@ -17,11 +17,10 @@ from gateway.errors import RateLimitedError
 from gateway.http.app import create_app
 from ingest.embedding import Embedder
 from tests.api.conftest import Gateway, start_gateway
-from tests.api.tenants import Tenant, provision
+from tests.api.tenants import Tenant, tea_workspace
 
 pytestmark = pytest.mark.anyio
 
-TEA = "Green tea contains catechins and a moderate amount of caffeine."
 #: The audit's flood: about 20,000 characters in 2,800 short sentences.
 AUDIT_ANSWER = "Tea ok. " * 2480
 #: Within the default budget (200 sentences, 20,000 characters): about 18,000 characters.
@@ -57,14 +56,6 @@ async def flood_gateway(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Gat
         yield gateway
 
 
-async def _tenant(gw: Gateway, name: str) -> Tenant:
-    tenant = await provision(gw, "acme", name)
-    await tenant.kb("kb")
-    await tenant.doc("kb", "tea", TEA)
-    await tenant.agent("bot", ["kb"])
-    return tenant
-
-
 def _grounding(tenant: Tenant, answer: str) -> Any:
     return tenant.gw.client.post(
         "/v1/grounding/check",
@@ -83,7 +74,7 @@ async def _settings_read_s(tenant: Tenant) -> float:
 async def test_an_answer_beyond_the_sentence_budget_is_422(gateway: Gateway) -> None:
     """The audit's 2,800-sentence answer (within the character budget) answers 422 naming
     `answer`, at once; in whole mode the same text is one unit and is checked."""
-    tenant = await _tenant(gateway, "alpha")
+    tenant = await tea_workspace(gateway, "alpha")
     started = time.perf_counter()
     response = await _grounding(tenant, AUDIT_ANSWER)
     assert response.status_code == 422, response.text
@@ -101,7 +92,7 @@ async def test_an_answer_beyond_the_sentence_budget_is_422(gateway: Gateway) -> 
 async def test_the_audit_flood_does_not_stall_another_workspace(gateway: Gateway) -> None:
     """Eight concurrent 20,000-character sentence-mode checks from one workspace leave
     another workspace's settings read under a second."""
-    alpha, beta = await _tenant(gateway, "alpha"), await _tenant(gateway, "beta")
+    alpha, beta = await tea_workspace(gateway, "alpha"), await tea_workspace(gateway, "beta")
     flood = [asyncio.ensure_future(_grounding(alpha, AUDIT_ANSWER)) for _ in range(8)]
     await asyncio.sleep(0.05)
     assert await _settings_read_s(beta) < 1.0
@@ -115,7 +106,10 @@ async def test_settings_reads_do_not_queue_behind_expensive_work(
     """While eight 2,000-sentence checks of one workspace hold and queue on the expensive
     pool, another workspace's settings reads (SQLite, on the shared pool) stay under a
     second each."""
-    alpha, beta = await _tenant(flood_gateway, "alpha"), await _tenant(flood_gateway, "beta")
+    alpha, beta = (
+        await tea_workspace(flood_gateway, "alpha"),
+        await tea_workspace(flood_gateway, "beta"),
+    )
     flood = asyncio.gather(*(_grounding(alpha, LONG_ANSWER) for _ in range(8)))
     reads: list[float] = []
     while not flood.done() or len(reads) < 5:
@@ -164,7 +158,7 @@ async def test_a_check_whose_caller_timed_out_stops(tmp_path: Path, embedder: Em
         grounding_max_sentences=2000,
         grounding_max_chars=40_000,
     ):
-        tenant = await _tenant(gateway, "alpha")
+        tenant = await tea_workspace(gateway, "alpha")
         answer = "Tea is fine. " * 2000
         response = await _grounding(tenant, answer)
         assert response.status_code == 200, response.text
