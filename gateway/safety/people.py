@@ -17,12 +17,12 @@ from typing import Any
 
 from gateway.safety.names import (
     PARTICLES,
-    SPEECH_VERBS,
     TEAM_WORDS,
     Gazetteer,
     common_given,
     opens_item,
 )
+from gateway.safety.prose_names import SPEECH_VERBS
 from gateway.safety.recognizers import CONTEXT_NAME_RECOGNIZERS, names_a_person
 from gateway.safety.spans import Detection, Span, overlaps_any, recognizer_of
 from gateway.safety.technical import is_code_like, reads_as_prose

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from gateway.safety import names
+from gateway.safety import names, prose_names
 from gateway.safety.names import Gazetteer
 from gateway.safety.technical import reads_as_version
 
@@ -268,10 +268,10 @@ def _name_recognizers(gazetteer: Gazetteer) -> list[Any]:
         "CreditNameRecognizer": lambda text: names.credited_names(text, gazetteer),
         "HandleRecognizer": names.handles,
         "NameListRecognizer": lambda text: names.listed_names(text, gazetteer),
-        "SpeakerRecognizer": lambda text: names.speakers(text, gazetteer),
-        "ScriptSpeakerRecognizer": lambda text: names.script_speakers(text, gazetteer),
-        "TitledNameRecognizer": lambda text: names.titled_names(text, gazetteer),
-        "CapitalsSurnameRecognizer": names.capitals_surnames,
+        "SpeakerRecognizer": lambda text: prose_names.speakers(text, gazetteer),
+        "ScriptSpeakerRecognizer": lambda text: prose_names.script_speakers(text, gazetteer),
+        "TitledNameRecognizer": lambda text: prose_names.titled_names(text, gazetteer),
+        "CapitalsSurnameRecognizer": prose_names.capitals_surnames,
         "GivenNameRecognizer": lambda text: names.given_names(text, gazetteer),
     }
 
