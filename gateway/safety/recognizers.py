@@ -29,7 +29,7 @@ from typing import Any
 
 from gateway.safety import names, prose_names
 from gateway.safety.names import Gazetteer
-from gateway.safety.technical import reads_as_version
+from gateway.safety.technical import names_an_algorithm, reads_as_version
 
 LANGUAGE = "en"
 #: Results scoring below this are dropped. No context word raises a score, so presidio's
@@ -62,7 +62,7 @@ PHONE_BLANKED = frozenset(
 )
 #: Raised whenever kbgate's own recognizers or rules change what is found, so that stored
 #: analyses made before the change are recognised as another analyzer's.
-RECOGNIZER_REVISION = 2
+RECOGNIZER_REVISION = 3
 #: kbgate's recognizers of names by the context technical text puts them in
 #: (`gateway.safety.names`), each with the score its spans carry: above the NER model's
 #: 0.85, so that where both find the same span, presidio keeps the context's.
@@ -347,13 +347,27 @@ def _pattern_recognizers(phone_regions: tuple[str, ...]) -> list[Any]:
             return bool(parts.suffix and parts.domain)
 
     class OfflineEmailRecognizer(EmailRecognizer):
-        """presidio's email recognizer, validating domains against the bundled suffix list."""
+        """presidio's email recognizer, validating domains against the bundled suffix list;
+        SSH's names of algorithms (`sk-ssh-ed25519@openssh.com`) and the tail of a string
+        with two `@` (`a@b@c.com`, no address) are none."""
 
         def __init__(self, extractor: tldextract.TLDExtract) -> None:
             super().__init__()
             self._extractor = extractor
 
+        def analyze(
+            self,
+            text: str,
+            entities: list[str],
+            nlp_artifacts: NlpArtifacts | None = None,
+            regex_flags: int | None = None,
+        ) -> list[RecognizerResult]:
+            found = super().analyze(text, entities, nlp_artifacts, regex_flags)
+            return [r for r in found if text[r.start - 1 : r.start] != "@"]
+
         def validate_result(self, pattern_text: str) -> bool:
+            if names_an_algorithm(pattern_text):
+                return False
             return bool(self._extractor(pattern_text).fqdn)
 
     # No URLs: never fetch. No cache dir: never read or write ~/.cache. The bundled
