@@ -430,20 +430,24 @@ def _unwrapped(text: str, first: int, word: int) -> bool:
     return "\n" in text[first:word] and not text[line_start:first].strip(" \t*+-\u2022")
 
 
-#: A line that underlines the heading above it (reStructuredText, Markdown's setext).
-_UNDERLINE = re.compile(r"[ \t]*([=\-~^\"'`*+#:._])\1{2,}[ \t]*(?:\n|$)")
+#: A line that underlines the heading above it (reStructuredText, Markdown's setext); not
+#: a code fence (```).
+_UNDERLINE = re.compile(r"[ \t]*(?P<rule>([=\-~^\"'*+#:._])\2{2,})[ \t]*(?:\n|$)")
 _MARKDOWN_HEADING = re.compile(r"[ \t]*#{1,6}[ \t]")
 
 
 def in_heading(text: str, at: int) -> bool:
-    """Whether `at` stands in a heading: a line underlined by the next (`Minor Improvements`
-    over `~~~~~~`) or a Markdown heading (`## A Simple Example`), where every word is
-    capitalised and a capital says nothing of a name."""
+    """Whether `at` stands in a heading: a line underlined by the next, at least as long
+    as it (`Minor Improvements` over `~~~~~~`), or a Markdown heading (`## A Simple
+    Example`), where every word is capitalised and a capital says nothing of a name."""
     line_start = text.rfind("\n", 0, at) + 1
     line_end = text.find("\n", at)
     if _MARKDOWN_HEADING.match(text, line_start):
         return True
-    return line_end >= 0 and _UNDERLINE.match(text, line_end + 1) is not None
+    underline = _UNDERLINE.match(text, line_end + 1) if line_end >= 0 else None
+    return underline is not None and len(underline["rule"]) >= len(
+        text[line_start:line_end].strip()
+    )
 
 
 #: Given names that are also everyday English words: they start a name only when a known

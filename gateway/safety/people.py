@@ -95,10 +95,16 @@ def _after_item_verb(text: str, start: int, end: int, names: Gazetteer) -> int:
         return end
     word = first.group().strip()
     if opens_item(text, start):
-        return start if names.is_given(word) and not common_given(word) else start + first.end()
+        return start if _opens_with_a_name(word, names) else start + first.end()
     if _PAST_TENSE.fullmatch(word) and _opens_sentence(text, start) and not names.is_name(word):
         return start + first.end()  # `Contributed Windows and MS-DOS improvements`
     return start
+
+
+def _opens_with_a_name(word: str, names: Gazetteer) -> bool:
+    """Whether a list item's first word is a given name that is no everyday word: a list of
+    people, whose items open with names (`- Niklas Hambüchen`), not with verbs."""
+    return names.is_given(word) and not common_given(word)
 
 
 #: A verb in the past tense, as changelogs and credits open their sentences with one.

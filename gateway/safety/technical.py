@@ -150,6 +150,12 @@ def names_an_algorithm(address: str) -> bool:
     )
 
 
+def follows_an_at_sign(text: str, start: int) -> bool:
+    """Whether `start` follows an `@`: what an address pattern finds there is the tail of a
+    string with two (`a@b@c.com`), which is no address."""
+    return text[start - 1 : start] == "@"
+
+
 def opens_call_arguments(text: str, start: int) -> bool:
     """Whether what starts at `start` is the first argument of a call in code
     (`IPv4Address(3232235521)`): after a bracket joined to the name before it, which a
