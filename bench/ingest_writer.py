@@ -115,7 +115,7 @@ class ReplayEmbedder:
     def dense_dim(self) -> int:
         return self._dense_dim
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
         return [self._known[text] for text in texts]
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:

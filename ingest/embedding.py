@@ -46,7 +46,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ingest.background import lower_priority
 from ingest.index import SparseVector
+from ingest.lanes import LaneRunner
 
 if TYPE_CHECKING:
     from fastembed import SparseTextEmbedding, TextEmbedding
@@ -158,8 +159,9 @@ class Embedder(Protocol):
         """Length of every dense vector."""
         ...
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
-        """Embed passages to be stored (BM25 weights are term frequencies)."""
+    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
+        """Embed passages to be stored (BM25 weights are term frequencies). Calls of one
+        `lane` (a workspace) queue behind each other, not behind other lanes' calls."""
         ...
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
@@ -184,8 +186,10 @@ class FastEmbedder:
       callers), the runners retain one each;
     - the runners run at background priority (`ingest.background`): turns come first.
 
-    The runners' queue is FIFO, and a caller keeps at most `workers` batches in it, so
-    callers (workspaces) take turns batch by batch. Questions skip the runners and run in
+    Each lane (a workspace) has a queue of its own, and a free runner takes the next
+    batch of the least-served lane (`ingest.lanes.LaneRunner`); a caller keeps at most
+    `workers` batches queued. A workspace's single document waits for the batches in
+    progress, not for another workspace's bulk write. Questions skip the runners and run in
     the calling thread (a turn's worker thread), on a session of their own
     (`query_model`) when there is one: a question's activations are small, and a turn
     then never waits behind an ingest's batches (nor pays a second thread hop). BM25 runs
@@ -217,8 +221,8 @@ class FastEmbedder:
         self._sparse = _load_bm25(k=bm25_k, b=bm25_b, avg_len=bm25_avg_len)
         self._document_sparse = _load_bm25(k=bm25_k, b=bm25_b, avg_len=BM25_DOCUMENT_AVG_LEN)
         # Started on the first batches; see the class docstring.
-        self._runner = ThreadPoolExecutor(
-            max_workers=workers, thread_name_prefix="kbgate-embed", initializer=lower_priority
+        self._runner = LaneRunner(
+            workers, thread_name_prefix="kbgate-embed", initializer=lower_priority
         )
 
     @property
@@ -234,8 +238,8 @@ class FastEmbedder:
         """Passage batches that run at once."""
         return self._workers
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
-        dense = self._dense_vectors(texts, self._dense.passage_embed)
+    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
+        dense = self._dense_vectors(texts, self._dense.passage_embed, lane=lane)
         sparse = [_to_sparse(item) for item in self._sparse.passage_embed(list(texts))]
         return _combine(dense, sparse)
 
@@ -286,6 +290,7 @@ class FastEmbedder:
         *,
         inline: bool = False,
         batch_size: int | None = None,
+        lane: str = "",
     ) -> list[tuple[float, ...]]:
         """Embed in small batches of similar length (`batch_size`, else the embedder's), on
         the runners (at most `workers` batches queued at once) or (`inline`) in this
@@ -310,7 +315,7 @@ class FastEmbedder:
                 continue
             if len(queued) >= self._workers:
                 collect(*_done(queued.popleft()))
-            queued.append((positions, self._runner.submit(_run_batch, embed, batch)))
+            queued.append((positions, self._runner.submit(lane, _run_batch, embed, batch)))
         while queued:
             collect(*_done(queued.popleft()))
         return vectors

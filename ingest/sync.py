@@ -290,7 +290,7 @@ class DocumentWriter:
             analysing: Future[list[list[PiiAnalysis]]] | None = None
             if self._analyzer is not None:
                 analysing = pool.submit(_analyse_plans, self._analyzer, plans, pause)
-            embeddings, wholes = self._embed(plans, pause)
+            embeddings, wholes = self._embed(plans, pause, lane=target.tenant_id)
             try:
                 analyses = analysing.result() if analysing is not None else None
             except Exception as error:  # any analyzer failure: nothing has been written yet
@@ -310,11 +310,11 @@ class DocumentWriter:
         ]
 
     def _embed(
-        self, plans: Sequence[_Plan], pause: Callable[[], None]
+        self, plans: Sequence[_Plan], pause: Callable[[], None], *, lane: str
     ) -> tuple[list[list[Embedding]], list[SparseVector]]:
         """Every plan's passages, `EMBED_SLICE` per embedder call with a pause between
-        calls, and the whole documents' keyword vectors in one call; the passages'
-        embeddings grouped back by plan."""
+        calls, in the workspace's `lane` of the embedder, and the whole documents' keyword
+        vectors in one call; the passages' embeddings grouped back by plan."""
         inputs = [
             embedding_input(plan.document.title, text) for plan in plans for text in plan.texts
         ]
@@ -323,7 +323,8 @@ class DocumentWriter:
             flat: list[Embedding] = []
             for start in range(0, len(inputs), EMBED_SLICE):
                 pause()
-                flat.extend(self._embedder.embed_documents(inputs[start : start + EMBED_SLICE]))
+                piece = inputs[start : start + EMBED_SLICE]
+                flat.extend(self._embedder.embed_documents(piece, lane=lane))
             pause()
             wholes = self._embedder.embed_document_keywords(whole_inputs)
         except Exception as error:  # any model failure: nothing has been written yet

@@ -42,10 +42,10 @@ class CountingEmbedder:
     def dense_dim(self) -> int:
         return self._inner.dense_dim
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
         self.document_calls += 1
         self.document_texts += len(texts)
-        return self._inner.embed_documents(texts)
+        return self._inner.embed_documents(texts, lane=lane)
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
         return self._inner.embed_queries(texts)

@@ -30,7 +30,7 @@ class FakeEmbedder:
     def dense_dim(self) -> int:
         return self._dense_dim
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
         self.calls += len(texts)
         return [Embedding(self._dense(text), _sparse(text, query=False)) for text in texts]
 
@@ -70,7 +70,7 @@ class FailingEmbedder:
 
     dense_dim = 384
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
         raise RuntimeError("model unavailable")
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:

@@ -91,8 +91,8 @@ class _QueryMemo:
     def dense_dim(self) -> int:
         return self._inner.dense_dim
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
-        return self._inner.embed_documents(texts)
+    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
+        return self._inner.embed_documents(texts, lane=lane)
 
     def embed_document_keywords(self, texts: Sequence[str]) -> list[SparseVector]:
         return self._inner.embed_document_keywords(texts)
