@@ -38,6 +38,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 import msgspec
 
 from gateway.access.auth import Principal
+from gateway.access.expensive import Stop, stop_point
 from gateway.admin import archive, lifecycle, provisioning
 from gateway.admin.knowledge import require_full_clearance, target_of
 from gateway.admin.write_guard import require_live_workspace
@@ -55,6 +56,7 @@ from ingest.payload import (
     Classification,
     PassagePayload,
     PiiAnalysis,
+    PiiSpan,
     is_valid_id,
     text_checksum,
 )
@@ -74,6 +76,8 @@ _PAGE = 256
 #: passages written to the index per call: each write is made durable (Qdrant Edge flushes
 #: to disk), so larger batches import faster
 _WRITE_BATCH = 2048
+#: Strings analysed for PII between two stop points (about 0.1 s of CPU)
+_ANALYSIS_SLICE = 8
 
 
 def model_id(services: Services) -> str:
@@ -298,7 +302,12 @@ async def import_workspace(
     here, unless the archive is signed with this deployment's archive key. A write that
     fails half-way (a dependency down, the index's disk at its reserve) deletes the
     workspace again before the error is answered, so the import can simply be repeated."""
-    contents = await asyncio.to_thread(_read_contents, services, spooled, rules)
+    contents = await services.expensive.run(
+        tenant_id,
+        lambda stop: _read_contents(services, spooled, rules, stop),
+        kind="import",
+        wait=True,
+    )
     _require_same_model(services, contents.manifest)
     await provisioning.create_workspace(services, org_id, tenant_id, contents.workspace_created_at)
     try:
@@ -341,8 +350,12 @@ async def _fill(
     targets = await _put_records(services, org_id, tenant_id, contents)
     spooled.seek(0)
     redactor = None if contents.verified else services.redactor
-    return await asyncio.to_thread(
-        _write_passages, services, spooled, targets, redactor, limits(services.config)
+    bounds = limits(services.config)
+    return await services.expensive.run(
+        tenant_id,
+        lambda stop: _write_passages(services, spooled, targets, redactor, bounds, stop=stop),
+        kind="import",
+        wait=True,
     )
 
 
@@ -368,8 +381,11 @@ def _require_same_model(services: Services, manifest: archive.Manifest) -> None:
         )
 
 
-def _read_contents(services: Services, spooled: IO[bytes], rules: RecordRules) -> Contents:
-    """Read the archive once through, checking every line; on the first fault
+def _read_contents(
+    services: Services, spooled: IO[bytes], rules: RecordRules, stop: Stop
+) -> Contents:
+    """Read the archive once through, checking every line (on the expensive pool: `stop`
+    is checked every `_PAGE` lines); on the first fault
     PayloadTooLargeError (`archive`: past a bound of `limits`, or content over the API's
     size limits) or InvalidInputError (`archive`: anything else)."""
     config = services.config
@@ -377,7 +393,7 @@ def _read_contents(services: Services, spooled: IO[bytes], rules: RecordRules) -
     reader = archive.Reader(spooled, limits(config), signing_keys(config))
     checker = _Checker(config, services.embedder.dense_dim, rules)
     try:
-        contents = checker.collect(iter(reader))
+        contents = checker.collect(iter(reader), stop)
     except archive.ArchiveTooLargeError as error:
         raise PayloadTooLargeError(str(error), field="archive") from None
     except archive.ArchiveError as error:
@@ -395,12 +411,14 @@ class _Checker:
         self._max_text = config.max_document_bytes
         self._number = 0
 
-    def collect(self, entries: Iterator[archive.Entry]) -> Contents:
+    def collect(self, entries: Iterator[archive.Entry], stop: Stop) -> Contents:
         first = next(entries)
         if not isinstance(first, archive.Manifest):  # the reader refuses that already
             raise archive.ArchiveError("line 1: the archive does not start with its manifest")
         contents = Contents(manifest=first)
         for self._number, entry in enumerate(entries, start=2):
+            if self._number % _PAGE == 0:
+                stop_point(stop)
             if isinstance(entry, archive.WorkspaceEntry):
                 self._workspace(entry, contents)
             elif isinstance(entry, archive.KnowledgeBaseEntry):
@@ -599,18 +617,22 @@ def _write_passages(
     targets: dict[str, Target],
     redactor: Redactor | None,
     bounds: archive.Limits,
+    *,
+    stop: Stop,
 ) -> tuple[int, int]:
     """Every passage of the archive, under its new owner, in batches, each analysed for
     PII by `redactor` first (None: the archive's analyses kept); returns how many were
-    written and how many analysed."""
+    written and how many analysed. On the expensive pool: `stop` is checked between
+    slices of the analysis and before each write."""
     written = analysed = 0
     batch: dict[str, list[Passage]] = {}
 
     def flush(collection: str, passages: list[Passage]) -> None:
         nonlocal written, analysed
         if redactor is not None:
-            passages = _analysed(redactor, passages)
+            passages = _analysed(redactor, passages, stop)
             analysed += len(passages)
+        stop_point(stop)
         services.index.ensure_collection(collection)
         services.index.upsert(collection, passages)
         written += len(passages)
@@ -629,11 +651,15 @@ def _write_passages(
     return written, analysed
 
 
-def _analysed(redactor: Redactor, passages: list[Passage]) -> list[Passage]:
+def _analysed(redactor: Redactor, passages: list[Passage], stop: Stop) -> list[Passage]:
     """The passages with their PII analysed by this deployment's analyzer (each distinct
-    text and title once), as a document write analyses them."""
+    text and title once, `_ANALYSIS_SLICE` at a time), as a document write analyses them."""
     strings = list(dict.fromkeys(s for p in passages for s in (p.payload.text, p.payload.title)))
-    found = dict(zip(strings, redactor.analyze_texts(strings), strict=True))
+    found: dict[str, tuple[PiiSpan, ...]] = {}
+    for start in range(0, len(strings), _ANALYSIS_SLICE):
+        stop_point(stop)
+        piece = strings[start : start + _ANALYSIS_SLICE]
+        found.update(zip(piece, redactor.analyze_texts(piece), strict=True))
     return [
         dataclasses.replace(
             passage,
