@@ -1,10 +1,10 @@
 """Expensive work apart from everything else: its own pool, fair shares between workspaces.
 
 Grounding checks, call-time redaction (`/v1/redact`), the embedding and PII analysis of
-ingested documents, an import's reading and analysis and an evaluation's units take from milliseconds to seconds of CPU
-each. They run on threads of their own, never on the shared pool that the settings
-store, the index's cheap calls and retrieval turns use, so a flood of them cannot make
-those queue.
+ingested documents, an import's reading and analysis and an evaluation's units take
+from milliseconds to seconds of CPU each. They run on threads of their own, never on
+the shared pool that the settings store, the index's cheap calls and retrieval turns
+use, so a flood of them cannot make those queue.
 
 Admission. A workspace may have `KBGATE_EXPENSIVE_PER_WORKSPACE` such requests running
 or queued at once; one more answers 429 with Retry-After at once (RateLimitedError),
