@@ -37,7 +37,7 @@ from gateway.admin import lifecycle, provisioning, transfer
 from gateway.admin.knowledge import put_agent, put_knowledge_base, target_of
 from gateway.http.archive_records import RULES
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from ingest.index import Passage, SparseVector
 from ingest.payload import Classification, PassagePayload, Scope, text_checksum
 from ingest.sync import Target, point_id

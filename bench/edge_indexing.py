@@ -27,7 +27,7 @@ from bench.turn_latency import AGENT, DATASET, PLATFORM_KEY, _principal, _read_j
 from gateway.retrieval.legs import legs_for
 from gateway.retrieval.plan import KbPlan, plan_turn
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedding
 from ingest.index import (
     DENSE_VECTOR,

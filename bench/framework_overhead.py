@@ -41,7 +41,7 @@ from bench.turn_latency import AGENT, DATASET, PLATFORM_KEY, RESULTS, _principal
 from gateway.http.app import create_app
 from gateway.retrieval import turn
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from settings.config import load_config
 
 Call = Callable[[str, str, bytes], Awaitable[tuple[int, bytes]]]

@@ -29,8 +29,8 @@ from typing import Any
 from bench.turn_latency import AGENT, DATASET, KB, _prepare, _principal, _read_jsonl
 from gateway.admin import knowledge
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
 from gateway.safety.postcheck import grounding_check
+from gateway.telemetry import Telemetry, build_logger
 from ingest.chunking import split_sentences
 from settings.config import load_config
 

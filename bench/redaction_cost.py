@@ -41,8 +41,8 @@ from gateway.access.auth import Principal, authenticate
 from gateway.http.app import create_app
 from gateway.retrieval import turn
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
 from gateway.safety.redaction import Redactor
+from gateway.telemetry import Telemetry, build_logger
 from settings.config import load_config
 from settings.resolve import DEFAULT_PII_ENTITIES
 

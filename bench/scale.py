@@ -65,8 +65,8 @@ from gateway.access.auth import Principal
 from gateway.admin import knowledge, provisioning
 from gateway.runtime.memory import bound_allocator
 from gateway.runtime.services import Services, build_embedder, build_services, for_a_command
-from gateway.runtime.telemetry import Telemetry, build_logger
 from gateway.safety.redaction import Redactor
+from gateway.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedder
 from ingest.index import Leg, LegKind
 from ingest.payload import CLASSIFICATION_ORDER, Classification, Scope

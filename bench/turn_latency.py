@@ -63,7 +63,7 @@ from gateway.errors import ConflictError
 from gateway.retrieval.legs import legs_for
 from gateway.retrieval.plan import KbPlan, plan_turn
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from ingest.payload import Classification
 from settings.config import load_config
 from settings.records import Role

@@ -479,7 +479,7 @@ async def embedded_gateway(
     from gateway.access.auth import Principal
     from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
     from gateway.runtime.services import build_services, for_a_command
-    from gateway.runtime.telemetry import Telemetry, build_logger
+    from gateway.telemetry import Telemetry, build_logger
     from ingest.payload import Classification
     from settings.config import load_config
     from settings.records import Role

@@ -189,7 +189,7 @@ async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
     from gateway.cli.gateway_client import EmbeddedGateway
     from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
     from gateway.runtime.services import build_services, for_a_command
-    from gateway.runtime.telemetry import Telemetry, build_logger
+    from gateway.telemetry import Telemetry, build_logger
     from ingest.index import IndexUnavailableError
     from settings.records import Role
 

@@ -47,7 +47,7 @@ from gateway.http.security import PUBLIC_PATHS, BearerKeyMiddleware
 from gateway.http.shutdown import Drain, DrainMiddleware
 from gateway.http.strict_body import enforce_strict_body
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from ingest.index import IndexUnavailableError
 from ingest.sync import AnalysisFailedError, EmbeddingFailedError
 from settings.cache import InvalidationSource, follow_invalidations

@@ -31,13 +31,13 @@ from gateway.access.ratelimit import (
     RedisFailures,
     RedisLimiter,
 )
+from gateway.background import BackgroundTasks
 from gateway.errors import RateLimitedError
 from gateway.retrieval.off_topic_line import OffTopicLines
 from gateway.retrieval.query_embedding import QueryEmbeddings, TurnsInFlight
-from gateway.runtime.background import BackgroundTasks
-from gateway.runtime.telemetry import Telemetry
 from gateway.safety.operators import Anonymizer
 from gateway.safety.redaction import Redactor
+from gateway.telemetry import Telemetry
 from ingest.embedding import MINILM_MODEL_NAME, Embedder, FastEmbedder
 from ingest.index import Index, IndexUnavailableError
 from ingest.lru import LruCache

@@ -15,7 +15,7 @@ from litestar.testing import AsyncTestClient
 
 from gateway.http.app import create_app
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedder
 from ingest.qdrant_server import ServerIndex
 from settings.config import Config, load_config

@@ -10,8 +10,8 @@ import pytest
 
 from gateway.http.app import create_app
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
 from gateway.safety.redaction import Redactor
+from gateway.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedder
 from ingest.index import collection_for
 from ingest.payload import Classification, PassagePayload, PiiAnalysis, Scope

@@ -15,7 +15,7 @@ from gateway.access.auth import Principal
 from gateway.admin import knowledge, provisioning
 from gateway.cli import main
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from ingest.embedding import FastEmbedder
 from ingest.payload import Classification, PiiAnalysis, Scope
 from ingest.qdrant_edge import EdgeIndex

@@ -13,7 +13,7 @@ from gateway.access.auth import Principal
 from gateway.admin import knowledge, provisioning
 from gateway.retrieval import turn
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from ingest.embedding import FastEmbedder
 from ingest.payload import Classification
 from settings.config import load_config

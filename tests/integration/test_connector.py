@@ -33,7 +33,7 @@ from gateway.admin import knowledge, provisioning
 from gateway.cli import main
 from gateway.cli.progress import LineProgress, progress_line
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from ingest.connector import (
     PutAnswer,
     PutResult,

@@ -19,7 +19,7 @@ from gateway.http.dependencies import Injected
 from gateway.http.openapi import BEARER, problems
 from gateway.http.schemas import Live, Ready
 from gateway.runtime.services import Services
-from gateway.runtime.telemetry import Telemetry
+from gateway.telemetry import Telemetry
 from settings.config import Config
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"

@@ -325,7 +325,7 @@ async def prepare(
     from gateway.admin.knowledge import put_agent, put_knowledge_base
     from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
     from gateway.runtime.services import build_embedder, build_services, for_a_command
-    from gateway.runtime.telemetry import Telemetry, build_logger
+    from gateway.telemetry import Telemetry, build_logger
 
     ir_measures_library()  # fail before the long part, not after
     dataset = load_beir(options.dataset)
