@@ -38,16 +38,7 @@ from ingest.payload import is_valid_id
 from ingest.screening import screen
 from ingest.sync import Document, SyncOutcome, Target
 from settings.records import AdminChange, Agent, KnowledgeBase
-from settings.resolve import (
-    Resolved,
-    resolve_drop_copies,
-    resolve_fusion,
-    resolve_grounding_floor,
-    resolve_kb_cap,
-    resolve_keyword_floor,
-    resolve_score_threshold,
-    resolve_top_k,
-)
+from settings.resolve import Resolved, resolve_kb_cap
 
 
 def _now() -> str:
@@ -267,25 +258,6 @@ async def detach_from_agents(services: Services, kb: KnowledgeBase, principal: P
         )
         detached += 1
     return detached
-
-
-def knowledge_base_effective(services: Services, kb: KnowledgeBase) -> dict[str, Resolved[Any]]:
-    """The KB's settings resolved alone (no agent override, no Scope): an unset
-    `score_threshold` is the platform default here, which a turn replaces with the KB's
-    off-topic line for its caller (`gateway.retrieval.plan.with_lines`; what the API
-    shows a caller: `gateway.retrieval.plan.knowledge_base_in_force`)."""
-    bounds, defaults = services.config.bounds, services.config.defaults
-    fusion = resolve_fusion(kb.settings)
-    return {
-        "top_k": resolve_top_k(kb.settings, None, bounds, defaults),
-        "score_threshold": resolve_score_threshold(kb.settings, None, bounds, defaults),
-        "keyword_floor": resolve_keyword_floor(kb.settings, defaults),
-        "grounding_floor": resolve_grounding_floor(kb.settings, defaults),
-        "drop_copies": resolve_drop_copies(kb.settings),
-        "fusion": Resolved(
-            {"dense": fusion.value.dense, "keyword": fusion.value.keyword}, fusion.source
-        ),
-    }
 
 
 async def knowledge_base_stats(

@@ -1,5 +1,5 @@
-"""Workspace settings: read with effective values, change with an audit trail, and read
-through the cache where a turn or an egress check needs them."""
+"""Workspace settings: read fresh from the store, changed with an audit trail (their
+effective values are `settings.effective`'s rules)."""
 
 from __future__ import annotations
 
@@ -10,22 +10,10 @@ from typing import Any
 from gateway.access.auth import Principal
 from gateway.errors import InvalidInputError, NotFoundError
 from gateway.runtime.services import Services
-from gateway.safety.passages import in_force
 from settings.pii_allow_list import AllowListError, parse_allow_list
 from settings.records import SettingChange, Workspace
-from settings.resolve import (
-    PII_ALLOW_LIST,
-    Resolved,
-    resolve_kb_cap,
-    resolve_pii_allow_list,
-    resolve_pii_entities,
-    resolve_pii_operators,
-    resolve_redaction,
-    resolve_strict_isolation,
-    resolve_turn_retention,
-)
+from settings.resolve import PII_ALLOW_LIST
 from settings.store import NotFoundError as StoreNotFoundError
-from settings.store import StoreUnavailableError
 
 
 async def workspace_of(services: Services, principal: Principal) -> Workspace:
@@ -34,57 +22,6 @@ async def workspace_of(services: Services, principal: Principal) -> Workspace:
     if workspace is None:
         raise NotFoundError("no such workspace")
     return workspace
-
-
-async def workspace_or_none(services: Services, tenant_id: str) -> Workspace | None:
-    """The workspace from the settings cache, or None when the store cannot be read (counted
-    as `settings_fallback`): the settings rules then fall back to their safe defaults."""
-    try:
-        return await services.settings.workspace(tenant_id)
-    except StoreUnavailableError:
-        services.telemetry.count("settings_fallback")
-        return None
-
-
-def effective_settings(services: Services, workspace: Workspace) -> dict[str, Resolved[Any]]:
-    """Each workspace setting in force and the rule that produced it."""
-    settings = workspace.settings
-    return {
-        "strict_rag_isolation": resolve_strict_isolation(settings, workspace.created_at),
-        "rag_pii_redaction": resolve_redaction(settings, None),
-        "max_knowledge_bases_per_agent": resolve_kb_cap(
-            settings, services.config.bounds, services.config.defaults
-        ),
-        "pii_entities": pii_entities_in_force(services, settings),
-        "pii_allow_list": resolve_pii_allow_list(settings),
-        "pii_operators": resolve_pii_operators(settings),
-        "turn_retention_s": turn_retention(services, workspace),
-    }
-
-
-def pii_entities_in_force(
-    services: Services, settings: Mapping[str, Any] | None
-) -> Resolved[tuple[str, ...]]:
-    """The configured entity types that a loaded recognizer finds (`clamped` when some
-    configured type has none: PERSON, LOCATION and ORGANIZATION need the NER pipeline)."""
-    configured = resolve_pii_entities(settings)
-    loaded = in_force(services.redactor, configured.value)
-    return Resolved(
-        loaded,
-        configured.source,
-        configured.clamped or loaded != configured.value,
-        configured.malformed,
-    )
-
-
-def turn_retention(services: Services, workspace: Workspace | None) -> Resolved[int]:
-    """How long this workspace's turn records are kept (the platform's default when its
-    settings could not be read)."""
-    return resolve_turn_retention(
-        workspace.settings if workspace else None,
-        services.config.turn_ttl_s,
-        services.config.turn_ttl_max_s,
-    )
 
 
 def check_allow_list(entries: Any) -> None:

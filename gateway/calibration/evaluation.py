@@ -21,7 +21,6 @@ import msgspec
 
 from gateway.access.auth import Principal
 from gateway.access.expensive import Stop, stop_point
-from gateway.admin.knowledge import knowledge_base_effective
 from gateway.calibration.builtin import off_topic_questions
 from gateway.calibration.grounding_floor import GROUNDING_QUESTIONS, ScoredAnswers, score_answers
 from gateway.calibration.measure import RANKING_DEPTH, KbUnderTest, Measured, measure, run_with
@@ -58,6 +57,7 @@ from gateway.calibration.report import (
 from gateway.retrieval.plan import with_lines
 from gateway.runtime.services import Services
 from ingest.embedding import Embedding
+from settings.effective import knowledge_base_effective
 from settings.golden import GoldenSet
 from settings.records import KnowledgeBase
 from settings.resolve import resolve_strict_isolation
@@ -191,13 +191,14 @@ async def _prepare(
         under_test = dataclasses.replace(
             under_test, line=lined.score_threshold, joint_line=lined.joint_line
         )
+    effective = knowledge_base_effective(kb, services.config.bounds, services.config.defaults)
     return _Run(
         pool=_Pool(services, principal.tenant_id),
         steps=steps,
         kb=under_test,
         axes=floor_axes(services.config.bounds),
         effective={
-            **{name: found.value for name, found in knowledge_base_effective(services, kb).items()},
+            **{name: found.value for name, found in effective.items()},
             "score_threshold": lined.score_threshold.value,
         },
         golden=golden,

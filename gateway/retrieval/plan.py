@@ -10,12 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.access.auth import Principal
-from gateway.admin.knowledge import knowledge_base_effective
-from gateway.admin.workspace import workspace_or_none
 from gateway.errors import NotFoundError
 from gateway.runtime.services import Services
 from ingest.index import collection_for
 from ingest.payload import Scope
+from settings.effective import knowledge_base_effective
 from settings.records import Agent, KnowledgeBase, Workspace
 from settings.resolve import (
     Resolved,
@@ -80,7 +79,7 @@ async def plan_turn(services: Services, principal: Principal, agent_id: str) -> 
     agent = await services.settings.agent(principal.tenant_id, agent_id)
     if agent is None:
         raise NotFoundError("no such agent")
-    workspace = await workspace_or_none(services, principal.tenant_id)
+    workspace = await services.settings.workspace_or_none(principal.tenant_id)
     workspace_settings = workspace.settings if workspace else None
     bounds, defaults = services.config.bounds, services.config.defaults
     cap = resolve_kb_cap(workspace_settings, bounds, defaults)
@@ -178,11 +177,11 @@ async def knowledge_base_in_force(
     `score_threshold` shown as the off-topic line the principal's turns use once one of
     them has measured it for the principal's Scope (in this process, or kept in the
     store); never starts a measurement."""
-    effective = knowledge_base_effective(services, kb)
+    effective = knowledge_base_effective(kb, services.config.bounds, services.config.defaults)
     lines_on = services.config.defaults.off_topic_line
     if not lines_on or effective["score_threshold"].source != "platform":
         return effective
-    workspace = await workspace_or_none(services, principal.tenant_id)
+    workspace = await services.settings.workspace_or_none(principal.tenant_id)
     strict = resolve_strict_isolation(
         workspace.settings if workspace else None, workspace.created_at if workspace else ""
     )

@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway.access.auth import Principal
-from gateway.admin.workspace import turn_retention
 from gateway.errors import InvalidInputError
 from gateway.retrieval.evidence import EvidenceBlock, fence
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
@@ -34,6 +33,7 @@ from gateway.retrieval.plan import (
 from gateway.runtime.services import Services
 from gateway.safety.passages import Outgoing, redact_outgoing
 from ingest.index import Hit, LegKind, RankedPoint
+from settings.effective import turn_retention
 from settings.records import TurnPassage, TurnRecord
 from settings.store import StoreUnavailableError
 
@@ -123,7 +123,7 @@ async def _retrieve(
         # what is fenced, recorded and returned is the redacted text
         texts, titles = await _redacted(services, context, chosen)
         clock.lap("redact")
-    retention = turn_retention(services, context.workspace).value
+    retention = turn_retention(context.workspace, services.config).value
     await _record(
         services, principal, agent_id, turn_id, chosen=chosen, texts=texts, ttl_s=retention
     )

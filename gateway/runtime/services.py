@@ -211,6 +211,7 @@ async def build_services(
             store,
             config.settings_staleness_s,
             on_stale_read=lambda: telemetry.count("settings_stale_reads"),
+            on_fallback=lambda: telemetry.count("settings_fallback"),
         ),
         rate_limiter=_build_rate_limiter(
             redis, telemetry, config.rate_limit_per_s, config.rate_limit_burst, "kbgate:rate"

@@ -20,7 +20,6 @@ from typing import Any
 
 from gateway.access.auth import Principal
 from gateway.access.expensive import Stop, stop_point
-from gateway.admin.workspace import workspace_or_none
 from gateway.errors import (
     DependencyUnavailableError,
     InvalidInputError,
@@ -87,7 +86,7 @@ async def redact_egress(
     agent = await services.settings.agent(principal.tenant_id, agent_id)
     if agent is None:
         raise NotFoundError("no such agent")
-    workspace = await workspace_or_none(services, principal.tenant_id)  # None: gates on
+    workspace = await services.settings.workspace_or_none(principal.tenant_id)  # None: gates on
     workspace_settings = workspace.settings if workspace else None
     gates = resolve_redaction(workspace_settings, agent.settings)
     if not gates.value:
@@ -130,7 +129,7 @@ async def explain_texts(
 ) -> list[list[Detection]]:
     """Why each span of each text would be hidden under the workspace's policy: its type,
     the recognizer that found it and its score (the console's *Try a question*)."""
-    workspace = await workspace_or_none(services, principal.tenant_id)
+    workspace = await services.settings.workspace_or_none(principal.tenant_id)
     policy = await redaction_policy(
         services, principal.tenant_id, workspace.settings if workspace else None
     )

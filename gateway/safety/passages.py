@@ -24,6 +24,7 @@ from gateway.safety.redaction import RedactionPolicy, Redactor, count_redactions
 from ingest.index import IndexUnavailableError
 from ingest.lru import LruCache
 from ingest.payload import PassagePayload, PiiAnalysis, PiiSpan, Scope
+from settings.effective import entities_in_force
 from settings.pii_allow_list import AllowList, parse_allow_list
 from settings.resolve import resolve_pii_allow_list, resolve_pii_entities, resolve_pii_operators
 from settings.store import StoreUnavailableError
@@ -51,17 +52,14 @@ class Redacted:
     counts: dict[str, int]
 
 
-def in_force(redactor: Redactor, entities: Sequence[str]) -> tuple[str, ...]:
-    """The configured entity types for which a recognizer is loaded."""
-    return tuple(name for name in entities if name in redactor.supported_entities)
-
-
 async def redaction_policy(
     services: Services, tenant_id: str, workspace_settings: Mapping[str, object] | None
 ) -> RedactionPolicy:
     """The workspace's entity types in force, its allow-list (parsed once per list) and its
     operators, with its pseudonym key when one of those types is pseudonymised."""
-    entities = in_force(services.redactor, resolve_pii_entities(workspace_settings).value)
+    entities = entities_in_force(
+        resolve_pii_entities(workspace_settings).value, services.redactor.supported_entities
+    )
     entries = resolve_pii_allow_list(workspace_settings).value
     allow = services.allow_lists.get(entries) if entries else None
     if allow is None:

@@ -50,6 +50,7 @@ from gateway.runtime.services import Services
 from gateway.safety.egress import explain_texts
 from gateway.safety.spans import Detection
 from ingest.index import IndexUnavailableError
+from settings.effective import workspace_effective
 from settings.pii_allow_list import allow_list_entry
 from settings.records import KnowledgeBase, Role
 from settings.resolve import PII_ALLOW_LIST, resolve_pii_allow_list
@@ -433,7 +434,9 @@ class ConsoleController(Controller):
                 errors=errors.errors,
                 typed={setting: _text(form, "value")},
             )
-        effective = workspace.effective_settings(services, updated).get(setting)
+        effective = workspace_effective(
+            updated, services.config, services.redactor.supported_entities
+        ).get(setting)
         now = views.shown(effective.value) if effective else "changed"
         return await _after_change(request, who, f"Saved: {setting} is now {now}.", HOME)
 
@@ -620,7 +623,7 @@ class ConsoleController(Controller):
         form = await _checked_form(request, who)
         value = _text(form, "value").strip()
         services = _services(request)
-        found = await workspace.workspace_or_none(services, who.principal.tenant_id)
+        found = await services.settings.workspace_or_none(who.principal.tenant_id)
         entries = list(resolve_pii_allow_list(found.settings if found else None).value)
         entry = allow_list_entry(value)
         if entry and entry not in entries:

@@ -24,6 +24,7 @@ from gateway.retrieval.turn import TurnResult
 from gateway.runtime.services import Services
 from gateway.safety.spans import Detection
 from settings.config import Config
+from settings.effective import workspace_effective
 from settings.records import AdminChange, Agent, KnowledgeBase, SettingChange, Workspace
 from settings.resolve import (
     DEFAULT_PII_ENTITIES,
@@ -120,7 +121,7 @@ _LABELS = {
 
 async def settings_page(services: Services, principal: Principal) -> SettingsPage:
     found = await workspace.workspace_of(services, principal)
-    effective = workspace.effective_settings(services, found)
+    effective = workspace_effective(found, services.config, services.redactor.supported_entities)
     views = [
         SettingView(
             name=name,

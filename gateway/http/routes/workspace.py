@@ -27,6 +27,7 @@ from gateway.http.schemas import (
 )
 from gateway.http.security import requires
 from gateway.runtime.services import Services
+from settings.effective import workspace_effective
 from settings.records import AdminChange, Role, SettingChange, Workspace
 from settings.resolve import Resolved
 
@@ -50,12 +51,13 @@ def settings_changes(data: PatchWorkspaceSettings) -> dict[str, Any]:
 
 def workspace_settings_out(services: Services, found: Workspace) -> WorkspaceSettingsOut:
     """A workspace's settings as the API answers them. Shared with the CLI."""
+    loaded = services.redactor.supported_entities
     return WorkspaceSettingsOut(
         tenant_id=found.tenant_id,
         org_id=found.org_id,
         created_at=found.created_at,
         settings=found.settings,
-        effective=_effective(workspace.effective_settings(services, found)),
+        effective=_effective(workspace_effective(found, services.config, loaded)),
     )
 
 
