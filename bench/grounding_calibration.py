@@ -1,7 +1,7 @@
 """Calibrate the grounding floor on the golden set.
 
 Uses the SciFact store that `bench.turn_latency` builds (same data dir), and scores
-three kinds of answers through the real post-check (`gateway.safety.postcheck`):
+three kinds of answers through the real post-check (`gateway.retrieval.postcheck`):
 
 (a) supported: two consecutive sentences restating a passage of a stored abstract;
 (b) other domain: answers about cooking, sport, travel, software, history;
@@ -28,8 +28,8 @@ from typing import Any
 
 from bench.turn_latency import AGENT, DATASET, KB, _prepare, _principal, _read_jsonl
 from gateway.admin import knowledge
+from gateway.retrieval.postcheck import grounding_check
 from gateway.runtime.services import Services, build_services
-from gateway.safety.postcheck import grounding_check
 from gateway.telemetry import Telemetry, build_logger
 from ingest.chunking import split_sentences
 from settings.config import load_config

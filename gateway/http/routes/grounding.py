@@ -16,8 +16,8 @@ from gateway.http.schemas import (
     SentenceOut,
 )
 from gateway.http.security import requires
+from gateway.retrieval.postcheck import grounding_check
 from gateway.runtime.services import Services
-from gateway.safety.postcheck import grounding_check
 from settings.records import Role
 
 AnyRequest = Request[Principal, str, State]
