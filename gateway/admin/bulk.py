@@ -137,7 +137,7 @@ async def open_bulk_write(services: Services, principal: Principal, kb_id: str) 
     (ForbiddenError, NotFoundError: before any line is read)."""
     require_full_clearance(principal)
     kb = await knowledge_base_of(services, principal, kb_id)
-    await write_guard.require_live_workspace(services, principal.tenant_id)
+    await write_guard.require_live_workspace(services.store, principal.tenant_id)
     return BulkWrite(services, kb)
 
 
@@ -274,8 +274,14 @@ class BulkWrite:
         is gone every document taken back; NotFoundError then."""
         target = target_of(self._kb)
         try:
+            services = self._services
             await write_guard.take_back_if_gone(
-                self._services, self._kb, target, documents[0].document_id
+                services.store,
+                services.writer,
+                services.telemetry,
+                self._kb,
+                target,
+                document_id=documents[0].document_id,
             )
         except NotFoundError:
             for document in documents[1:]:

@@ -397,7 +397,7 @@ async def put_document(
     require_full_clearance(principal)
     kb = await knowledge_base_of(services, principal, kb_id)
     check_id(document_id, "document_id")
-    await write_guard.require_live_workspace(services, principal.tenant_id)
+    await write_guard.require_live_workspace(services.store, principal.tenant_id)
     check_text(services, text)
     verdict = screen(classification)
     if verdict.classification is None:
@@ -423,7 +423,14 @@ async def put_document(
                 kind="ingest",
                 wait=True,
             )
-        await write_guard.take_back_if_gone(services, kb, target_of(kb), document_id)
+        await write_guard.take_back_if_gone(
+            services.store,
+            services.writer,
+            services.telemetry,
+            kb,
+            target_of(kb),
+            document_id=document_id,
+        )
     services.telemetry.count(f"documents_{outcome.status}")
     if outcome.status == "indexed":
         services.telemetry.count("passages_written", outcome.passages)

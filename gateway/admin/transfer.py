@@ -96,7 +96,7 @@ async def exportable(
     workspace = await services.store.get_workspace(tenant_id)
     if workspace is None or workspace.org_id != org_id:
         raise NotFoundError("no such workspace in this organization")
-    await require_live_workspace(services, tenant_id)
+    await require_live_workspace(services.store, tenant_id)
     return workspace
 
 

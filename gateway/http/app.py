@@ -26,6 +26,7 @@ from gateway.errors import GatewayError
 from gateway.http.console import (
     CalibrationConsoleController,
     ConsoleController,
+    ConsoleSessions,
     KnowledgeAdminController,
     console_template_config,
 )
@@ -73,6 +74,8 @@ def create_app(
         owned = services is None
         built = services or await build_services(config, telemetry)
         app.state.services = built
+        # the console's sign-ins: in memory, or in Redis on the process's one client
+        app.state.console_sessions = ConsoleSessions.build(built.redis)
         telemetry.log.info(
             "started",
             index=built.index_engine,

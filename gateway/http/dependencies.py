@@ -73,8 +73,10 @@ def _rate_limiter(state: State) -> RateLimiter:
     return services_of(state).rate_limiter
 
 
-def _console_sessions(state: State) -> ConsoleSessions:
-    return services_of(state).console_sessions
+def console_sessions_of(state: State) -> ConsoleSessions:
+    """The console's sessions, built by the app's lifespan on the process's Redis client."""
+    sessions: ConsoleSessions = state.console_sessions
+    return sessions
 
 
 def dependencies() -> dict[str, Provide]:
@@ -89,7 +91,7 @@ def dependencies() -> dict[str, Provide]:
         "telemetry": _telemetry,
         "expensive": _expensive,
         "rate_limiter": _rate_limiter,
-        "console_sessions": _console_sessions,
+        "console_sessions": console_sessions_of,
     }
     # Each is a field read: run inline, never in a worker thread.
     return {name: Provide(provide, sync_to_thread=False) for name, provide in providers.items()}

@@ -4,8 +4,8 @@
 `Services`, and hands handlers the parts they need through Litestar's dependency
 injection (`gateway.http.dependencies`). With `KBGATE_REDIS_URL` set, one Redis client
 (one connection pool) serves the settings store, both rate limiters, the
-authentication-failure counter and the console's sessions. Command-line tools build
-single parts with `build_store`, `build_index` and `build_embedder`.
+authentication-failure counter and the console's sessions (`create_app` builds them on
+it). Command-line tools build single parts with `build_store`, `build_index` and `build_embedder`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
-import weakref
-from collections.abc import AsyncIterator, Callable, Hashable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,6 +29,7 @@ from gateway.access.ratelimit import (
     RedisFailures,
     RedisLimiter,
 )
+from gateway.admin.write_guard import KeyedLocks
 from gateway.background import BackgroundTasks
 from gateway.errors import RateLimitedError
 from gateway.retrieval.off_topic_line import OffTopicLines
@@ -51,27 +50,7 @@ from settings.store import SettingsStore, StoreUnavailableError
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-    from gateway.http.console.sessions import ConsoleSessions
-
 T = TypeVar("T")
-
-
-class KeyedLocks:
-    """One asyncio lock per key, dropped when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: weakref.WeakValueDictionary[Hashable, asyncio.Lock] = (
-            weakref.WeakValueDictionary()
-        )
-
-    @asynccontextmanager
-    async def hold(self, key: Hashable) -> AsyncIterator[None]:
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[key] = lock
-        async with lock:
-            yield
 
 
 @dataclass
@@ -101,8 +80,6 @@ class Services:
     key_usage: KeyUsage
     #: grounding checks, call-time redaction and ingest embedding (`gateway.access.expensive`)
     expensive: ExpensiveWork
-    #: the admin console's sign-ins (in memory, or in the shared Redis)
-    console_sessions: ConsoleSessions
     #: the process's one Redis client (None when embedded), closed last
     redis: Redis | None = None
     # One writer per document at a time in this process: replacing is read-then-write.
@@ -234,7 +211,6 @@ async def build_services(
         expensive=ExpensiveWork(
             config.expensive_threads, config.expensive_per_workspace, telemetry
         ),
-        console_sessions=_build_console_sessions(redis),
         redis=redis,
     )
 
@@ -268,13 +244,6 @@ def _open_redis(config: Config) -> Redis | None:
     from settings.redis_store import redis_client
 
     return redis_client(config.redis_url, config.redis_timeout_s)
-
-
-def _build_console_sessions(redis: Redis | None) -> ConsoleSessions:
-    # Imported here: the console package imports the core, which imports this module.
-    from gateway.http.console.sessions import ConsoleSessions
-
-    return ConsoleSessions.build(redis)
 
 
 def _build_rate_limiter(

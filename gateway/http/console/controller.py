@@ -39,7 +39,7 @@ from gateway.errors import (
 from gateway.http.console import views
 from gateway.http.console.forms import FormErrors, convert, domain_errors, form_errors, scalar
 from gateway.http.console.sessions import COOKIE, COOKIE_PATH, ConsoleSession, ConsoleSessions
-from gateway.http.dependencies import services_of
+from gateway.http.dependencies import console_sessions_of, services_of
 from gateway.http.problems import gateway_problem
 from gateway.http.routes.knowledge import agent_settings, knowledge_base_settings
 from gateway.http.routes.workspace import settings_changes
@@ -125,7 +125,7 @@ def _services(request: ConsoleRequest) -> Services:
 
 
 def _sessions(request: ConsoleRequest) -> ConsoleSessions:
-    return services_of(request.app.state).console_sessions
+    return console_sessions_of(request.app.state)
 
 
 async def signed_in(request: ConsoleRequest) -> SignedIn:
