@@ -135,13 +135,13 @@ async def _measure(data_dir: Path, questions: list[str], repeats: int) -> dict[s
                 # The same words, not the same text: each question embedded once per path.
                 passes: list[tuple[list[float], Awaitable[object]]] = [
                     (asgi, call("POST", "/v1/retrieve", body(question))),
-                    (direct, real(services, principal, AGENT, question + " ", [])),
+                    (direct, real(services.retrieval, principal, AGENT, question + " ", [])),
                 ]
                 for times, pending in passes if position % 2 else passes[::-1]:
                     started = time.perf_counter()
                     await pending
                     times.append(time.perf_counter() - started)
-            canned_result = await real(services, principal, AGENT, "what do cells do", [])
+            canned_result = await real(services.retrieval, principal, AGENT, "what do cells do", [])
 
             async def canned_turn(*_: Any, **__: Any) -> turn.TurnResult:
                 return canned_result

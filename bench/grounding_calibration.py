@@ -81,7 +81,7 @@ async def _score(
     for answer in answers:
         started = time.perf_counter()
         grounding = await grounding_check(
-            services, _principal(), AGENT, answer, by_sentence=by_sentence
+            services.grounding, _principal(), AGENT, answer, by_sentence=by_sentence
         )
         results.append(
             {
@@ -128,7 +128,9 @@ async def main() -> None:
     services = await build_services(config, Telemetry(build_logger("WARNING")))
     try:
         await _prepare(services, args.data_dir, args.limit_docs)
-        stored = set(await knowledge.list_documents(services, _principal(), KB))
+        stored = set(
+            await knowledge.list_documents(services.store, services.index, _principal(), KB)
+        )
         corpus = [d for d in _read_jsonl(DATASET / "corpus.jsonl") if str(d["_id"]) in stored]
         answers = _answers(corpus, args.answers, args.seed)
         scored = {

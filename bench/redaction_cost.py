@@ -172,7 +172,7 @@ async def _in_process(
         question = QUESTIONS[i % len(QUESTIONS)]
         for agent in ("on", "off") if i % 2 else ("off", "on"):
             started = time.perf_counter()
-            result = await turn.retrieve(services, principal, agent, question, [])
+            result = await turn.retrieve(services.retrieval, principal, agent, question, [])
             totals[agent].append((time.perf_counter() - started) * 1000)
             if agent == "on":
                 redact_stage.append(result.timings_ms["redact"])

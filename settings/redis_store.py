@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import quote, unquote
 
 import redis.asyncio
@@ -177,7 +177,12 @@ def _event(event: KeyEvent | None) -> bytes:
     return b"" if event is None else encode(event)
 
 
-def redis_client(url: str, timeout_s: float) -> redis.asyncio.Redis:
+#: the client one process shares between its Redis stores (`redis_client`): the settings
+#: store, the rate limits, the failed-authentication counter and the console's sessions
+SharedRedis: TypeAlias = redis.asyncio.Redis
+
+
+def redis_client(url: str, timeout_s: float) -> SharedRedis:
     """A client whose every call ends within about `timeout_s`.
 
     Connect and socket timeouts of timeout_s; one immediate retry on a connection

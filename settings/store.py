@@ -48,6 +48,24 @@ class StoreUnavailableError(StoreError):
     """The backing service did not answer in time, or refused."""
 
 
+class TurnRecords(Protocol):
+    """The part of the store the retrieval turn and citation checks use: turn records."""
+
+    async def put_turn(self, turn: TurnRecord, ttl_s: int) -> None: ...
+
+    async def get_turn(self, tenant_id: str, turn_id: str) -> TurnRecord | None: ...
+
+
+class LinesStore(Protocol):
+    """The part of the store the off-topic lines use (`gateway.retrieval.off_topic_line`)."""
+
+    async def put_measured_lines(self, lines: MeasuredLines) -> None: ...
+
+    async def get_measured_lines(
+        self, tenant_id: str, kb_id: str, scope: str
+    ) -> MeasuredLines | None: ...
+
+
 class SettingsStore(Protocol):
     """Where orgs, workspaces, KBs, agents, keys, audit history and turns are kept."""
 

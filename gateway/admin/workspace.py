@@ -1,24 +1,47 @@
-"""Workspace settings: read fresh from the store, changed with an audit trail (their
-effective values are `settings.effective`'s rules)."""
+"""Workspace settings: read fresh from the store, changed with an audit trail, shown with
+their effective values (`settings.effective`'s rules)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from gateway.access.auth import Principal
 from gateway.errors import InvalidInputError, NotFoundError
-from gateway.runtime.services import Services
+from gateway.telemetry import Telemetry
+from settings.cache import CachedSettings
+from settings.config import Config
+from settings.effective import workspace_effective
 from settings.pii_allow_list import AllowListError, parse_allow_list
 from settings.records import SettingChange, Workspace
-from settings.resolve import PII_ALLOW_LIST
+from settings.resolve import PII_ALLOW_LIST, Resolved
 from settings.store import NotFoundError as StoreNotFoundError
+from settings.store import SettingsStore
 
 
-async def workspace_of(services: Services, principal: Principal) -> Workspace:
+@dataclass(frozen=True, slots=True)
+class WorkspaceSettings:
+    """What a workspace's settings use: its record and history in the store, the cache a
+    change invalidates, counts, and what effective values are resolved against (the
+    platform's config, the PII entity types a loaded recognizer finds)."""
+
+    store: SettingsStore
+    settings: CachedSettings
+    telemetry: Telemetry
+    config: Config
+    loaded_entities: frozenset[str]
+
+
+def effective(workspaces: WorkspaceSettings, workspace: Workspace) -> dict[str, Resolved[Any]]:
+    """Each of the workspace's settings in force and the rule that produced it."""
+    return workspace_effective(workspace, workspaces.config, workspaces.loaded_entities)
+
+
+async def workspace_of(store: SettingsStore, principal: Principal) -> Workspace:
     """The caller's workspace, read fresh from the store (admins see what is stored now)."""
-    workspace = await services.store.get_workspace(principal.tenant_id)
+    workspace = await store.get_workspace(principal.tenant_id)
     if workspace is None:
         raise NotFoundError("no such workspace")
     return workspace
@@ -34,14 +57,14 @@ def check_allow_list(entries: Any) -> None:
 
 
 async def change_settings(
-    services: Services, principal: Principal, changes: Mapping[str, Any]
+    workspaces: WorkspaceSettings, principal: Principal, changes: Mapping[str, Any]
 ) -> Workspace:
     """Apply and audit (key id, never the key); in force here at once, elsewhere within 30 s.
 
     An allow-list with an unusable entry is InvalidInputError, and nothing changes."""
     check_allow_list(changes.get(PII_ALLOW_LIST))
     try:
-        updated = await services.store.update_workspace_settings(
+        updated = await workspaces.store.update_workspace_settings(
             principal.tenant_id,
             changes,
             key_id=principal.key_id,
@@ -49,11 +72,11 @@ async def change_settings(
         )
     except StoreNotFoundError:
         raise NotFoundError("no such workspace") from None
-    services.settings.invalidate(principal.tenant_id)
-    services.telemetry.count("settings_changes", len(changes))
+    workspaces.settings.invalidate(principal.tenant_id)
+    workspaces.telemetry.count("settings_changes", len(changes))
     return updated
 
 
-async def history(services: Services, principal: Principal) -> list[SettingChange]:
-    await workspace_of(services, principal)
-    return await services.store.settings_history(principal.tenant_id)
+async def history(store: SettingsStore, principal: Principal) -> list[SettingChange]:
+    await workspace_of(store, principal)
+    return await store.settings_history(principal.tenant_id)

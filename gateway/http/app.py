@@ -1,7 +1,8 @@
 """The app factory: `create_app(config, services=None) -> Litestar`.
 
 The lifespan builds the services (`gateway.runtime.services`, the composition root)
-unless a test hands its own in; handlers receive their parts by dependency injection
+unless a test hands its own in, and the console's sessions on their Redis client; each
+handler receives the use case or port it names by dependency injection
 (`gateway.http.dependencies`).
 """
 
@@ -51,9 +52,9 @@ from gateway.runtime.services import Services, build_services
 from gateway.telemetry import Telemetry, build_logger
 from ingest.index import IndexUnavailableError
 from ingest.sync import AnalysisFailedError, EmbeddingFailedError
-from settings.cache import InvalidationSource, follow_invalidations
+from settings.cache import CachedSettings, InvalidationSource, follow_invalidations
 from settings.config import Config
-from settings.store import StoreUnavailableError
+from settings.store import SettingsStore, StoreUnavailableError
 
 API_VERSION = "1.0.0"
 
@@ -82,9 +83,9 @@ def create_app(
             store=built.store_engine,
             startup_ms=round((time.perf_counter() - started) * 1000, 1),
         )
-        follower = _follow_invalidations(built)
-        upkeep = asyncio.create_task(run_upkeep(built))
-        indexing = asyncio.create_task(run_index_upkeep(built))
+        follower = _follow_invalidations(built.store, built.settings)
+        upkeep = asyncio.create_task(run_upkeep(built.upkeep))
+        indexing = asyncio.create_task(run_index_upkeep(built.upkeep))
         try:
             yield
         finally:
@@ -157,11 +158,13 @@ def create_app(
     return app
 
 
-def _follow_invalidations(services: Services) -> asyncio.Task[None] | None:
+def _follow_invalidations(
+    store: SettingsStore, settings: CachedSettings
+) -> asyncio.Task[None] | None:
     """On a shared store, drop cached settings whenever another replica changes them."""
-    if not isinstance(services.store, InvalidationSource):
+    if not isinstance(store, InvalidationSource):
         return None
-    return asyncio.create_task(follow_invalidations(services.store, services.settings))
+    return asyncio.create_task(follow_invalidations(store, settings))
 
 
 _EXPECTED = (

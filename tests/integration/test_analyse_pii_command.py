@@ -41,14 +41,14 @@ async def _provision(data_dir: Path, embedder: FastEmbedder) -> None:
         redactor=shared_redactor(),
     )
     try:
-        await provisioning.create_org(services, ORG)
+        await provisioning.create_org(services.store, services.index, ORG)
         for tenant in NOTES:
-            await provisioning.create_workspace(services, ORG, tenant, None)
+            await provisioning.create_workspace(services.store, ORG, tenant, None)
             admin = Principal(
                 key_id="test", roles=frozenset({Role.ADMIN}), org_id=ORG, tenant_id=tenant
             )
             await knowledge.put_knowledge_base(
-                services, admin, "kb", name="Notes", storage="org", settings={}
+                services.knowledge, admin, "kb", name="Notes", storage="org", settings={}
             )
     finally:
         await services.close()

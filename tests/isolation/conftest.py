@@ -223,7 +223,9 @@ def legacy_writer(services: Services) -> Any:
             title=doc.title,
             source="kbgate-probe",
         )
-        outcome = await asyncio.to_thread(services.writer.put, target, document, legacy=True)
+        outcome = await asyncio.to_thread(
+            services.documents.writer.put, target, document, legacy=True
+        )
         return outcome.passages
 
     return write
