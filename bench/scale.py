@@ -74,7 +74,7 @@ from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from ingest.sync import DocumentWriter
 from settings.config import load_config
 from settings.records import Role
-from settings.sqlite_store import SqliteStore
+from settings.stores.sqlite.store import SqliteStore
 from tests.support.gateway_process import GatewayProcess
 
 RESULTS = Path(__file__).parent / "results"

@@ -24,7 +24,8 @@ from settings.store import SettingsStore, StoreUnavailableError
 T = TypeVar("T")
 
 #: the cache partition of credentials, and what a revocation announces (no tenant id is
-#: empty; the Redis store publishes the same value, `redis_store.CREDENTIALS_CHANGED`)
+#: empty; the Redis store publishes the same value,
+#: `settings.stores.redis.store.CREDENTIALS_CHANGED`)
 CREDENTIALS = ""
 
 

@@ -1,6 +1,6 @@
 """The SettingsStore port: records and settings, embedded (SQLite) or deployed (Redis).
 
-Both adapters (`settings.sqlite_store.SqliteStore`, `settings.redis_store.RedisStore`)
+Both adapters (`settings.stores.sqlite.store.SqliteStore`, `settings.stores.redis.store.RedisStore`)
 pass the same contract tests and follow the same rules (`settings.store_rules`). All
 methods are coroutines; the SQLite adapter runs its statements off the event loop.
 

@@ -5,7 +5,7 @@
 (`gateway.access.ratelimit` holds the rules and their in-process stores). A Redis outage
 lets calls through (and is counted): a rate limit protects capacity, it is not an access
 rule. After a failed call the limiter stops asking Redis for a moment
-(`settings.outage.FailFast`), so a dead or blackholed Redis does not add its timeout to
+(`settings.stores.outage.FailFast`), so a dead or blackholed Redis does not add its timeout to
 every request.
 """
 
@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from gateway.access.ratelimit import FAILURE_WINDOW_S
-from settings.outage import FailFast
+from settings.stores.outage import FailFast
 
 _WINDOW_SCRIPT = """
 local count = redis.call('INCR', KEYS[1])

@@ -62,7 +62,7 @@ from settings.config import Config
 from settings.store import SettingsStore
 
 if TYPE_CHECKING:
-    from settings.redis_store import SharedRedis
+    from settings.stores.redis.store import SharedRedis
 
 T = TypeVar("T")
 
@@ -320,7 +320,7 @@ def _open_redis(config: Config) -> SharedRedis | None:
     """The process's one Redis client (every call bounded by the Redis timeout), or None."""
     if not config.redis_url:
         return None
-    from settings.redis_store import redis_client
+    from settings.stores.redis.store import redis_client
 
     return redis_client(config.redis_url, config.redis_timeout_s)
 
@@ -361,12 +361,12 @@ async def build_store(
     """The settings store the config names: Redis (on `redis`, the caller's shared client,
     when given; else on a client of its own), or SQLite in the data directory."""
     if config.redis_url:
-        from settings.redis_store import RedisStore
+        from settings.stores.redis.store import RedisStore
 
         if redis is not None:
             return RedisStore.sharing(redis, config.redis_timeout_s), "redis"
         return RedisStore.connect(config.redis_url, config.redis_timeout_s), "redis"
-    from settings.sqlite_store import SqliteStore
+    from settings.stores.sqlite.store import SqliteStore
 
     return await SqliteStore.open(config.data_dir / "kbgate.sqlite3"), "sqlite"
 
