@@ -24,10 +24,11 @@ from typing import Any
 from qdrant_edge import EdgeShard, ScrollRequest
 
 from bench.turn_latency import AGENT, DATASET, PLATFORM_KEY, _principal, _read_jsonl
+from gateway.retrieval.kb_plan import KbPlan
 from gateway.retrieval.legs import legs_for
-from gateway.retrieval.plan import KbPlan, plan_turn
+from gateway.retrieval.plan import plan_turn
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedding
 from ingest.index import (
     DENSE_VECTOR,
@@ -51,7 +52,7 @@ async def _plan_and_questions(data_dir: Path, count: int) -> tuple[KbPlan, list[
     )
     services = await build_services(config, Telemetry(build_logger("WARNING")))
     try:
-        plan = (await plan_turn(services, _principal(), AGENT)).plans[0]
+        plan = (await plan_turn(services.planning, _principal(), AGENT)).plans[0]
         questions = [q["text"] for q in _read_jsonl(DATASET / "queries.jsonl")][:count]
         return plan, services.embedder.embed_queries(questions)
     finally:

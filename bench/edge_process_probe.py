@@ -113,7 +113,7 @@ async def _serve(mode: str, data_dir: Path, copy_dir: Path, port: int) -> None:
 
     from gateway.http.app import create_app
     from gateway.runtime.services import build_services
-    from gateway.runtime.telemetry import Telemetry, build_logger
+    from gateway.telemetry import Telemetry, build_logger
     from settings.config import load_config
 
     environment = {

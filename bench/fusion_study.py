@@ -53,7 +53,7 @@ def keyword_statistics(run: PreparedRun) -> dict[str, Any]:
     documents (`bm25_document`), read from the stored vectors; and the points of each."""
     from qdrant_edge import ScrollRequest
 
-    index: Any = run.session.services.index
+    index: Any = run.session.index
     collection = "kb_org_eval"
     held = index._existing(collection)
     passages: Counter[int] = Counter()
@@ -86,7 +86,7 @@ def keyword_statistics(run: PreparedRun) -> dict[str, Any]:
     return {"counts": counts, "passages": passages, "documents": documents}
 
 
-def _verify_idf(run: PreparedRun, stats: dict[str, Any], questions: dict[Any, str]) -> None:
+async def _verify_idf(run: PreparedRun, stats: dict[str, Any], questions: dict[Any, str]) -> None:
     """Recompute a few engine BM25 scores from stored vectors and the statistics, so the
     replay's IDF is the engine's: ln(1 + (N - n + 0.5) / (n + 0.5))."""
     import math
@@ -95,12 +95,12 @@ def _verify_idf(run: PreparedRun, stats: dict[str, Any], questions: dict[Any, st
 
     from ingest.qdrant_edge import _scope_filter
 
-    services = run.session.services
-    index: Any = services.index
+    session = run.session
+    index: Any = session.index
     held = index._existing("kb_org_eval")
-    embedder = services.embedder
     for text in list(questions.values())[:3]:
-        sparse = embedder.embed_queries([text])[0].sparse
+        embedded = await session.retrieval.questions.embed(session.principal.tenant_id, [text])
+        sparse = embedded[0].sparse
         for kind, name, table in (
             ("keyword", SPARSE_VECTOR, stats["passages"]),
             ("document_keyword", DOCUMENT_SPARSE_VECTOR, stats["documents"]),
@@ -139,7 +139,7 @@ def _save_dense_vectors(run: PreparedRun, path: Path) -> None:
     import numpy as np
     from qdrant_edge import ScrollRequest
 
-    index: Any = run.session.services.index
+    index: Any = run.session.index
     held = index._existing("kb_org_eval")
     beir = run.session.beir_ids
     ids, documents, vectors, texts = [], [], [], []
@@ -191,9 +191,9 @@ async def collect(dataset: Path, data_dir: Path, out: Path, offtopic: Path) -> d
             progress=_stderr,
         )
         session = run.session
-        services, principal = session.services, session.principal
+        principal, retrieval = session.principal, session.retrieval
         await put_knowledge_base(
-            services, principal, session.kb_id, name=session.kb_id, storage="org",
+            session.knowledge, principal, session.kb_id, name=session.kb_id, storage="org",
             settings=ranking_settings({}, "hybrid"),
         )  # fmt: skip
         stats = keyword_statistics(run)
@@ -202,12 +202,16 @@ async def collect(dataset: Path, data_dir: Path, out: Path, offtopic: Path) -> d
         questions.update(
             {("off", qid): text for qid, text in _offtopic_questions(offtopic).items()}
         )
-        _verify_idf(run, stats, questions)
+        await _verify_idf(run, stats, questions)
         rows = []
         for number, ((group, qid), text) in enumerate(questions.items(), start=1):
-            context = await plan_turn(services, principal, "eval-agent")
-            embeddings = await embed_queries(services, principal.tenant_id, [text])
-            legs = await search_plans(services, context.plans, embeddings, leg_limit=EVAL_LEG_LIMIT)
+            context = await plan_turn(session.planning, principal, "eval-agent")
+            embeddings = await embed_queries(
+                retrieval.questions, retrieval.config.embed_timeout_s, principal.tenant_id, [text]
+            )
+            legs = await search_plans(
+                retrieval.search, context.plans, embeddings, leg_limit=EVAL_LEG_LIMIT
+            )
             tokens = list(embeddings[0].sparse.indices)
             rows.append(
                 {

@@ -65,8 +65,8 @@ from gateway.access.auth import Principal
 from gateway.admin import knowledge, provisioning
 from gateway.runtime.memory import bound_allocator
 from gateway.runtime.services import Services, build_embedder, build_services, for_a_command
-from gateway.runtime.telemetry import Telemetry, build_logger
 from gateway.safety.redaction import Redactor
+from gateway.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedder
 from ingest.index import Leg, LegKind
 from ingest.payload import CLASSIFICATION_ORDER, Classification, Scope
@@ -74,7 +74,7 @@ from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from ingest.sync import DocumentWriter
 from settings.config import load_config
 from settings.records import Role
-from settings.sqlite_store import SqliteStore
+from settings.stores.sqlite.store import SqliteStore
 from tests.support.gateway_process import GatewayProcess
 
 RESULTS = Path(__file__).parent / "results"
@@ -170,7 +170,9 @@ async def build(
         keys = await _provision(services, store)
         provision_s = time.perf_counter() - started
         started = time.perf_counter()
-        stream = PassageStream(store.plan, store.layout, store.base, services.writer, store.seed)
+        stream = PassageStream(
+            store.plan, store.layout, store.base, services.documents.writer, store.seed
+        )
         written = 0
         for collection, passages in stream.batches():
             services.index.upsert(collection, passages)
@@ -205,19 +207,24 @@ async def _provision(services: Services, store: Store) -> dict[str, str]:
     """Every org, workspace and KB through the gateway core; a key for each turn scope."""
     layout = store.layout
     for org in layout.orgs:
-        await provisioning.create_org(services, org)
+        await provisioning.create_org(services.store, services.index, org)
     for workspace, kbs in enumerate(layout.workspace_kbs):
         org = layout.workspace_org[workspace]
-        await provisioning.create_workspace(services, org, layout.tenant(workspace), None)
+        await provisioning.create_workspace(services.store, org, layout.tenant(workspace), None)
         principal = _principal(layout, workspace)
         for kb in kbs:
             await knowledge.put_knowledge_base(
-                services, principal, kb.kb_id, name=kb.kb_id, storage=kb.storage, settings={}
+                services.knowledge,
+                principal,
+                kb.kb_id,
+                name=kb.kb_id,
+                storage=kb.storage,
+                settings={},
             )
     keys = {}
     for name, workspace in turn_workspaces(store.plan).items():
         secret, _ = await provisioning.create_key(
-            services,
+            services.store,
             org_id=layout.workspace_org[workspace],
             tenant_id=layout.tenant(workspace),
             roles=["admin", "retrieve"],

@@ -189,7 +189,7 @@ async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
     from gateway.cli.gateway_client import EmbeddedGateway
     from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
     from gateway.runtime.services import build_services, for_a_command
-    from gateway.runtime.telemetry import Telemetry, build_logger
+    from gateway.telemetry import Telemetry, build_logger
     from ingest.index import IndexUnavailableError
     from settings.records import Role
 
@@ -215,9 +215,9 @@ async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
             tenant_id=workspace.tenant_id,
             clearance=Classification.RESTRICTED,
         )
-        sink = EmbeddedSink(services, principal, args.kb, config.data_dir)
+        sink = EmbeddedSink(services.documents, services.index, principal, args.kb, config.data_dir)
         admin = dataclasses.replace(principal, roles=frozenset({Role.ADMIN, Role.INGEST}))
-        status = await _prepare_then_sync(args, EmbeddedGateway(services, admin), sink)
+        status = await _prepare_then_sync(args, EmbeddedGateway.of(services, admin), sink)
         # No gateway serves this data dir now: index what was written, as a start would.
         try:
             await asyncio.to_thread(services.index.optimize)

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from gateway.retrieval.kb_plan import KbPlan
 from ingest.index import Index, Leg, LegKind, RankedPoint, SparseVector
 from ingest.keyword_scale import attainable_keyword_score, relative_keyword_score
 from ingest.payload import Scope
-
-if TYPE_CHECKING:
-    from gateway.retrieval.plan import KbPlan
 
 #: what a best keyword share (0..1) adds to a best cosine in `joint_score`
 JOINT_KEYWORD_WEIGHT = 0.2

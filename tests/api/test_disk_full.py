@@ -79,7 +79,7 @@ async def test_the_upkeep_round_logs_a_full_disk_with_its_figures(gateway: Gatew
     each round until space is freed."""
     _disk_full(gateway)
     for _ in range(2):
-        assert not await upkeep._step(gateway.services, "index_build", upkeep.index_written)
+        assert not await upkeep._step(gateway.services.upkeep, "index_build", upkeep.index_written)
     failed = [
         json.loads(line)
         for line in gateway.logs.getvalue().splitlines()

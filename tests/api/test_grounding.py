@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -97,12 +98,12 @@ async def test_empty_knowledge_base_is_skipped_no_matches(engine_gateway: Gatewa
 async def test_embedding_failure_is_skipped_not_5xx(gateway: Gateway) -> None:
     """With the embedder failing, the check answers 200 skipped/embedding_failed."""
     tenant = await _tenant(gateway)
-    real = gateway.services.embedder
-    gateway.services.embedder = FailingEmbedder()
+    wired = gateway.services.grounding
+    gateway.services.grounding = dataclasses.replace(wired, embedder=FailingEmbedder())
     try:
         body = await _check(tenant, "Green tea contains caffeine.")
     finally:
-        gateway.services.embedder = real
+        gateway.services.grounding = wired
     assert (body["status"], body["reason"]) == ("skipped", "embedding_failed")
 
 

@@ -19,7 +19,7 @@ from litestar.testing import AsyncTestClient
 
 from gateway.http.app import create_app
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedder
 from ingest.index import (
     SHARED_COLLECTION,

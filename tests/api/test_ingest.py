@@ -187,8 +187,8 @@ async def test_embedder_failure_during_ingest_is_503_and_writes_nothing(gateway:
     tenant = await _tenant(gateway)
     await tenant.doc("manuals", "pumps.txt", MANUAL)
     before = await _stats(tenant)
-    real = gateway.services.writer._embedder
-    gateway.services.writer._embedder = FailingEmbedder()
+    real = gateway.services.documents.writer._embedder
+    gateway.services.documents.writer._embedder = FailingEmbedder()
     try:
         status, body = await _put(
             tenant,
@@ -197,7 +197,7 @@ async def test_embedder_failure_during_ingest_is_503_and_writes_nothing(gateway:
             classification="internal",
         )
     finally:
-        gateway.services.writer._embedder = real
+        gateway.services.documents.writer._embedder = real
     assert status == 503, body
     assert body["dependency"] == "embedder"
     assert await _stats(tenant) == before

@@ -4,14 +4,15 @@ and what is shown as in force."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from gateway.http.app import create_app
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
 from gateway.safety.redaction import Redactor
+from gateway.telemetry import Telemetry, build_logger
 from ingest.embedding import Embedder
 from ingest.index import collection_for
 from ingest.payload import Classification, PassagePayload, PiiAnalysis, Scope
@@ -224,13 +225,16 @@ async def test_a_turn_runs_no_recognizer_and_failures_fail_closed(gateway: Gatew
     DocumentWriter(gateway.services.index, gateway.services.embedder).put(
         target, Document("legacy", LEGACY_NOTE, Classification.INTERNAL)
     )
-    real, writer = gateway.services.redactor, gateway.services.writer
-    failing = FailingAnalyzer(real)
-    gateway.services.redactor = failing  # type: ignore[assignment]  # fails on purpose
-    gateway.services.writer = DocumentWriter(
-        gateway.services.index,
-        gateway.services.embedder,
-        analyzer=failing,
+    services = gateway.services
+    wired = services.retrieval, services.egress, services.documents
+    failing: Any = FailingAnalyzer(services.redactor)  # a Redactor that fails on purpose
+    policies = dataclasses.replace(services.egress.policies, redactor=failing)
+    redaction = dataclasses.replace(services.retrieval.redaction, policies=policies)
+    services.retrieval = dataclasses.replace(services.retrieval, redaction=redaction)
+    services.egress = dataclasses.replace(services.egress, policies=policies)
+    services.documents = dataclasses.replace(
+        services.documents,
+        writer=DocumentWriter(services.index, services.embedder, analyzer=failing),
     )
     try:
         _, text = await _turn_text(tenant)
@@ -244,7 +248,7 @@ async def test_a_turn_runs_no_recognizer_and_failures_fail_closed(gateway: Gatew
         )
         legacy = await tenant.retrieve("old-bot", "Who signs off refunds for the legacy plan?")
     finally:
-        gateway.services.redactor, gateway.services.writer = real, writer
+        services.retrieval, services.egress, services.documents = wired
     assert NAME not in text
     assert "<PERSON>" in text
     for response in (egress, put, legacy):

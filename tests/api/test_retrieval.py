@@ -190,7 +190,7 @@ async def test_strict_isolation_hides_legacy_points_until_backfilled(
     await tenant.agent("bot", ["kb"])
     target = Target(org_id="acme", tenant_id="old-ws", kb_id="kb", storage="org")
     await asyncio.to_thread(
-        gw.services.writer.put,
+        gw.services.documents.writer.put,
         target,
         Document("cats", CORPUS["cats"], Classification.INTERNAL),
         legacy=True,

@@ -15,7 +15,7 @@ from gateway.access.auth import Principal
 from gateway.admin import knowledge, provisioning
 from gateway.cli import main
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from ingest.embedding import FastEmbedder
 from ingest.payload import Classification, PiiAnalysis, Scope
 from ingest.qdrant_edge import EdgeIndex
@@ -41,14 +41,14 @@ async def _provision(data_dir: Path, embedder: FastEmbedder) -> None:
         redactor=shared_redactor(),
     )
     try:
-        await provisioning.create_org(services, ORG)
+        await provisioning.create_org(services.store, services.index, ORG)
         for tenant in NOTES:
-            await provisioning.create_workspace(services, ORG, tenant, None)
+            await provisioning.create_workspace(services.store, ORG, tenant, None)
             admin = Principal(
                 key_id="test", roles=frozenset({Role.ADMIN}), org_id=ORG, tenant_id=tenant
             )
             await knowledge.put_knowledge_base(
-                services, admin, "kb", name="Notes", storage="org", settings={}
+                services.knowledge, admin, "kb", name="Notes", storage="org", settings={}
             )
     finally:
         await services.close()

@@ -33,7 +33,7 @@ from gateway.admin import knowledge, provisioning
 from gateway.cli import main
 from gateway.cli.progress import LineProgress, progress_line
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from ingest.connector import (
     PutAnswer,
     PutResult,
@@ -323,14 +323,14 @@ async def provision(data_dir: Path, embedder: FastEmbedder, *, legacy_org: bool 
         config, Telemetry(build_logger("WARNING", StringIO())), embedder=embedder
     )
     try:
-        await provisioning.create_org(services, ORG)
+        await provisioning.create_org(services.store, services.index, ORG)
         created = "2026-01-01T00:00:00+00:00" if legacy_org else None
-        await provisioning.create_workspace(services, ORG, TENANT, created)
+        await provisioning.create_workspace(services.store, ORG, TENANT, created)
         admin = Principal(
             key_id="test", roles=frozenset({Role.ADMIN}), org_id=ORG, tenant_id=TENANT
         )
         await knowledge.put_knowledge_base(
-            services, admin, KB, name="Handbook", storage="org", settings={}
+            services.knowledge, admin, KB, name="Handbook", storage="org", settings={}
         )
     finally:
         await services.close()

@@ -18,9 +18,9 @@ from ingest.index import SHARED_COLLECTION, org_collection
 from ingest.payload import Scope
 from ingest.qdrant_edge import EdgeIndex
 from settings.records import Lifecycle
-from settings.redis_store import RedisStore
-from settings.sqlite_store import SqliteStore
 from settings.store import SettingsStore
+from settings.stores.redis.store import RedisStore
+from settings.stores.sqlite.store import SqliteStore
 from tests.support.gateway_process import GatewayProcess
 from tests.support.redis_server import RedisServer
 from tests.support.workspace_http import workspace_headers

@@ -36,8 +36,8 @@ from hypothesis import Phase, settings
 
 from gateway.http.app import create_app
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
 from gateway.safety.redaction import Redactor
+from gateway.telemetry import Telemetry, build_logger
 from gateway.tools.probe.campaign import Campaign
 from gateway.tools.probe.client import ARCHIVE_MEDIA_TYPE, Reply, retry_after_s
 from gateway.tools.probe.report import Report
@@ -223,7 +223,9 @@ def legacy_writer(services: Services) -> Any:
             title=doc.title,
             source="kbgate-probe",
         )
-        outcome = await asyncio.to_thread(services.writer.put, target, document, legacy=True)
+        outcome = await asyncio.to_thread(
+            services.documents.writer.put, target, document, legacy=True
+        )
         return outcome.passages
 
     return write

@@ -20,7 +20,7 @@ can never split into two segments or collide with another key):
     kbgate:keyhistory                      list of KeyEvent (JSON), oldest first
     kbgate:deletions                       list of DeletionRecord (JSON), oldest first
     kbgate:turn:{turn_id}                  TurnRecord (JSON), with EX ttl
-    (golden sets and evaluations: `settings.redis_calibration`)
+    (golden sets and evaluations: `settings.stores.redis.calibration`)
 
 Writes that change a workspace, KB or agent record publish the tenant id on the
 channel `kbgate:invalidate` (best effort: a failed publish does not fail the write);
@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import quote, unquote
 
 import redis.asyncio
@@ -42,7 +42,6 @@ import redis.exceptions
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from settings.outage import DEFAULT_HOLD_S, FailFast
 from settings.records import (
     AdminChange,
     Agent,
@@ -56,7 +55,6 @@ from settings.records import (
     TurnRecord,
     Workspace,
 )
-from settings.redis_calibration import RedisCalibration
 from settings.store import StoreUnavailableError
 from settings.store_rules import (
     RecordDecoder,
@@ -74,6 +72,8 @@ from settings.store_rules import (
     with_last_use,
     workspace_taken,
 )
+from settings.stores.outage import DEFAULT_HOLD_S, FailFast
+from settings.stores.redis.calibration import RedisCalibration
 
 INVALIDATION_CHANNEL = "kbgate:invalidate"
 #: announced on the channel when a key is revoked (no tenant id is empty)
@@ -177,7 +177,12 @@ def _event(event: KeyEvent | None) -> bytes:
     return b"" if event is None else encode(event)
 
 
-def redis_client(url: str, timeout_s: float) -> redis.asyncio.Redis:
+#: the client one process shares between its Redis stores (`redis_client`): the settings
+#: store, the rate limits, the failed-authentication counter and the console's sessions
+SharedRedis: TypeAlias = redis.asyncio.Redis
+
+
+def redis_client(url: str, timeout_s: float) -> SharedRedis:
     """A client whose every call ends within about `timeout_s`.
 
     Connect and socket timeouts of timeout_s; one immediate retry on a connection
@@ -216,7 +221,7 @@ class RedisStore(RedisCalibration):
     ) -> None:
         self._client = client
         self._owns_client = owns_client
-        # After a failed call, later calls fail at once for a moment (settings/outage.py).
+        # After a failed call, later calls fail at once for a moment (settings/stores/outage.py).
         self._gate = gate if gate is not None else FailFast(probe_s=30.0)
         self._create_workspace = client.register_script(_CREATE_WORKSPACE)
         self._pseudonym_key = client.register_script(_PSEUDONYM_KEY)

@@ -22,8 +22,8 @@ from settings.golden import (
     MeasuredLines,
 )
 from settings.records import SettingChange
-from settings.sqlite_connection import transaction
 from settings.store_rules import RecordDecoder, encode, no_workspace
+from settings.stores.sqlite.connection import transaction
 
 T = TypeVar("T")
 

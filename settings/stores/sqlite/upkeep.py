@@ -1,7 +1,7 @@
 """The SQLite store's upkeep: deletions left unfinished, the deletions' audit, and the
 settings history retention purges.
 
-Mixed into `settings.sqlite_store.SqliteStore`, whose `_run` runs each statement in a
+Mixed into `settings.stores.sqlite.store.SqliteStore`, whose `_run` runs each statement in a
 worker thread under the connection's lock.
 """
 

@@ -7,20 +7,38 @@ sentences once its caller gave up.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 
 from gateway.access.auth import Principal
-from gateway.access.expensive import Stop, WorkStopped, stop_point
+from gateway.access.expensive import ExpensiveWork, Stop, WorkStopped, stop_point
 from gateway.errors import InvalidInputError
-from gateway.retrieval.plan import plan_turn
-from gateway.runtime.services import Services
+from gateway.retrieval.plan import Planning, plan_turn
+from gateway.telemetry import Telemetry
 from grounding.check import Grounding, Reason, Status, Target, check
 from ingest.chunking import split_sentences
+from ingest.embedding import Embedder
+from ingest.index import Index
+from settings.config import Config
 from settings.resolve import resolve_grounding_floor
 
 
+@dataclass(frozen=True, slots=True)
+class GroundingCheck:
+    """What the grounding post-check uses: the agent's plan, the index and the model
+    `grounding.check` searches with, the expensive-work pool it runs on, counts and the
+    platform's config (size budget, floors, timeouts)."""
+
+    planning: Planning
+    index: Index
+    embedder: Embedder
+    expensive: ExpensiveWork
+    telemetry: Telemetry
+    config: Config
+
+
 async def grounding_check(
-    services: Services,
+    grounding: GroundingCheck,
     principal: Principal,
     agent_id: str,
     answer: str,
@@ -29,9 +47,10 @@ async def grounding_check(
     stop: Stop | None = None,
 ) -> Grounding:
     """Search exactly the KBs and Scopes a retrieval turn for this agent would."""
-    _check_budget(services, answer, by_sentence=by_sentence)
-    context = await plan_turn(services, principal, agent_id)
-    defaults = services.config.defaults
+    config, telemetry = grounding.config, grounding.telemetry
+    _check_budget(config, answer, by_sentence=by_sentence)
+    context = await plan_turn(grounding.planning, principal, agent_id)
+    defaults = config.defaults
     targets = [
         Target(
             collection=plan.collection,
@@ -45,35 +64,34 @@ async def grounding_check(
         return check(
             answer,
             targets,
-            services.index,
-            services.embedder,
+            grounding.index,
+            grounding.embedder,
             default_floor=defaults.grounding_floor,
             by_sentence=by_sentence,
             checkpoint=partial(stop_point, flag),
         )
 
-    with services.telemetry.stage("grounding"):
+    with telemetry.stage("grounding"):
         try:
-            result = await services.expensive.run(
+            result = await grounding.expensive.run(
                 principal.tenant_id,
                 work,
                 kind="grounding",
-                timeout_s=services.config.embed_timeout_s + services.config.qdrant_timeout_s,
+                timeout_s=config.embed_timeout_s + config.qdrant_timeout_s,
                 stop=stop,
             )
         except (TimeoutError, WorkStopped):  # the caller gave up or waited too long
             result = Grounding(
                 Status.SKIPPED, None, defaults.grounding_floor, 0, Reason.INDEX_UNAVAILABLE
             )
-    services.telemetry.count(f"grounding_{result.status.value}")
+    telemetry.count(f"grounding_{result.status.value}")
     if result.reason is not None:
-        services.telemetry.count(f"grounding_skipped_{result.reason.value}")
+        telemetry.count(f"grounding_skipped_{result.reason.value}")
     return result
 
 
-def _check_budget(services: Services, answer: str, *, by_sentence: bool) -> None:
+def _check_budget(config: Config, answer: str, *, by_sentence: bool) -> None:
     """422 for an empty answer or one beyond the size budget, before any work."""
-    config = services.config
     if not answer.strip():
         raise InvalidInputError("must not be empty", field="answer")
     if len(answer) > config.grounding_max_chars:

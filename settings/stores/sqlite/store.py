@@ -2,8 +2,8 @@
 
 Open it with `await SqliteStore.open(path)`. One connection (WAL, foreign keys on,
 every commit fully synchronous) is shared by every call; its statements run one at a
-time in its own thread, never on the event loop (`settings.sqlite_connection`). Turn
-records have a connection of their own (`settings.sqlite_turns`). Records are kept as
+time in its own thread, never on the event loop (`settings.stores.sqlite.connection`). Turn
+records have a connection of their own (`settings.stores.sqlite.turns`). Records are kept as
 msgspec JSON in a `record` column beside the key columns used for lookups and uniqueness.
 """
 
@@ -28,11 +28,6 @@ from settings.records import (
     TurnRecord,
     Workspace,
 )
-from settings.sqlite_calibration import SqliteCalibration
-from settings.sqlite_connection import SerialConnection, connect, transaction
-from settings.sqlite_schema import SCHEMA, SCHEMA_VERSION, migrate
-from settings.sqlite_turns import SqliteTurns
-from settings.sqlite_upkeep import SqliteUpkeep
 from settings.store import StoreUnavailableError
 from settings.store_rules import (
     RecordDecoder,
@@ -48,6 +43,11 @@ from settings.store_rules import (
     with_last_use,
     workspace_taken,
 )
+from settings.stores.sqlite.calibration import SqliteCalibration
+from settings.stores.sqlite.connection import SerialConnection, connect, transaction
+from settings.stores.sqlite.schema import SCHEMA, SCHEMA_VERSION, migrate
+from settings.stores.sqlite.turns import SqliteTurns
+from settings.stores.sqlite.upkeep import SqliteUpkeep
 
 T = TypeVar("T")
 
@@ -58,7 +58,7 @@ def _encode(record: msgspec.Struct) -> str:
 
 class SqliteStore(SqliteUpkeep, SqliteCalibration):
     """SettingsStore on one SQLite file; see the module docstring (its upkeep:
-    `settings.sqlite_upkeep`)."""
+    `settings.stores.sqlite.upkeep`)."""
 
     def __init__(self, connection: sqlite3.Connection, turns: sqlite3.Connection) -> None:
         """Wrap connections prepared by `open` (use `await SqliteStore.open(path)`)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from settings.sqlite_calibration import CALIBRATION_SCHEMA
+from settings.stores.sqlite.calibration import CALIBRATION_SCHEMA
 
 #: 2: `workspaces.pseudonym_key`
 SCHEMA_VERSION = 2

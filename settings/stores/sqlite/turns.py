@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from settings.records import TurnRecord
-from settings.sqlite_connection import SerialConnection, connect
 from settings.store import StoreUnavailableError
 from settings.store_rules import RecordDecoder, encode, own_turn
+from settings.stores.sqlite.connection import SerialConnection, connect
 
 
 class SqliteTurns:

@@ -2,7 +2,7 @@
 lines (`settings.golden`).
 
 `RedisStore` inherits these methods; they call Redis through its client and fail-fast
-gate. Keys (ids percent-encoded, as everywhere in `settings.redis_store`):
+gate. Keys (ids percent-encoded, as everywhere in `settings.stores.redis.store`):
 
     kbgate:golden:{tenant_id}:{kb_id}             GoldenSet (JSON)
     kbgate:evaluation:{tenant_id}:{evaluation_id} Evaluation (JSON)
@@ -96,7 +96,7 @@ return removed
 
 def _key(kind: str, *ids: str) -> str:
     """`kbgate:{kind}:{id}[:{id}]`, each id percent-encoded: the layout of
-    `settings.redis_store`."""
+    `settings.stores.redis.store`."""
     return ":".join(("kbgate", kind, *(_segment(part) for part in ids)))
 
 
