@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from bench.engines import COLLECTION, _passages, _sparse, _unit
-from ingest.embedding import build_embedder
+from ingest.embedder.embedding import build_embedder
+from ingest.engines.edge.index import EdgeIndex
 from ingest.index import Leg, LegKind
 from ingest.payload import Scope
-from ingest.qdrant_edge import EdgeIndex
 
 RESULTS = Path(__file__).parent / "results" / "edge_gil.json"
 QUESTION = "Does vitamin D supplementation reduce the risk of fractures in older adults?"

@@ -28,7 +28,8 @@ from gateway.retrieval.legs import legs_for
 from gateway.retrieval.plan import KbPlan, plan_turn
 from gateway.runtime.services import build_services
 from gateway.runtime.telemetry import Telemetry, build_logger
-from ingest.embedding import Embedding
+from ingest.embedder.embedding import Embedding
+from ingest.engines.edge.index import EDGE_DIR, EdgeIndex
 from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
@@ -38,7 +39,6 @@ from ingest.index import (
     SparseVector,
 )
 from ingest.payload import from_payload
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from settings.config import load_config
 
 RESULTS = Path(__file__).parent / "results" / "edge_indexing.json"

@@ -31,6 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ingest.edge_build import copy_shard
 from qdrant_edge import (
     CountRequest,
     EdgeShard,
@@ -47,9 +48,8 @@ from qdrant_edge import (
 )
 
 from gateway.runtime.memory import bound_allocator
-from ingest.edge_build import copy_shard
+from ingest.engines.edge.index import EDGE_DIR, EdgeIndex, _scope_filter
 from ingest.payload import Classification, PayloadKey, Scope
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex, _scope_filter
 
 RESULTS = Path(__file__).parent / "results" / "edge_pauses.json"
 SEARCH_EVERY_S = 0.002

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from ingest.engines.edge.index import EdgeIndex
+from ingest.engines.server.index import ServerIndex
 from ingest.index import Index, Leg, LegKind, Passage, SparseVector, org_collection
 from ingest.payload import PassagePayload, Scope
-from ingest.qdrant_edge import EdgeIndex
-from ingest.qdrant_server import ServerIndex
 
 RESULTS = Path(__file__).parent / "results" / "engines.json"
 PLOT = RESULTS.with_suffix(".png")

@@ -36,9 +36,9 @@ import numpy as np
 import numpy.typing as npt
 from qdrant_edge import AcornSearchParams, EdgeShard, Query, QueryRequest, SearchParams
 
+from ingest.engines.edge.index import EDGE_DIR, EdgeIndex, _scope_filter
 from ingest.index import DENSE_VECTOR, SHARED_COLLECTION, Passage, SparseVector
 from ingest.payload import CLASSIFICATION_ORDER, Classification, PassagePayload, Scope
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex, _scope_filter
 
 DIM = 384
 TENANTS = 1000

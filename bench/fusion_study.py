@@ -93,7 +93,7 @@ def _verify_idf(run: PreparedRun, stats: dict[str, Any], questions: dict[Any, st
 
     from qdrant_edge import HasIdCondition, ScrollRequest
 
-    from ingest.qdrant_edge import _scope_filter
+    from ingest.engines.edge.index import _scope_filter
 
     services = run.session.services
     index: Any = services.index

@@ -49,10 +49,10 @@ from typing import Any
 
 from bench.beir_corpus import CorpusDoc, load_corpus
 from ingest.chunking import ChunkingParams, chunk_text
-from ingest.embedding import Embedding, FastEmbedder, build_embedder
+from ingest.embedder.embedding import Embedding, FastEmbedder, build_embedder
+from ingest.engines.edge.index import EdgeIndex
 from ingest.index import SparseVector
 from ingest.payload import Classification
-from ingest.qdrant_edge import EdgeIndex
 from ingest.sync import Document, DocumentWriter, PassageAnalyzer, Target, embedding_input
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -64,13 +64,13 @@ from bench.turn_latency import _Caller, _summary
 from gateway.access.auth import Principal
 from gateway.admin import knowledge, provisioning
 from gateway.runtime.memory import bound_allocator
-from gateway.runtime.services import Services, build_embedder, build_services, for_a_command
+from gateway.runtime.services import Services, build_embedder, build_services
 from gateway.runtime.telemetry import Telemetry, build_logger
 from gateway.safety.redaction import Redactor
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
+from ingest.engines.edge.index import EDGE_DIR, EdgeIndex
 from ingest.index import Leg, LegKind
 from ingest.payload import CLASSIFICATION_ORDER, Classification, Scope
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from ingest.sync import DocumentWriter
 from settings.config import load_config
 from settings.records import Role
@@ -161,7 +161,7 @@ async def build(
 ) -> dict[str, Any]:
     """Provision every record, write every passage, index; the manifest with figures."""
     shutil.rmtree(store.data_dir, ignore_errors=True)
-    config = for_a_command(load_config(env, data_dir=store.data_dir))  # as `kbgate ingest` runs
+    config = load_config(env, data_dir=store.data_dir)  # as `kbgate ingest` runs
     services = await build_services(
         config, Telemetry(build_logger("WARNING")), embedder=embedder, redactor=redactor
     )

@@ -27,7 +27,8 @@ from qdrant_edge import (
 )
 from qdrant_edge import SparseVector as EdgeSparse
 
-from ingest.embedding import Embedding
+from ingest.embedder.embedding import Embedding
+from ingest.engines.edge.index import EDGE_DIR, EdgeIndex, _scope_filter
 from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
@@ -37,7 +38,6 @@ from ingest.index import (
     SparseVector,
 )
 from ingest.payload import Scope
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex, _scope_filter
 
 TOP = 10
 #: a returned point counts when its score reaches the exact 10th score (ties: near copies

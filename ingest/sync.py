@@ -16,7 +16,8 @@ model in one pass (spread over the embedder's workers with no gap between docume
 to the index in one upsert, so one durable flush serves them all.
 
 Everything here is synchronous and CPU- or engine-bound: the gateway runs it in
-worker threads. A write takes a `pause` callable, called between two units of work
+worker threads, which call the index through `BlockingIndex` (each call bounded by the
+index's deadline). A write takes a `pause` callable, called between two units of work
 (`EMBED_SLICE` passages embedded, `ANALYSIS_SLICE` passages analysed, from either
 thread): the gateway's expensive-work pool lends the write's run slot to another
 workspace there. A write is never stopped half-way: `pause` only waits.
@@ -35,8 +36,9 @@ from typing import Literal, Protocol
 
 from ingest.background import lower_priority
 from ingest.chunking import ChunkingParams, char_bound_applies, chunk_text
-from ingest.embedding import Embedder, Embedding
-from ingest.index import Index, Passage, SparseVector, StoredPassage, collection_for
+from ingest.embedder.embedding import Embedder, Embedding
+from ingest.engines.blocking import BlockingIndex
+from ingest.index import Passage, SparseVector, StoredPassage, collection_for
 from ingest.payload import (
     Classification,
     PassagePayload,
@@ -148,7 +150,7 @@ class DocumentWriter:
 
     def __init__(
         self,
-        index: Index,
+        index: BlockingIndex,
         embedder: Embedder,
         *,
         chunking: ChunkingParams | None = None,

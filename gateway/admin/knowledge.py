@@ -170,8 +170,7 @@ async def put_knowledge_base(
     existing = await services.store.get_knowledge_base(principal.tenant_id, kb_id)
     if existing is not None and existing.storage != storage:
         require_full_clearance(principal)
-        passages = await asyncio.to_thread(
-            services.index.count,
+        passages = await services.index.count(
             collection_for(existing.storage, existing.org_id),
             target_of(existing).write_scope(),
         )
@@ -214,9 +213,7 @@ async def delete_knowledge_base(
     require_full_clearance(principal)
     kb = await knowledge_base_of(services, principal, kb_id)
     target = target_of(kb)
-    documents = await asyncio.to_thread(
-        services.index.document_ids, target.collection, target.write_scope()
-    )
+    documents = await services.index.document_ids(target.collection, target.write_scope())
     passages = await purge_passages(services, kb)
     detached = await detach_from_agents(services, kb, principal)
     await services.store.delete_knowledge_base(kb.tenant_id, kb.kb_id)
@@ -243,7 +240,7 @@ async def purge_passages(services: Services, kb: KnowledgeBase) -> int:
     )
     removed = 0
     for collection in collections:
-        removed += await asyncio.to_thread(services.index.delete_scope, collection, scope)
+        removed += await services.index.delete_scope(collection, scope)
     return removed
 
 
@@ -296,8 +293,8 @@ async def knowledge_base_stats(
     kb = await knowledge_base_of(services, principal, kb_id)
     target = target_of(kb)
     scope = target.write_scope()
-    documents = await asyncio.to_thread(services.index.document_ids, target.collection, scope)
-    passages = await asyncio.to_thread(services.index.count, target.collection, scope)
+    documents = await services.index.document_ids(target.collection, scope)
+    passages = await services.index.count(target.collection, scope)
     held_back = await services.store.held_back(principal.tenant_id, kb_id)
     return len(documents), passages, held_back
 
@@ -306,9 +303,7 @@ async def list_documents(services: Services, principal: Principal, kb_id: str) -
     require_full_clearance(principal)
     kb = await knowledge_base_of(services, principal, kb_id)
     target = target_of(kb)
-    ids = await asyncio.to_thread(
-        services.index.document_ids, target.collection, target.write_scope()
-    )
+    ids = await services.index.document_ids(target.collection, target.write_scope())
     return sorted(ids)
 
 

@@ -26,7 +26,6 @@ Deletions left unfinished by a crash are finished at start (`gateway.admin.upkee
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 
@@ -111,7 +110,7 @@ async def delete_org(services: Services, org_id: str, actor: Principal) -> OrgRe
 
 
 async def _drop_collection(services: Services, org_id: str, done: OrgRemoval) -> None:
-    left = await asyncio.to_thread(services.index.drop_collection, org_collection(org_id))
+    left = await services.index.drop_collection(org_collection(org_id))
     done.collection_dropped = left is not None
     done.removal.passages += left or 0
 

@@ -49,7 +49,8 @@ from gateway.errors import (
     PayloadTooLargeError,
 )
 from gateway.runtime.services import Services
-from ingest.embedding import MINILM_MODEL_NAME
+from ingest.embedder.embedding import MINILM_MODEL_NAME
+from ingest.engines.blocking import BlockingIndex
 from ingest.index import Index, IndexUnavailableError, Passage
 from ingest.payload import (
     Classification,
@@ -170,8 +171,8 @@ def _encoded(writer: archive.Writer, kb_id: str, page: list[Passage]) -> bytes:
 async def _passage_pages(index: Index, target: Target) -> AsyncIterator[list[Passage]]:
     offset: str | None = None
     while True:
-        page, offset = await asyncio.to_thread(
-            index.passages_page, target.collection, target.write_scope(), offset, _PAGE
+        page, offset = await index.passages_page(
+            target.collection, target.write_scope(), offset, _PAGE
         )
         if page:
             yield page
@@ -341,8 +342,15 @@ async def _fill(
     targets = await _put_records(services, org_id, tenant_id, contents)
     spooled.seek(0)
     redactor = None if contents.verified else services.redactor
+    index = BlockingIndex(services.index, asyncio.get_running_loop())
     return await asyncio.to_thread(
-        _write_passages, services, spooled, targets, redactor, limits(services.config)
+        _write_passages,
+        services,
+        index,
+        spooled,
+        targets,
+        redactor=redactor,
+        bounds=limits(services.config),
     )
 
 
@@ -595,8 +603,10 @@ async def _put_records(
 
 def _write_passages(
     services: Services,
+    index: BlockingIndex,
     spooled: IO[bytes],
     targets: dict[str, Target],
+    *,
     redactor: Redactor | None,
     bounds: archive.Limits,
 ) -> tuple[int, int]:
@@ -611,8 +621,8 @@ def _write_passages(
         if redactor is not None:
             passages = _analysed(redactor, passages)
             analysed += len(passages)
-        services.index.ensure_collection(collection)
-        services.index.upsert(collection, passages)
+        index.ensure_collection(collection)
+        index.upsert(collection, passages)
         written += len(passages)
 
     for entry in archive.Reader(spooled, bounds):

@@ -1,15 +1,11 @@
 """What the gateway does on its own while it runs: finish deletions a crash left
-unfinished, purge what retention lets go, and index what was written.
+unfinished, and purge what retention lets go.
 
 `run_upkeep` is started by the app's lifespan. At start it finishes every workspace and
 organization still marked `deleting` (as a platform DELETE would, audited as the
 platform); it tries again each period until that succeeded once. Every
 `KBGATE_RETENTION_SWEEP_S` it purges expired turn records (SQLite; Redis expires them
 itself) and, with `KBGATE_SETTINGS_HISTORY_DAYS` set, settings changes older than that.
-`run_index_upkeep`, started beside it, looks every `KBGATE_INDEX_CHECK_S` for collections
-written enough to index and builds their indexes without stopping the gateway, and
-starts again any host process of a large collection that died (`Index.index_written`;
-Qdrant Edge only: a server indexes on its own).
 A failing step (store or index down) is logged and tried again next period. Logs carry
 ids and counts only.
 """
@@ -17,7 +13,6 @@ ids and counts only.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
@@ -25,7 +20,7 @@ from gateway.admin import lifecycle
 from gateway.admin.provisioning import PLATFORM
 from gateway.errors import GatewayError
 from gateway.runtime.services import Services
-from ingest.index import DiskFullError, IndexBuilds, IndexUnavailableError
+from ingest.index import DiskFullError, IndexUnavailableError
 from settings.store import StoreUnavailableError
 
 #: what a step may fail with and be tried again next period
@@ -87,34 +82,6 @@ async def run_upkeep(services: Services) -> None:
             pending = not await _step(services, "pending_deletions", finish_pending_deletions)
         await _step(services, "retention", purge_retained)
         await asyncio.sleep(services.config.retention_sweep_s)
-
-
-async def index_written(services: Services) -> IndexBuilds:
-    """Build the indexes of the collections written enough since they were last indexed,
-    and start again the host processes that died; answers what it did (logged as counts
-    and timings, never a collection's name): how many collections, how long in all, the
-    longest load of an indexed copy, for which the whole process stood still, and how many
-    hosts were started again."""
-    started = time.perf_counter()
-    built = await asyncio.to_thread(services.index.index_written)
-    if built.collections:
-        services.telemetry.log.info(
-            "index_built_beside",
-            collections=len(built.collections),
-            duration_ms=round((time.perf_counter() - started) * 1000),
-            load_ms=round(built.longest_load_ms),
-        )
-    if built.hosts_started_again:
-        services.telemetry.count("index_host_started_again", built.hosts_started_again)
-        services.telemetry.log.warning("index_hosts_started_again", hosts=built.hosts_started_again)
-    return built
-
-
-async def run_index_upkeep(services: Services) -> None:
-    """Index what was written, every period, until cancelled."""
-    while True:
-        await asyncio.sleep(services.config.index_check_s)
-        await _step(services, "index_build", index_written)
 
 
 async def _step(

@@ -10,6 +10,7 @@ queue behind it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -57,7 +58,8 @@ from gateway.calibration.report import (
 )
 from gateway.retrieval.plan import with_lines
 from gateway.runtime.services import Services
-from ingest.embedding import Embedding
+from ingest.embedder.embedding import Embedding
+from ingest.engines.blocking import BlockingIndex
 from settings.golden import GoldenSet
 from settings.records import KnowledgeBase
 from settings.resolve import resolve_strict_isolation
@@ -185,7 +187,9 @@ async def _prepare(
     questions, answered = len(golden.questions), min(len(golden.questions), GROUNDING_QUESTIONS)
     steps = _Steps(progress, total=2 * (questions + len(off_topic)) + answered + 1)
     await progress("embedding", 0, steps.total)
-    under_test = KbUnderTest(services, principal, kb, await _strict(services, principal))
+    strict = await _strict(services, principal)
+    index = BlockingIndex(services.index, asyncio.get_running_loop())
+    under_test = KbUnderTest(services, principal, kb, strict, index)
     (lined,) = await with_lines(services, [under_test.plan({})], wait=True)
     if lined.score_threshold.source == "measured":
         under_test = dataclasses.replace(
@@ -427,7 +431,7 @@ def _missing_documents(kb: KbUnderTest, golden: GoldenSet, stop: Stop) -> int:
     """Expected document ids the KB does not hold, in the caller's Scope."""
     stop_point(stop)
     plan = kb.plan({})
-    held = kb.services.index.document_ids(plan.collection, plan.scope)
+    held = kb.index.document_ids(plan.collection, plan.scope)
     expected = {document for question in golden.questions for document in question.document_ids}
     return len(expected - held)
 

@@ -478,7 +478,7 @@ async def embedded_gateway(
     workspace does not exist."""
     from gateway.access.auth import Principal
     from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
-    from gateway.runtime.services import build_services, for_a_command
+    from gateway.runtime.services import build_services
     from gateway.runtime.telemetry import Telemetry, build_logger
     from ingest.payload import Classification
     from settings.config import load_config
@@ -489,9 +489,7 @@ async def embedded_gateway(
         lock = hold_data_dir(config, purpose)
     except DataDirInUseError as error:
         raise Unreachable(str(error)) from None
-    services = await build_services(
-        for_a_command(config), Telemetry(build_logger("WARNING", sys.stderr))
-    )
+    services = await build_services(config, Telemetry(build_logger("WARNING", sys.stderr)))
     try:
         workspace = None
         if tenant_id is not None:

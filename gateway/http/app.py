@@ -21,7 +21,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.openapi.spec import Components
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.admin.upkeep import run_index_upkeep, run_upkeep
+from gateway.admin.upkeep import run_upkeep
 from gateway.errors import GatewayError
 from gateway.http.console import (
     CalibrationConsoleController,
@@ -81,11 +81,10 @@ def create_app(
         )
         follower = _follow_invalidations(built)
         upkeep = asyncio.create_task(run_upkeep(built))
-        indexing = asyncio.create_task(run_index_upkeep(built))
         try:
             yield
         finally:
-            for task in (indexing, upkeep, follower):
+            for task in (upkeep, follower):
                 if task is not None:
                     task.cancel()
                     with suppress(asyncio.CancelledError):

@@ -23,7 +23,7 @@ from gateway.access.ratelimit import RateLimiter
 from gateway.http.console.sessions import ConsoleSessions
 from gateway.runtime.services import Services
 from gateway.runtime.telemetry import Telemetry
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from ingest.index import Index
 from settings.cache import CachedSettings
 from settings.config import Config

@@ -3,7 +3,6 @@ still there, and does the quote occur in what the model was given?"""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 from gateway.access.auth import Principal
@@ -48,13 +47,8 @@ async def _still_indexed(
     try:
         for kb_id, document_id in documents:
             plan = plans[kb_id]
-            stored = await asyncio.wait_for(
-                asyncio.to_thread(
-                    services.index.scroll_document, plan.collection, plan.scope, document_id
-                ),
-                timeout=services.config.qdrant_timeout_s,
-            )
+            stored = await services.index.scroll_document(plan.collection, plan.scope, document_id)
             found.update(passage.point_id for passage in stored)
-    except (TimeoutError, IndexUnavailableError) as error:
+    except IndexUnavailableError as error:
         raise DependencyUnavailableError("index") from error
     return found & cited

@@ -7,6 +7,7 @@ sentences once its caller gave up.
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
 
 from gateway.access.auth import Principal
@@ -16,6 +17,7 @@ from gateway.retrieval.plan import plan_turn
 from gateway.runtime.services import Services
 from grounding.check import Grounding, Reason, Status, Target, check
 from ingest.chunking import split_sentences
+from ingest.engines.blocking import BlockingIndex
 from settings.resolve import resolve_grounding_floor
 
 
@@ -41,11 +43,13 @@ async def grounding_check(
         for plan in context.plans
     ]
 
+    index = BlockingIndex(services.index, asyncio.get_running_loop())
+
     def work(flag: Stop) -> Grounding:
         return check(
             answer,
             targets,
-            services.index,
+            index,
             services.embedder,
             default_floor=defaults.grounding_floor,
             by_sentence=by_sentence,

@@ -23,7 +23,7 @@ import pytest
 from gateway.admin import transfer
 from gateway.tools.probe.archive_probes import EMAIL as EMAIL_PROBE
 from gateway.tools.probe.campaign import Campaign
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from ingest.index import SHARED_COLLECTION, org_collection
 from ingest.payload import Scope
 from tests.api.conftest import PLATFORM_KEY, Gateway, serving

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from ingest.index import SHARED_COLLECTION, org_collection
 from ingest.payload import Scope
 from tests.api.conftest import Gateway, serving_stack

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gateway.admin.transfer import model_id
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from ingest.index import SHARED_COLLECTION, org_collection
 from ingest.sync import Document, DocumentWriter, SyncOutcome, Target
 from settings.records import Workspace

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from grounding.check import Reason, Status, Target, check
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from ingest.index import Index, Leg, QueryResult, org_collection
 from ingest.payload import Scope
 from tests.api.conftest import Gateway

@@ -20,7 +20,8 @@ from litestar.testing import AsyncTestClient
 from gateway.http.app import create_app
 from gateway.runtime.services import build_services
 from gateway.runtime.telemetry import Telemetry, build_logger
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
+from ingest.engines.edge.index import EdgeIndex
 from ingest.index import (
     SHARED_COLLECTION,
     Index,
@@ -30,7 +31,6 @@ from ingest.index import (
     RankResult,
 )
 from ingest.payload import PassagePayload, Scope
-from ingest.qdrant_edge import EdgeIndex
 from tests.api.conftest import Gateway, gateway_config
 from tests.api.tenants import Tenant, provision
 

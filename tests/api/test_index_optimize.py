@@ -24,9 +24,9 @@ from litestar.testing import AsyncTestClient
 from gateway.http.app import create_app
 from gateway.runtime.services import Services, build_services
 from gateway.runtime.telemetry import Telemetry, build_logger
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
+from ingest.engines.edge.index import EdgeIndex
 from ingest.index import IndexUnavailableError
-from ingest.qdrant_edge import EdgeIndex
 from tests.api.conftest import Gateway, gateway_config
 from tests.api.tenants import Tenant, provision
 

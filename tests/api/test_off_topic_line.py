@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gateway.retrieval.off_topic_line import LINE_LOWEST, OffTopicLines, line_from_best, load_probes
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.api.conftest import Gateway, serving
 from tests.api.tenants import Tenant, provision
 

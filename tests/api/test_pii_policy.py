@@ -12,7 +12,7 @@ from gateway.http.app import create_app
 from gateway.runtime.services import build_services
 from gateway.runtime.telemetry import Telemetry, build_logger
 from gateway.safety.redaction import Redactor
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from ingest.index import collection_for
 from ingest.payload import Classification, PassagePayload, PiiAnalysis, Scope
 from ingest.sync import Document, DocumentWriter, Target

@@ -14,7 +14,7 @@ from typing import Any, cast
 import httpx
 import pytest
 
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from ingest.index import Passage
 from ingest.sync import Target
 from settings.golden import GoldenQuestion, GoldenSet

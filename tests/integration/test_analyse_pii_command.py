@@ -16,9 +16,9 @@ from gateway.admin import knowledge, provisioning
 from gateway.cli import main
 from gateway.runtime.services import build_services
 from gateway.runtime.telemetry import Telemetry, build_logger
-from ingest.embedding import FastEmbedder
+from ingest.embedder.embedding import FastEmbedder
+from ingest.engines.edge.index import EdgeIndex
 from ingest.payload import Classification, PiiAnalysis, Scope
-from ingest.qdrant_edge import EdgeIndex
 from ingest.sync import Document, DocumentWriter, Target
 from settings.config import load_config
 from settings.records import Role

@@ -40,10 +40,10 @@ from ingest.connector import (
     Upload,
     sync_directory,
 )
-from ingest.embedding import FastEmbedder
+from ingest.embedder.embedding import FastEmbedder
+from ingest.engines.edge.index import EdgeIndex
 from ingest.extract import ExtractionError, extract, html_text, markdown_title
 from ingest.payload import Classification, Scope
-from ingest.qdrant_edge import EdgeIndex
 from ingest.sync import Target
 from settings.config import load_config
 from settings.records import Role

@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
+from ingest.engines.edge.index import EdgeIndex
 from ingest.index import SHARED_COLLECTION, org_collection
 from ingest.payload import Scope
-from ingest.qdrant_edge import EdgeIndex
 from settings.records import Lifecycle
 from settings.redis_store import RedisStore
 from settings.sqlite_store import SqliteStore

@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from gateway.runtime.healthcheck import is_ready
+from ingest.engines.server.index import CollectionLayout, ServerIndex
 from ingest.index import IncompatibleServerError, IndexUnavailableError
 from ingest.payload import Classification, Scope
-from ingest.qdrant_server import CollectionLayout, ServerIndex
 from tests.support.fake_qdrant import FakeQdrant
 from tests.support.gateway_process import GatewayProcess
 from tests.support.redis_server import free_port
@@ -501,7 +501,7 @@ def test_compose_pins_a_supported_qdrant_and_scales_the_gateway() -> None:
     above the shutdown bound it sets."""
     import yaml  # type: ignore[import-untyped]  # PyYAML ships no type hints (it comes with litestar)
 
-    from ingest.qdrant_server_requests import MIN_SERVER_VERSION, parse_version
+    from ingest.engines.server.requests import MIN_SERVER_VERSION, parse_version
 
     compose = yaml.safe_load((REPO / "compose.yaml").read_text())
     services = compose["services"]

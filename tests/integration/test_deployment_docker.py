@@ -19,6 +19,7 @@ from testcontainers.community.qdrant import QdrantContainer
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
+from ingest.engines.server.index import CollectionLayout, ServerIndex
 from ingest.index import (
     SHARED_COLLECTION,
     IncompatibleServerError,
@@ -28,7 +29,6 @@ from ingest.index import (
     SparseVector,
 )
 from ingest.payload import Classification, PassagePayload, Scope
-from ingest.qdrant_server import CollectionLayout, ServerIndex
 from tests.support.redis_server import free_port
 from tests.support.services import require_docker
 

@@ -1,4 +1,4 @@
-"""The free disk the embedded engine keeps (`ingest.edge_disk`): at its reserve, writes
+"""The free disk the embedded engine keeps (`ingest.engines.edge.disk`): at its reserve, writes
 and index builds are refused with `DiskFullError` and change nothing, while reads and
 deletions go on. Real Qdrant Edge shards on the real disk (a reserve above what is free),
 and on a small ext4 disk that really fills (root only: it is mounted for the test; CI
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from ingest.edge_disk import DiskReserve, allocated_bytes
+from ingest.engines.edge.disk import DiskReserve, allocated_bytes
+from ingest.engines.edge.index import EDGE_DIR, EdgeIndex
 from ingest.index import DiskFullError, org_collection
 from ingest.payload import PiiAnalysis
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from tests.integration.test_edge_build import COLLECTION, _passages
 from tests.integration.test_index_contract import DIM, dense_leg, hit_ids, scope
 from tests.support.services import missing_service
@@ -93,7 +93,7 @@ _FILL = textwrap.dedent(
     import random, sys
     from pathlib import Path
     from ingest.index import DiskFullError
-    from ingest.qdrant_edge import EdgeIndex
+    from ingest.engines.edge.index import EdgeIndex
     from tests.integration.test_edge_build import COLLECTION, _passages
     from tests.integration.test_index_contract import DIM, scope
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from qdrant_edge import CountRequest, EdgeShard
 
-from ingest.edge_log_pages import mapped_ranges, page_out_log
+from ingest.engines.edge.index import EDGE_DIR, EdgeIndex
+from ingest.engines.edge.log_pages import mapped_ranges, page_out_log
 from ingest.index import org_collection
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from tests.integration.test_index_contract import passage, scope
 
 DIM = 384

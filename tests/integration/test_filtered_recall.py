@@ -21,10 +21,10 @@ import pytest
 from qdrant_client import QdrantClient, models
 from testcontainers.community.qdrant import QdrantContainer
 
+from ingest.engines.edge.index import EdgeIndex
+from ingest.engines.server.index import ServerIndex
 from ingest.index import Index, Leg, LegKind, Passage, SparseVector, org_collection
 from ingest.payload import CLASSIFICATION_ORDER, Classification, PassagePayload, Scope
-from ingest.qdrant_edge import EdgeIndex
-from ingest.qdrant_server import ServerIndex
 from tests.integration.test_index_contract import QDRANT_IMAGE
 from tests.support.services import require_docker
 

@@ -40,6 +40,12 @@ from qdrant_edge import (
 )
 from testcontainers.community.qdrant import QdrantContainer
 
+from ingest.engines.common import EXACT_CHECK_BELOW, IDF_COUNT_LIMIT, SCROLL_PAGE
+from ingest.engines.edge.index import _FILTERED_DENSE as _EDGE_GRAPH_SEARCH
+from ingest.engines.edge.index import DELETE_PAGE as EDGE_DELETE_PAGE
+from ingest.engines.edge.index import EDGE_DIR, EdgeIndex
+from ingest.engines.edge.index import _scope_filter as _edge_scope_filter
+from ingest.engines.server.index import ServerIndex
 from ingest.index import (
     DENSE_VECTOR,
     SPARSE_VECTOR,
@@ -52,7 +58,6 @@ from ingest.index import (
     SparseVector,
     org_collection,
 )
-from ingest.index_common import EXACT_CHECK_BELOW, IDF_COUNT_LIMIT, SCROLL_PAGE
 from ingest.keyword_scale import bm25_idf
 from ingest.payload import (
     INDEXED_KEYS,
@@ -66,11 +71,6 @@ from ingest.payload import (
     text_checksum,
     to_payload,
 )
-from ingest.qdrant_edge import _FILTERED_DENSE as _EDGE_GRAPH_SEARCH
-from ingest.qdrant_edge import DELETE_PAGE as EDGE_DELETE_PAGE
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
-from ingest.qdrant_edge import _scope_filter as _edge_scope_filter
-from ingest.qdrant_server import ServerIndex
 from tests.support.services import require_docker
 
 DIM = 8
@@ -1176,7 +1176,7 @@ import os, signal, sys, uuid
 from pathlib import Path
 from ingest.index import Passage, SparseVector, org_collection
 from ingest.payload import PassagePayload, Scope
-from ingest.qdrant_edge import EdgeIndex
+from ingest.engines.edge.index import EdgeIndex
 
 index = EdgeIndex(Path(sys.argv[1]), dense_dim=int(sys.argv[2]))
 collection = org_collection("acme")

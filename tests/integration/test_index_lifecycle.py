@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from ingest.engines.server.index import ServerIndex
 from ingest.index import (
     SHARED_COLLECTION,
     Index,
@@ -19,7 +20,6 @@ from ingest.index import (
     SparseVector,
     org_collection,
 )
-from ingest.qdrant_server import ServerIndex
 from tests.integration.test_index_contract import (  # the contract suite's engines and data
     DIM,
     Engine,

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.retrieval.answering import keyword_share
-from ingest.embedding import FastEmbedder
+from ingest.embedder.embedding import FastEmbedder
+from ingest.engines.edge.index import EdgeIndex
 from ingest.index import Index, Leg, LegKind, Passage, org_collection
 from ingest.payload import PassagePayload, Scope, text_checksum
-from ingest.qdrant_edge import EdgeIndex
 
 pytestmark = pytest.mark.slow
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from ingest.engines.edge.index import EdgeIndex
 from ingest.index import Index, org_collection
 from ingest.payload import Classification
-from ingest.qdrant_edge import EdgeIndex
 from tests.integration.test_index_contract import (
     DIM,
     ORG,

@@ -16,11 +16,11 @@ import pytest
 
 from gateway.retrieval.versions import newest_versions
 from ingest.chunking import ChunkingParams, split_sentences
-from ingest.embedding import Embedder, Embedding, FastEmbedder
+from ingest.embedder.embedding import Embedder, Embedding, FastEmbedder
+from ingest.engines.edge.index import EdgeIndex
+from ingest.engines.server.index import ServerIndex
 from ingest.index import Hit, Index, Leg, LegKind, SparseVector
 from ingest.payload import Classification, Scope
-from ingest.qdrant_edge import EdgeIndex
-from ingest.qdrant_server import ServerIndex
 from ingest.sync import Document, DocumentWriter, Target
 
 pytestmark = pytest.mark.slow

@@ -42,10 +42,10 @@ from gateway.tools.probe.campaign import Campaign
 from gateway.tools.probe.client import ARCHIVE_MEDIA_TYPE, Reply, retry_after_s
 from gateway.tools.probe.report import Report
 from gateway.tools.probe.world import PHASES, LegacyDocument
-from ingest.embedding import Embedder, build_embedder
+from ingest.embedder.embedding import Embedder, build_embedder
+from ingest.engines.server.index import ServerIndex
 from ingest.index import Index
 from ingest.payload import Classification
-from ingest.qdrant_server import ServerIndex
 from ingest.sync import Document, Target
 from settings.config import Config, load_config
 from tests.isolation.faults import CLAUSES, break_scope_filters

@@ -32,8 +32,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import ingest.qdrant_edge
-import ingest.qdrant_server
+import ingest.engines.edge.index
+import ingest.engines.server.index
+from ingest.engines.edge.index import EdgeIndex
+from ingest.engines.server.index import ServerIndex
 from ingest.index import Hit, Index, Leg, LegKind, Passage, SparseVector, org_collection
 from ingest.payload import (
     Classification,
@@ -42,8 +44,6 @@ from ingest.payload import (
     ScopeError,
     to_payload,
 )
-from ingest.qdrant_edge import EdgeIndex
-from ingest.qdrant_server import ServerIndex
 from tests.isolation.conftest import QDRANT_IMAGE
 from tests.support.services import require_docker
 
@@ -224,7 +224,7 @@ def _unscoped_engine_calls(tree: ast.AST) -> list[str]:
     return unscoped
 
 
-@pytest.mark.parametrize("module", [ingest.qdrant_edge, ingest.qdrant_server])
+@pytest.mark.parametrize("module", [ingest.engines.edge.index, ingest.engines.server.index])
 def test_each_adapter_builds_filters_in_one_function_and_always_uses_one(module: Any) -> None:
     """In each adapter, engine filters are constructed only inside `_scope_filter` (no
     other filter exists, not even an IDF corpus: keyword scores and the search's work
