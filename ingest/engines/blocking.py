@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ingest.index import (
@@ -42,6 +42,15 @@ class BlockingIndex:
             )
             self._thread.start()
         self._loop = loop
+        self._closed = False
+
+    @classmethod
+    def opening(cls, open_index: Callable[[], Awaitable[Index]]) -> BlockingIndex:
+        """An index made by `open_index` on a loop of this object's own (a server
+        adapter's connections belong to the loop that opens them)."""
+        blocking = cls(_NotOpenYet())
+        blocking.index = blocking.run(_awaited(open_index))
+        return blocking
 
     def run(self, call: Coroutine[Any, Any, T]) -> T:
         """`call` run on the index's loop, waited for: one of the port's calls, or a
@@ -49,6 +58,8 @@ class BlockingIndex:
         if self._thread is None and _running_loop() is self._loop:
             call.close()
             raise RuntimeError("BlockingIndex called from its own event loop: await the port")
+        if self._closed and self._thread is not None:
+            return asyncio.run(call)  # its own loop is gone: the closed index still answers
         return asyncio.run_coroutine_threadsafe(call, self._loop).result()
 
     def ensure_collection(self, collection: str) -> None:
@@ -127,7 +138,10 @@ class BlockingIndex:
         self.run(self.index.ping())
 
     def close(self) -> None:
-        """Close the index, then this object's own loop if it has one."""
+        """Close the index, then this object's own loop if it has one (once)."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             self.run(self.index.close())
         finally:
@@ -142,3 +156,14 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+async def _awaited(open_index: Callable[[], Awaitable[Index]]) -> Index:
+    return await open_index()
+
+
+class _NotOpenYet:
+    """Stands for the index `BlockingIndex.opening` is still opening."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("the index is not open yet")

@@ -26,6 +26,7 @@ from ingest.engines.edge.engine import EDGE_DIR, EdgeEngine
 from ingest.index import (
     HeldTerms,
     IndexTimeoutError,
+    IndexUnavailableError,
     Leg,
     Passage,
     QueryResult,
@@ -70,9 +71,12 @@ class EdgeIndex:
         )
         self._timeout_s = timeout_s
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="edge-call")
+        self._closed = False
 
     async def _call(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`call` in a worker, awaited for `timeout_s` at most (`IndexTimeoutError`)."""
+        if self._closed:
+            raise IndexUnavailableError("the Qdrant Edge index is closed")
         loop = asyncio.get_running_loop()
         running = loop.run_in_executor(self._pool, functools.partial(call, *args, **kwargs))
         try:
@@ -160,6 +164,8 @@ class EdgeIndex:
         return await self._call(self.engine.set_pii, collection, scope, analyses)
 
     async def optimize(self) -> list[str]:
+        if self._closed:
+            raise IndexUnavailableError("the Qdrant Edge index is closed")
         return await asyncio.get_running_loop().run_in_executor(self._pool, self.engine.optimize)
 
     async def ping(self) -> None:
@@ -167,5 +173,8 @@ class EdgeIndex:
 
     async def close(self) -> None:
         """Flush and close every shard (waiting for calls under way), then the workers."""
+        if self._closed:
+            return
+        self._closed = True
         await asyncio.get_running_loop().run_in_executor(self._pool, self.engine.close)
         self._pool.shutdown(wait=False)
