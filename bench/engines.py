@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ingest.engines.blocking import BlockingIndex
 from ingest.engines.edge.index import EdgeIndex
 from ingest.engines.server.index import ServerIndex
 from ingest.index import Index, Leg, LegKind, Passage, SparseVector, org_collection
@@ -81,7 +82,7 @@ def _passages(size: int, seed: int) -> list[Passage]:
     return passages
 
 
-def _fill(index: Index, passages: list[Passage]) -> float:
+def _fill(index: BlockingIndex, passages: list[Passage]) -> float:
     started = time.perf_counter()
     index.ensure_collection(COLLECTION)
     for start in range(0, len(passages), 512):
@@ -89,7 +90,9 @@ def _fill(index: Index, passages: list[Passage]) -> float:
     return time.perf_counter() - started
 
 
-def _query(index: Index, scope: Scope, dense: tuple[float, ...], sparse: SparseVector) -> float:
+def _query(
+    index: BlockingIndex, scope: Scope, dense: tuple[float, ...], sparse: SparseVector
+) -> float:
     legs = [
         Leg(kind=LegKind.DENSE, dense=dense, limit=100),
         Leg(kind=LegKind.KEYWORD, sparse=sparse, limit=100),

@@ -72,6 +72,8 @@ def create_app(
         started = time.perf_counter()
         owned = services is None
         built = services or await build_services(config, telemetry)
+        # the writer's worker threads call the index on the loop that serves
+        built.writer.index.bind(asyncio.get_running_loop())
         app.state.services = built
         telemetry.log.info(
             "started",

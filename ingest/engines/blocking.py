@@ -44,6 +44,13 @@ class BlockingIndex:
         self._loop = loop
         self._closed = False
 
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run the index's calls on `loop` from now on (the loop that serves, when the
+        index was opened on another); not for an object running a loop of its own."""
+        if self._thread is not None:
+            raise RuntimeError("this BlockingIndex runs a loop of its own")
+        self._loop = loop
+
     @classmethod
     def opening(cls, open_index: Callable[[], Awaitable[Index]]) -> BlockingIndex:
         """An index made by `open_index` on a loop of this object's own (a server

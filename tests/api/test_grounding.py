@@ -9,7 +9,8 @@ import pytest
 
 from grounding.check import Reason, Status, Target, check
 from ingest.embedder.embedding import Embedder
-from ingest.index import Index, Leg, QueryResult, org_collection
+from ingest.engines.blocking import BlockingIndex
+from ingest.index import Leg, QueryResult, org_collection
 from ingest.payload import Scope
 from tests.api.conftest import Gateway
 from tests.api.tenants import Tenant, provision
@@ -109,7 +110,7 @@ async def test_embedding_failure_is_skipped_not_5xx(gateway: Gateway) -> None:
 class RecordingIndex:
     """Delegates to a real index and records every query (to prove none happened)."""
 
-    def __init__(self, inner: Index) -> None:
+    def __init__(self, inner: BlockingIndex) -> None:
         self.inner = inner
         self.queries = 0
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ingest.engines.blocking import BlockingIndex
 from ingest.engines.edge.disk import DiskReserve, allocated_bytes
 from ingest.engines.edge.index import EDGE_DIR, EdgeIndex
 from ingest.index import DiskFullError, org_collection
@@ -60,10 +61,10 @@ def test_writes_at_the_reserve_are_refused_and_change_nothing(tmp_path: Path) ->
     data_dir = tmp_path / "data"
     rng = random.Random(41)
     written = _passages(0, 20, rng)
-    with closing(EdgeIndex(data_dir, dense_dim=DIM)) as index:
+    with closing(BlockingIndex(EdgeIndex(data_dir, dense_dim=DIM))) as index:
         index.upsert(COLLECTION, written)
     with closing(
-        EdgeIndex(data_dir, dense_dim=DIM, min_free_mb=_more_than_free(data_dir))
+        BlockingIndex(EdgeIndex(data_dir, dense_dim=DIM, min_free_mb=_more_than_free(data_dir)))
     ) as index:
         with pytest.raises(DiskFullError):
             index.upsert(COLLECTION, _passages(20, 5, rng))
@@ -83,7 +84,9 @@ def test_writes_at_the_reserve_are_refused_and_change_nothing(tmp_path: Path) ->
 
 def test_no_reserve_refuses_nothing(tmp_path: Path) -> None:
     """A reserve of 0 checks nothing: writes go through on any disk."""
-    with closing(EdgeIndex(tmp_path / "data", dense_dim=DIM, min_free_mb=0)) as index:
+    with closing(
+        BlockingIndex(EdgeIndex(tmp_path / "data", dense_dim=DIM, min_free_mb=0))
+    ) as index:
         index.upsert(COLLECTION, _passages(0, 3, random.Random(42)))
         assert index.count(COLLECTION, scope()) == 3
 
@@ -98,7 +101,7 @@ _FILL = textwrap.dedent(
     from tests.integration.test_index_contract import DIM, scope
 
     data_dir, reserve_mb = Path(sys.argv[1]), int(sys.argv[2])
-    index = EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=0, min_free_mb=reserve_mb)
+    index = BlockingIndex(EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=0, min_free_mb=reserve_mb))
     rng, written = random.Random(43), 0
     while True:
         try:
@@ -108,7 +111,7 @@ _FILL = textwrap.dedent(
         written += 500
     deleted = index.delete_document(COLLECTION, scope(), "doc0")
     index.close()
-    again = EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=0)
+    again = BlockingIndex(EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=0))
     print(written, deleted, again.count(COLLECTION, scope()))
     again.close()
     """
@@ -137,7 +140,9 @@ def test_an_index_build_without_room_for_its_copy_is_refused(small_disk: Path) -
     """A build beside the gateway first checks there is room for its copy of the shard
     above the reserve: without it the round fails with DiskFullError and leaves no copy
     behind, the collection serving on; with room, the same round builds it."""
-    with closing(EdgeIndex(small_disk / "data", dense_dim=DIM, indexing_threshold_kb=1)) as index:
+    with closing(
+        BlockingIndex(EdgeIndex(small_disk / "data", dense_dim=DIM, indexing_threshold_kb=1))
+    ) as index:
         index.upsert(COLLECTION, _passages(0, 200, random.Random(44)))
         disk = index._shards.disk
         shard = allocated_bytes(small_disk / "data" / EDGE_DIR / COLLECTION)

@@ -42,8 +42,8 @@ from qdrant_edge import (
 )
 from testcontainers.community.qdrant import QdrantContainer
 
-from ingest.engines.common import EXACT_CHECK_BELOW, IDF_COUNT_LIMIT, SCROLL_PAGE
 from ingest.engines.blocking import BlockingIndex
+from ingest.engines.common import EXACT_CHECK_BELOW, IDF_COUNT_LIMIT, SCROLL_PAGE
 from ingest.engines.edge.engine import _FILTERED_DENSE as _EDGE_GRAPH_SEARCH
 from ingest.engines.edge.engine import DELETE_PAGE as EDGE_DELETE_PAGE
 from ingest.engines.edge.engine import _scope_filter as _edge_scope_filter
@@ -53,7 +53,6 @@ from ingest.index import (
     DENSE_VECTOR,
     SPARSE_VECTOR,
     HeldTerms,
-    Index,
     IndexUnavailableError,
     Leg,
     LegKind,
@@ -319,7 +318,9 @@ def test_an_edge_shard_made_with_its_document_index_in_memory_gets_it_on_disk(
     )
 
 
-def test_query_runs_every_leg_with_its_own_limit_and_floor(index: BlockingIndex, collection: str) -> None:
+def test_query_runs_every_leg_with_its_own_limit_and_floor(
+    index: BlockingIndex, collection: str
+) -> None:
     """Each leg comes back in order, ranked, cut at its own limit and score floor,
     with the stored payload."""
     passages = [passage(idx=k, dense=tilted(k), terms=(1, 100 + k)) for k in range(4)]
@@ -366,7 +367,9 @@ def test_rank_scores_like_query_and_reads_only_where_hits_belong(
     assert not hasattr(ranked.legs[0][0], "payload")
 
 
-def test_a_weak_dense_answer_is_searched_again_exactly(index: BlockingIndex, collection: str) -> None:
+def test_a_weak_dense_answer_is_searched_again_exactly(
+    index: BlockingIndex, collection: str
+) -> None:
     """A dense leg that finds nothing above its floor, or whose best cosine is below
     `EXACT_CHECK_BELOW`, is searched again exactly and counted in `exact_checks`; a
     strong dense leg and the keyword legs are not. Each leg answers the points and
@@ -528,7 +531,9 @@ def test_clearance_is_honoured(index: BlockingIndex, collection: str) -> None:
     }
 
 
-def test_strict_scope_hides_legacy_and_foreign_org_points(index: BlockingIndex, collection: str) -> None:
+def test_strict_scope_hides_legacy_and_foreign_org_points(
+    index: BlockingIndex, collection: str
+) -> None:
     """Strict isolation shows only points of the scope's org; a non-strict scope also shows
     legacy points that carry no orgId."""
     current = passage(doc="current", org=ORG)
@@ -559,7 +564,9 @@ def test_count_whole_scope_and_per_document(index: BlockingIndex, collection: st
     assert index.count(collection, scope(), "nope") == 0
 
 
-def test_scroll_document_is_ordered_scoped_and_paginated(index: BlockingIndex, collection: str) -> None:
+def test_scroll_document_is_ordered_scoped_and_paginated(
+    index: BlockingIndex, collection: str
+) -> None:
     """All passages of a long document come back, in passage order, and only from the scope."""
     rng = random.Random(7)
     big = [passage(doc="big", idx=i, dense=random_unit(rng)) for i in range(300)]
@@ -710,7 +717,9 @@ def test_pii_analysis_round_trips_in_the_payload(index: BlockingIndex, collectio
     assert hits[0].payload.pii == analysis
 
 
-def test_stale_pii_pages_and_set_pii_stay_inside_the_scope(index: BlockingIndex, collection: str) -> None:
+def test_stale_pii_pages_and_set_pii_stay_inside_the_scope(
+    index: BlockingIndex, collection: str
+) -> None:
     """Pages list the scope's points whose analysis is missing or another analyzer's, and
     no others; set_pii writes only inside the scope (counting those), keeps the other payload
     keys, and analysed points drop out of later pages."""
@@ -799,7 +808,9 @@ def test_upsert_overwrites_a_point_with_the_same_id(index: BlockingIndex, collec
     assert [s.payload.text for s in stored] == ["second"]
 
 
-def test_keyword_scores_ignore_other_tenants_documents(index: BlockingIndex, collection: str) -> None:
+def test_keyword_scores_ignore_other_tenants_documents(
+    index: BlockingIndex, collection: str
+) -> None:
     """BM25 IDF is computed over the scope, so another tenant's documents cannot move a
     tenant's keyword scores (nor reveal their vocabulary through them)."""
     index.upsert(collection, [passage(idx=i, terms=(1, 10 + i)) for i in range(4)])
@@ -841,7 +852,9 @@ def test_keyword_scores_ignore_the_tenants_other_kbs_and_restricted_documents(
     assert scores() == pytest.approx(before)
 
 
-def test_keyword_idf_is_what_the_keyword_legs_score_with(index: BlockingIndex, collection: str) -> None:
+def test_keyword_idf_is_what_the_keyword_legs_score_with(
+    index: BlockingIndex, collection: str
+) -> None:
     """`keyword_idf` gives each keyword leg's terms the IDF the engine scores that leg with,
     over the scope's points holding the leg's vector alone (another tenant's points move
     nothing): a passage scores the sum of IDF x its weight over the terms it holds; a term
@@ -1280,7 +1293,9 @@ def test_edge_shards_live_under_the_data_dir(tmp_path: Path) -> None:
 # --- collections made before whole-document keyword vectors ------------------------------
 
 
-def _older_collection_is_served_without_document_legs(index: BlockingIndex, collection: str) -> None:
+def _older_collection_is_served_without_document_legs(
+    index: BlockingIndex, collection: str
+) -> None:
     assert not index.document_keywords(collection)
     first = with_document_terms(passage(idx=0, terms=(7,)), 7, 8)
     index.upsert(collection, [first, passage(idx=1, terms=(8,))])

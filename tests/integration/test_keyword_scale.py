@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from gateway.retrieval.answering import keyword_share
 from ingest.embedder.embedding import FastEmbedder
+from ingest.engines.blocking import BlockingIndex
 from ingest.engines.edge.index import EdgeIndex
 from ingest.index import Index, Leg, LegKind, Passage, org_collection
 from ingest.payload import PassagePayload, Scope, text_checksum
@@ -87,7 +88,7 @@ def knowledge_bases(
     """The same documents in KBs of 8, 48 and 168 documents (by padding)."""
     indexes: dict[int, Index] = {}
     for padding in PADDING:
-        index = EdgeIndex(tmp_path_factory.mktemp(f"kb-{padding}"))
+        index = BlockingIndex(EdgeIndex(tmp_path_factory.mktemp(f"kb-{padding}")))
         index.upsert(COLLECTION, _passages(embedder, {**DOCUMENTS, **_unrelated(padding)}))
         indexes[padding] = index
     yield indexes
@@ -95,7 +96,7 @@ def knowledge_bases(
         opened.close()
 
 
-def _best(index: Index, embedder: FastEmbedder, question: str) -> list[tuple[float, float]]:
+def _best(index: BlockingIndex, embedder: FastEmbedder, question: str) -> list[tuple[float, float]]:
     """(raw BM25, share of the attainable score) of the best hit of each keyword leg."""
     sparse = embedder.embed_queries([question])[0].sparse
     legs = [

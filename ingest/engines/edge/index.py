@@ -69,7 +69,8 @@ class EdgeIndex:
             search_threads=search_threads,
             min_free_mb=min_free_mb,
         )
-        self._timeout_s = timeout_s
+        #: each call's deadline, in seconds
+        self.timeout_s = timeout_s
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="edge-call")
         self._closed = False
 
@@ -80,11 +81,11 @@ class EdgeIndex:
         loop = asyncio.get_running_loop()
         running = loop.run_in_executor(self._pool, functools.partial(call, *args, **kwargs))
         try:
-            async with asyncio.timeout(self._timeout_s):
+            async with asyncio.timeout(self.timeout_s):
                 return await running
         except TimeoutError as error:
             raise IndexTimeoutError(
-                f"Qdrant Edge did not answer within {self._timeout_s:g} s"
+                f"Qdrant Edge did not answer within {self.timeout_s:g} s"
             ) from error
 
     async def ensure_collection(self, collection: str) -> None:
