@@ -20,7 +20,7 @@ from gateway.admin import lifecycle
 from gateway.admin.provisioning import PLATFORM
 from gateway.errors import GatewayError
 from gateway.runtime.services import Services
-from ingest.index import DiskFullError, IndexUnavailableError
+from ingest.index import IndexUnavailableError
 from settings.store import StoreUnavailableError
 
 #: what a step may fail with and be tried again next period
@@ -91,13 +91,6 @@ async def _step(
     try:
         await work(services)
     except _TRANSIENT as error:
-        figures = (
-            {"free_mb": error.free_mb, "needed_mb": error.needed_mb, "reserve_mb": error.reserve_mb}
-            if isinstance(error, DiskFullError)
-            else {}
-        )
-        services.telemetry.log.warning(
-            "upkeep_failed", step=name, error_type=type(error).__name__, **figures
-        )
+        services.telemetry.log.warning("upkeep_failed", step=name, error_type=type(error).__name__)
         return False
     return True

@@ -39,7 +39,7 @@ class _HeldWriter(DocumentWriter):
 
     def __init__(self, gw: Gateway) -> None:
         services = gw.services
-        super().__init__(services.index, services.embedder, model_id=model_id(services))
+        super().__init__(services.writer.index, services.embedder, model_id=model_id(services))
         self.entered = threading.Event()
         self.release = threading.Event()
 
@@ -73,7 +73,7 @@ async def _held_write(gw: Gateway, tenant: Tenant, kb_id: str) -> tuple[_HeldWri
 
 
 async def _counts(gw: Gateway, tenant: Tenant) -> tuple[int, int]:
-    return _passages(gw, tenant, org_collection(tenant.org_id)), _passages(
+    return await _passages(gw, tenant, org_collection(tenant.org_id)), await _passages(
         gw, tenant, SHARED_COLLECTION
     )
 

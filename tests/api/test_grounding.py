@@ -122,7 +122,7 @@ class RecordingIndex:
 async def test_a_call_without_scope_never_searches(gateway: Gateway, embedder: Embedder) -> None:
     """An internal call with a target lacking a Scope is skipped (no_scope) and searches nothing."""
     await _tenant(gateway)
-    recording = RecordingIndex(gateway.services.index)
+    recording = RecordingIndex(gateway.services.writer.index)
     unscoped = [Target(collection=org_collection("acme"), scope=None, floor=0.7)]
     for targets in (unscoped, None):
         result = check(

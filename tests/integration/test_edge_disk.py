@@ -1,5 +1,5 @@
-"""The free disk the embedded engine keeps (`ingest.engines.edge.disk`): at its reserve, writes
-and index builds are refused with `DiskFullError` and change nothing, while reads and
+"""The free disk the embedded engine keeps (`ingest.engines.edge.disk`): at its reserve,
+writes and index builds are refused with `DiskFullError` and change nothing, while reads and
 deletions go on. Real Qdrant Edge shards on the real disk (a reserve above what is free),
 and on a small ext4 disk that really fills (root only: it is mounted for the test; CI
 requires it)."""
@@ -18,14 +18,28 @@ import pytest
 
 from ingest.engines.blocking import BlockingIndex
 from ingest.engines.edge.disk import DiskReserve, allocated_bytes
+from ingest.engines.edge.engine import EdgeEngine
 from ingest.engines.edge.index import EDGE_DIR, EdgeIndex
-from ingest.index import DiskFullError, org_collection
+from ingest.index import DiskFullError, Passage, org_collection
 from ingest.payload import PiiAnalysis
-from tests.integration.test_edge_build import COLLECTION, _passages
-from tests.integration.test_index_contract import DIM, dense_leg, hit_ids, scope
+from tests.integration.test_index_contract import (
+    DIM,
+    dense_leg,
+    hit_ids,
+    passage,
+    random_unit,
+    scope,
+)
 from tests.support.services import missing_service
 
 _MIB = 1024 * 1024
+COLLECTION = org_collection("acme")
+
+
+def _passages(start: int, count: int, rng: random.Random) -> list[Passage]:
+    return [
+        passage(idx=i, doc=f"doc{i}", dense=random_unit(rng)) for i in range(start, start + count)
+    ]
 
 
 def _more_than_free(path: Path) -> int:
@@ -101,7 +115,9 @@ _FILL = textwrap.dedent(
     from tests.integration.test_index_contract import DIM, scope
 
     data_dir, reserve_mb = Path(sys.argv[1]), int(sys.argv[2])
-    index = BlockingIndex(EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=0, min_free_mb=reserve_mb))
+    index = BlockingIndex(
+        EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=0, min_free_mb=reserve_mb)
+    )
     rng, written = random.Random(43), 0
     while True:
         try:
@@ -136,21 +152,18 @@ def test_a_disk_that_fills_refuses_writes_instead_of_ending_the_process(small_di
     assert counted == written - deleted
 
 
-def test_an_index_build_without_room_for_its_copy_is_refused(small_disk: Path) -> None:
-    """A build beside the gateway first checks there is room for its copy of the shard
-    above the reserve: without it the round fails with DiskFullError and leaves no copy
-    behind, the collection serving on; with room, the same round builds it."""
-    with closing(
-        BlockingIndex(EdgeIndex(small_disk / "data", dense_dim=DIM, indexing_threshold_kb=1))
-    ) as index:
-        index.upsert(COLLECTION, _passages(0, 200, random.Random(44)))
-        disk = index._shards.disk
+def test_an_index_build_without_room_for_its_segments_is_refused(small_disk: Path) -> None:
+    """`optimize` (a start's build) first checks there is room for the collection's new
+    segments above the reserve: without it the build fails with DiskFullError and the
+    collection serves on, exactly; with room, the same call builds it."""
+    engine = EdgeEngine(small_disk / "data", dense_dim=DIM, indexing_threshold_kb=1)
+    with closing(engine):
+        engine.upsert(COLLECTION, _passages(0, 200, random.Random(44)))
         shard = allocated_bytes(small_disk / "data" / EDGE_DIR / COLLECTION)
-        disk.reserve_bytes = disk.free_bytes() - shard // 2
+        engine.disk.reserve_bytes = engine.disk.free_bytes() - shard // 2
         with pytest.raises(DiskFullError):
-            index.index_written()
-        assert [p.name for p in (small_disk / "data" / EDGE_DIR).iterdir()] == [COLLECTION]
-        assert index.count(COLLECTION, scope()) == 200
-        disk.reserve_bytes = disk.free_bytes() - 2 * shard - 4 * _MIB
-        assert index.index_written().collections == (COLLECTION,)
-        assert index.count(COLLECTION, scope()) == 200
+            engine.optimize()
+        assert engine.count(COLLECTION, scope()) == 200
+        engine.disk.reserve_bytes = engine.disk.free_bytes() - 2 * shard - 4 * _MIB
+        assert engine.optimize() == [COLLECTION]
+        assert engine.count(COLLECTION, scope()) == 200

@@ -174,7 +174,7 @@ def test_edge_filtered_dense_search_finds_the_exact_top_10(tmp_path: Path, corpu
 
 
 @pytest.fixture
-def server_index() -> Iterator[tuple[ServerIndex, str]]:
+def server_index() -> Iterator[tuple[BlockingIndex, str]]:
     require_docker()
     with QdrantContainer(image=QDRANT_IMAGE) as container:
         url = f"http://{container.rest_host_address}"
@@ -185,7 +185,7 @@ def server_index() -> Iterator[tuple[ServerIndex, str]]:
 
 @pytest.mark.docker
 def test_server_filtered_dense_search_finds_the_exact_top_10(
-    server_index: tuple[ServerIndex, str], corpus: Corpus
+    server_index: tuple[BlockingIndex, str], corpus: Corpus
 ) -> None:
     """The same on a Qdrant server, once its optimizer has built the collection's graphs
     (its thresholds lowered for the test, as the Edge test lowers Edge's)."""

@@ -20,7 +20,7 @@ from ingest.embedder.embedding import Embedder, Embedding, FastEmbedder
 from ingest.engines.blocking import BlockingIndex
 from ingest.engines.edge.index import EdgeIndex
 from ingest.engines.server.index import ServerIndex
-from ingest.index import Hit, Index, Leg, LegKind, SparseVector
+from ingest.index import Hit, Leg, LegKind, SparseVector
 from ingest.payload import Classification, Scope
 from ingest.sync import Document, DocumentWriter, Target
 
@@ -230,7 +230,7 @@ def test_half_finished_replacement_converges_on_reput(
     writer = DocumentWriter(index, embedder)
     writer.put(TARGET, old)
 
-    crashing = DocumentWriter(cast(Index, CrashBeforeCleanup(index)), embedder)
+    crashing = DocumentWriter(cast(BlockingIndex, CrashBeforeCleanup(index)), embedder)
     with pytest.raises(RuntimeError, match="simulated crash"):
         crashing.put(TARGET, new)
     stored = index.scroll_document(COLLECTION, scope(), "pumps.txt")

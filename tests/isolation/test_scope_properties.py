@@ -520,7 +520,7 @@ def test_mixed_legs_agree_with_an_exact_search_oracle(
 
 
 @pytest.fixture(scope="module")
-def indexed_edge(fast_root: Path) -> Iterator[EdgeIndex]:
+def indexed_edge(fast_root: Path) -> Iterator[BlockingIndex]:
     """One Edge shard that indexes (HNSW graph, compact sparse indexes) from 1 KB of vectors
     and searches through the graph under the filter; earlier examples' points are noise."""
     index = BlockingIndex(
@@ -541,7 +541,7 @@ def indexed_edge(fast_root: Path) -> Iterator[EdgeIndex]:
 )
 @given(points=points_st, scope=scopes_st, legs=legs_st)
 def test_an_indexed_collection_answers_only_inside_the_scope(
-    indexed_edge: EdgeIndex, points: list[Point], scope: Scope, legs: list[Leg]
+    indexed_edge: BlockingIndex, points: list[Point], scope: Scope, legs: list[Leg]
 ) -> None:
     """Once `optimize` has built the graph that searches walk under the Scope filter, every
     leg of `query` and `rank` returns only admitted points, each keyword hit shares a term

@@ -65,6 +65,7 @@ from ingest.engines.common import (
     stored_passages,
     weak_dense_legs,
 )
+from ingest.engines.edge.disk import DiskReserve
 from ingest.engines.edge.shards import EdgeShards, engine_errors
 from ingest.index import (
     DENSE_VECTOR,
@@ -148,6 +149,11 @@ class EdgeEngine(AdapterReads):
             search_threads=search_threads,
             min_free_mb=min_free_mb,
         )
+
+    @property
+    def disk(self) -> DiskReserve:
+        """The free disk writes and index builds leave."""
+        return self._shards.disk
 
     def ensure_collection(self, collection: str) -> None:
         self._shards.disk.check()
