@@ -35,6 +35,7 @@ from bench.beir_corpus import CorpusDoc, load_corpus
 from bench.ingest_throughput import peak_rss_mb
 from ingest.chunking import ChunkingParams, chunk_text
 from ingest.embedder.embedding import MAX_TOKENS, FastEmbedder, assemble_minilm, build_embedder
+from ingest.engines.blocking import BlockingIndex
 from ingest.engines.edge.index import EdgeIndex
 from ingest.index import Leg, LegKind
 from ingest.payload import Classification, Scope
@@ -124,7 +125,7 @@ def evaluate(
         clearance=Classification.RESTRICTED,
     )
     with tempfile.TemporaryDirectory(prefix="kbgate-chunking-") as tmp:
-        index = EdgeIndex(Path(tmp))
+        index = BlockingIndex(EdgeIndex(Path(tmp)))
         writer = DocumentWriter(index, embedder, chunking=params)
         started = time.perf_counter()
         for doc in docs:

@@ -29,7 +29,7 @@ import numpy as np
 
 from bench.engines import COLLECTION, _passages, _sparse, _unit
 from ingest.embedder.embedding import build_embedder
-from ingest.engines.edge.index import EdgeIndex
+from ingest.engines.edge.engine import EdgeEngine
 from ingest.index import Leg, LegKind
 from ingest.payload import Scope
 
@@ -77,7 +77,7 @@ def measure(size: int, calls: int, model_dir: Path) -> dict[str, Any]:
     scope = Scope(org_id="bench", tenant_id="t0", kb_ids=frozenset({"kb0"}))
     queries = [(_unit(rng), _sparse(rng, 8)) for _ in range(64)]
     with tempfile.TemporaryDirectory() as scratch:
-        index = EdgeIndex(Path(scratch))
+        index = EdgeEngine(Path(scratch))
         index.ensure_collection(COLLECTION)
         passages = _passages(size, seed=size)
         for start in range(0, len(passages), 512):

@@ -27,7 +27,7 @@ import numpy as np
 from ingest.engines.blocking import BlockingIndex
 from ingest.engines.edge.index import EdgeIndex
 from ingest.engines.server.index import ServerIndex
-from ingest.index import Index, Leg, LegKind, Passage, SparseVector, org_collection
+from ingest.index import Leg, LegKind, Passage, SparseVector, org_collection
 from ingest.payload import PassagePayload, Scope
 
 RESULTS = Path(__file__).parent / "results" / "engines.json"
@@ -107,11 +107,11 @@ def measure(size: int, queries: int) -> dict[str, object]:
     rng = np.random.default_rng(7)
     picker = random.Random(7)
     with tempfile.TemporaryDirectory() as scratch:
-        indexed = EdgeIndex(Path(scratch) / "indexed")
-        engines: dict[str, Index] = {
-            "qdrant-edge": EdgeIndex(Path(scratch) / "plain"),
+        indexed = BlockingIndex(EdgeIndex(Path(scratch) / "indexed"))
+        engines: dict[str, BlockingIndex] = {
+            "qdrant-edge": BlockingIndex(EdgeIndex(Path(scratch) / "plain")),
             "qdrant-edge-indexed": indexed,
-            "qdrant-client-local": ServerIndex.local(None),
+            "qdrant-client-local": BlockingIndex(ServerIndex.local(None)),
         }
         fill = {name: round(_fill(index, passages), 2) for name, index in engines.items()}
         started = time.perf_counter()
