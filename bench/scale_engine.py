@@ -177,6 +177,7 @@ def writes_beside_turns(
     write: Callable[[], object],
     collection: str,
     scope: Scope,
+    *,
     legs: Sequence[Leg],
     rounds: int,
 ) -> dict[str, Any]:
