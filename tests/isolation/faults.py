@@ -15,7 +15,7 @@ import pytest
 from qdrant_client import models
 from qdrant_edge import FieldCondition, Filter, MatchAny, MatchValue
 
-import ingest.engines.edge.index
+import ingest.engines.edge.engine
 import ingest.engines.server.index
 from ingest.payload import PayloadKey, Scope
 
@@ -34,7 +34,7 @@ def _clauses(scope: Scope, drop: str) -> list[tuple[PayloadKey, str | list[str]]
 
 
 def broken_edge_filter(drop: str) -> Callable[..., Filter]:
-    """`ingest.engines.edge.index._scope_filter` without the `drop` clause."""
+    """`ingest.engines.edge.engine._scope_filter` without the `drop` clause."""
 
     def scope_filter(scope: Scope, *extra: Any) -> Filter:
         must: list[Any] = [
@@ -71,5 +71,5 @@ def break_scope_filters(monkeypatch: pytest.MonkeyPatch, drop: str) -> None:
     """Make both adapters drop one clause of every Scope until `monkeypatch` is undone."""
     if drop not in CLAUSES:
         raise ValueError(f"unknown clause {drop!r}; choose from {CLAUSES}")
-    monkeypatch.setattr(ingest.engines.edge.index, "_scope_filter", broken_edge_filter(drop))
+    monkeypatch.setattr(ingest.engines.edge.engine, "_scope_filter", broken_edge_filter(drop))
     monkeypatch.setattr(ingest.engines.server.index, "_scope_filter", broken_server_filter(drop))

@@ -30,7 +30,7 @@ FILTERED_DENSE = models.SearchParams(
 #: A weak dense answer's second search (`weak_dense_legs`).
 EXACT = models.SearchParams(exact=True)
 #: One graph per tenant, none over the whole collection, as on Qdrant Edge
-#: (`ingest.engines.edge.index._graphs`): every search carries its tenant.
+#: (`ingest.engines.edge.shards._graphs`): every search carries its tenant.
 GRAPHS = models.HnswConfigDiff(m=0, payload_m=GRAPH_M)
 _SERVER_ERROR = 500
 _GRPC_UNAVAILABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
