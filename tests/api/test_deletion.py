@@ -250,7 +250,7 @@ async def test_knowledge_base_deletion(gateway: Gateway) -> None:
     await neighbour.kb("theirs")
     await tenant.agent("bot", ["docs", "more"])
     await tenant.agent("other", ["more"])
-    passages = gateway.services.index.count(
+    passages = await gateway.services.index.count(
         org_collection("acme"),
         Scope.of(org_id="acme", tenant_id="t1", kb_ids=["docs"], clearance="restricted"),
     )
