@@ -16,7 +16,7 @@ tenant large enough for one, compact sparse indexes). The binding holds the GIL 
 it runs (2.5 s for 13,000 passages), so the gateway calls it at start, before it serves,
 as do `kbgate ingest --data-dir`, the eval and the benchmarks after they ingest; what is
 written while it serves is searched exactly until the next start
-(docs/decisions/edge-index-builds.md). `ingest.engines.edge.index.EdgeIndex` is the
+(docs/decisions/edge-in-process.md). `ingest.engines.edge.index.EdgeIndex` is the
 Index port over this: every call in a worker thread, with a deadline.
 """
 
