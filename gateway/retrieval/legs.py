@@ -134,7 +134,9 @@ async def search_while_embedding(
         )
     )
     # The keyword calls reach the index's workers before the model's run below holds this
-    # thread without yielding to the loop.
+    # thread without yielding to the loop: one pass of the loop starts the task, a second
+    # the tasks it gathers (one per KB).
+    await asyncio.sleep(0)
     await asyncio.sleep(0)
     try:
         embeddings = await _embedded(services, pending)
