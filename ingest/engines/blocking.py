@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ingest.index import (
@@ -43,6 +44,8 @@ class BlockingIndex:
             self._thread.start()
         self._loop = loop
         self._closed = False
+        #: this object's own loop stopped (closed)
+        self._loop_gone = False
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Run the index's calls on `loop` from now on (the loop that serves, when the
@@ -65,8 +68,9 @@ class BlockingIndex:
         if self._thread is None and _running_loop() is self._loop:
             call.close()
             raise RuntimeError("BlockingIndex called from its own event loop: await the port")
-        if self._closed and self._thread is not None:
-            return asyncio.run(call)  # its own loop is gone: the closed index still answers
+        if self._loop_gone:  # the closed index still answers, on a loop of the moment
+            with ThreadPoolExecutor(1) as once:
+                return once.submit(asyncio.run, call).result()
         return asyncio.run_coroutine_threadsafe(call, self._loop).result()
 
     def ensure_collection(self, collection: str) -> None:
@@ -148,14 +152,15 @@ class BlockingIndex:
         """Close the index, then this object's own loop if it has one (once)."""
         if self._closed:
             return
-        self._closed = True
         try:
             self.run(self.index.close())
         finally:
+            self._closed = True
             if self._thread is not None:
                 self._loop.call_soon_threadsafe(self._loop.stop)
                 self._thread.join()
                 self._loop.close()
+                self._loop_gone = True
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
