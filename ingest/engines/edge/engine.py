@@ -97,6 +97,8 @@ EDGE_DIR = "qdrant-edge"
 
 #: Points a Scope's deletion removes per Edge call.
 DELETE_PAGE = 1024
+#: Points an upsert writes per Edge call, at least: whole documents, each in one call.
+UPSERT_PAGE = 256
 
 
 def _scope_filter(
@@ -170,7 +172,11 @@ class EdgeEngine(AdapterReads):
         with self._shards.writing(collection, create=True) as held:
             if held is None:  # pragma: no cover - created when asked to
                 raise IndexUnavailableError(f"could not open collection {collection!r}")
-            held.update(UpdateOperation.upsert_points(points))
+            # Whole documents at a time, as deletions go by pages: a bulk write's thousand
+            # points in one call would hold the GIL, and stop every turn, for all of them.
+            for page in _document_pages(passages, points):
+                held.update(UpdateOperation.upsert_points(page), durable=False)
+            held.shard.flush()  # durable before it is answered
 
     def document_keywords(self, collection: str) -> bool:
         held = self._shards.existing(collection)
@@ -516,6 +522,20 @@ _EXACT = SearchParams(exact=True)
 
 def _idf_over(corpus: Filter) -> SearchParams:
     return SearchParams(idf=IdfParams(corpus=corpus))
+
+
+def _document_pages(passages: Sequence[Passage], points: Sequence[Point]) -> list[list[Point]]:
+    """`points` (one per passage) in pages of `UPSERT_PAGE` or more, never splitting a
+    document's passages (a reader sees a document's new version whole or not at all)."""
+    pages: list[list[Point]] = [[]]
+    previous: tuple[str, str] | None = None
+    for passage, point in zip(passages, points, strict=True):
+        document = (passage.payload.document_id, passage.payload.document_version)
+        if document != previous and len(pages[-1]) >= UPSERT_PAGE:
+            pages.append([])
+        pages[-1].append(point)
+        previous = document
+    return pages
 
 
 def _document(document_id: str) -> FieldCondition:
