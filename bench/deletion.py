@@ -114,10 +114,10 @@ async def _workspace(
             services.knowledge, admin, kb_id, name=kb_id, storage=storage, settings={}
         )
         target = target_of(kb)
-        services.index.ensure_collection(target.collection)
+        await services.index.ensure_collection(target.collection)
         passages = _passages(rng, target, documents_per_kb)
         for start in range(0, len(passages), 256):
-            services.index.upsert(target.collection, passages[start : start + 256])
+            await services.index.upsert(target.collection, passages[start : start + 256])
     await put_agent(services.knowledge, admin, "bot", list(KBS)[:3], {})
     await put_agent(services.knowledge, admin, "helper", list(KBS)[2:], {})
 
@@ -148,11 +148,11 @@ async def _extras(services: Services, tenant_id: str) -> None:
         )
 
 
-def _counts(services: Services, tenant_id: str, org_id: str = "bench") -> dict[str, int]:
+async def _counts(services: Services, tenant_id: str, org_id: str = "bench") -> dict[str, int]:
     scope = Scope.of(org_id=org_id, tenant_id=tenant_id, kb_ids=list(KBS), clearance="restricted")
     return {
-        "org": services.index.count(f"kb_org_{org_id}", scope),
-        "shared": services.index.count("kb_shared", scope),
+        "org": await services.index.count(f"kb_org_{org_id}", scope),
+        "shared": await services.index.count("kb_shared", scope),
     }
 
 
@@ -169,9 +169,9 @@ async def _run(data_dir: Path, seed: int, passages: int) -> dict[str, Any]:
         await _extras(services, "gone")
         written_s = time.perf_counter() - started
         started = time.perf_counter()
-        await asyncio.to_thread(services.index.optimize)
+        await services.index.optimize()
         optimize_s = time.perf_counter() - started
-        before_gone, before_stay = _counts(services, "gone"), _counts(services, "stay")
+        before_gone, before_stay = await _counts(services, "gone"), await _counts(services, "stay")
 
         archive = data_dir / "gone.kbgate.ndjson.gz"
         started = time.perf_counter()
@@ -196,10 +196,10 @@ async def _run(data_dir: Path, seed: int, passages: int) -> dict[str, Any]:
             services.deletions, "bench", "gone", provisioning.PLATFORM
         )
         delete_s = time.perf_counter() - started
-        after_gone, after_stay = _counts(services, "gone"), _counts(services, "stay")
+        after_gone, after_stay = await _counts(services, "gone"), await _counts(services, "stay")
         _check(after_gone == {"org": 0, "shared": 0}, f"left behind: {after_gone}")
         _check(after_stay == before_stay, f"neighbour moved: {before_stay} -> {after_stay}")
-        moved = _counts(services, "gone2", "moved")
+        moved = await _counts(services, "gone2", "moved")
         _check(moved["org"] == before_gone["org"], f"imported {moved}, exported {before_gone}")
         return {
             "passages": sum(before_gone.values()),

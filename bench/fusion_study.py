@@ -55,14 +55,14 @@ def keyword_statistics(run: PreparedRun) -> dict[str, Any]:
 
     index: Any = run.session.index
     collection = "kb_org_eval"
-    held = index._existing(collection)
+    held = index.engine.existing_shard(collection)
     passages: Counter[int] = Counter()
     documents: Counter[int] = Counter()
     counts = {"points": 0, "bm25": 0, "bm25_document": 0}
     offset = None
     kb = run.session.kb_id
     while True:
-        records, offset = held.shard.scroll(
+        records, offset = held.scroll(
             ScrollRequest(
                 offset=offset,
                 limit=1000,
@@ -93,11 +93,11 @@ async def _verify_idf(run: PreparedRun, stats: dict[str, Any], questions: dict[A
 
     from qdrant_edge import HasIdCondition, ScrollRequest
 
-    from ingest.qdrant_edge import _scope_filter
+    from ingest.engines.edge.engine import _scope_filter
 
     session = run.session
     index: Any = session.index
-    held = index._existing("kb_org_eval")
+    held = index.engine.existing_shard("kb_org_eval")
     for text in list(questions.values())[:3]:
         embedded = await session.retrieval.questions.embed(session.principal.tenant_id, [text])
         sparse = embedded[0].sparse
@@ -109,9 +109,9 @@ async def _verify_idf(run: PreparedRun, stats: dict[str, Any], questions: dict[A
 
             plan_scope = _eval_scope(run)
             leg = Leg(kind=LegKind(kind), sparse=sparse, limit=3)
-            result = index.rank("kb_org_eval", plan_scope, [leg])
+            result = index.engine.rank("kb_org_eval", plan_scope, [leg])
             for hit in result.legs[0]:
-                records, _ = held.shard.scroll(
+                records, _ = held.scroll(
                     ScrollRequest(
                         limit=1,
                         filter=_scope_filter(plan_scope, HasIdCondition({hit.point_id})),
@@ -140,12 +140,12 @@ def _save_dense_vectors(run: PreparedRun, path: Path) -> None:
     from qdrant_edge import ScrollRequest
 
     index: Any = run.session.index
-    held = index._existing("kb_org_eval")
+    held = index.engine.existing_shard("kb_org_eval")
     beir = run.session.beir_ids
     ids, documents, vectors, texts = [], [], [], []
     offset = None
     while True:
-        records, offset = held.shard.scroll(
+        records, offset = held.scroll(
             ScrollRequest(
                 offset=offset,
                 limit=1000,

@@ -197,8 +197,7 @@ async def put_knowledge_base(
     existing = await knowledge.store.get_knowledge_base(principal.tenant_id, kb_id)
     if existing is not None and existing.storage != storage:
         require_full_clearance(principal)
-        passages = await asyncio.to_thread(
-            knowledge.index.count,
+        passages = await knowledge.index.count(
             collection_for(existing.storage, existing.org_id),
             target_of(existing).write_scope(),
         )
@@ -241,9 +240,7 @@ async def delete_knowledge_base(
     require_full_clearance(principal)
     kb = await knowledge_base_of(knowledge.store, principal, kb_id)
     target = target_of(kb)
-    documents = await asyncio.to_thread(
-        knowledge.index.document_ids, target.collection, target.write_scope()
-    )
+    documents = await knowledge.index.document_ids(target.collection, target.write_scope())
     passages = await purge_passages(knowledge.index, kb)
     detached = await detach_from_agents(knowledge.store, kb, principal)
     await knowledge.store.delete_knowledge_base(kb.tenant_id, kb.kb_id)
@@ -270,7 +267,7 @@ async def purge_passages(index: Index, kb: KnowledgeBase) -> int:
     )
     removed = 0
     for collection in collections:
-        removed += await asyncio.to_thread(index.delete_scope, collection, scope)
+        removed += await index.delete_scope(collection, scope)
     return removed
 
 
@@ -304,8 +301,8 @@ async def knowledge_base_stats(
     kb = await knowledge_base_of(store, principal, kb_id)
     target = target_of(kb)
     scope = target.write_scope()
-    documents = await asyncio.to_thread(index.document_ids, target.collection, scope)
-    passages = await asyncio.to_thread(index.count, target.collection, scope)
+    documents = await index.document_ids(target.collection, scope)
+    passages = await index.count(target.collection, scope)
     held_back = await store.held_back(principal.tenant_id, kb_id)
     return len(documents), passages, held_back
 
@@ -316,7 +313,7 @@ async def list_documents(
     require_full_clearance(principal)
     kb = await knowledge_base_of(store, principal, kb_id)
     target = target_of(kb)
-    ids = await asyncio.to_thread(index.document_ids, target.collection, target.write_scope())
+    ids = await index.document_ids(target.collection, target.write_scope())
     return sorted(ids)
 
 

@@ -26,7 +26,6 @@ Deletions left unfinished by a crash are finished at start (`gateway.admin.upkee
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 
@@ -131,7 +130,7 @@ async def delete_org(deletions: Deletions, org_id: str, actor: Principal) -> Org
 
 
 async def _drop_collection(index: Index, org_id: str, done: OrgRemoval) -> None:
-    left = await asyncio.to_thread(index.drop_collection, org_collection(org_id))
+    left = await index.drop_collection(org_collection(org_id))
     done.collection_dropped = left is not None
     done.removal.passages += left or 0
 

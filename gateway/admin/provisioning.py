@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from datetime import UTC, datetime
 
@@ -49,7 +48,7 @@ async def create_org(store: SettingsStore, index: Index, org_id: str) -> Org:
     except AlreadyExistsError:
         raise ConflictError("an organization with this id exists", field="org_id") from None
     try:
-        await asyncio.to_thread(index.ensure_collection, org_collection(org_id))
+        await index.ensure_collection(org_collection(org_id))
     except BaseException:
         await _forget_org(store, org_id)
         raise

@@ -50,7 +50,8 @@ from gateway.errors import (
     PayloadTooLargeError,
 )
 from gateway.telemetry import Telemetry
-from ingest.embedding import MINILM_MODEL_NAME, Embedder
+from ingest.embedder.embedding import MINILM_MODEL_NAME, Embedder
+from ingest.engines.blocking import BlockingIndex
 from ingest.index import Index, IndexUnavailableError, Passage
 from ingest.payload import (
     Classification,
@@ -194,8 +195,8 @@ def _encoded(writer: archive.Writer, kb_id: str, page: list[Passage]) -> bytes:
 async def _passage_pages(index: Index, target: Target) -> AsyncIterator[list[Passage]]:
     offset: str | None = None
     while True:
-        page, offset = await asyncio.to_thread(
-            index.passages_page, target.collection, target.write_scope(), offset, _PAGE
+        page, offset = await index.passages_page(
+            target.collection, target.write_scope(), offset, _PAGE
         )
         if page:
             yield page
@@ -373,9 +374,10 @@ async def _fill(
     spooled.seek(0)
     redactor = None if contents.verified else transfer.redactor
     bounds = limits(transfer.config)
+    index = BlockingIndex(transfer.index, asyncio.get_running_loop())
     return await transfer.expensive.run(
         tenant_id,
-        lambda stop: _write_passages(transfer.index, spooled, targets, redactor, bounds, stop=stop),
+        lambda stop: _write_passages(index, spooled, targets, redactor, bounds, stop=stop),
         kind="import",
         wait=True,
     )
@@ -636,7 +638,7 @@ async def _put_records(
 
 
 def _write_passages(
-    index: Index,
+    index: BlockingIndex,
     spooled: IO[bytes],
     targets: dict[str, Target],
     redactor: Redactor | None,

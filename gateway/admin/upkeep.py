@@ -1,15 +1,11 @@
 """What the gateway does on its own while it runs: finish deletions a crash left
-unfinished, purge what retention lets go, and index what was written.
+unfinished, and purge what retention lets go.
 
 `run_upkeep` is started by the app's lifespan. At start it finishes every workspace and
 organization still marked `deleting` (as a platform DELETE would, audited as the
 platform); it tries again each period until that succeeded once. Every
 `KBGATE_RETENTION_SWEEP_S` it purges expired turn records (SQLite; Redis expires them
 itself) and, with `KBGATE_SETTINGS_HISTORY_DAYS` set, settings changes older than that.
-`run_index_upkeep`, started beside it, looks every `KBGATE_INDEX_CHECK_S` for collections
-written enough to index and builds their indexes without stopping the gateway, and
-starts again any host process of a large collection that died (`Index.index_written`;
-Qdrant Edge only: a server indexes on its own).
 A failing step (store or index down) is logged and tried again next period. Logs carry
 ids and counts only.
 """
@@ -17,7 +13,6 @@ ids and counts only.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -26,7 +21,7 @@ from gateway.admin import lifecycle
 from gateway.admin.provisioning import PLATFORM
 from gateway.errors import GatewayError
 from gateway.telemetry import Telemetry
-from ingest.index import DiskFullError, Index, IndexBuilds, IndexUnavailableError
+from ingest.index import IndexUnavailableError
 from settings.config import Config
 from settings.store import SettingsStore, StoreUnavailableError
 
@@ -37,11 +32,10 @@ _TRANSIENT = (StoreUnavailableError, IndexUnavailableError)
 @dataclass(frozen=True, slots=True)
 class Upkeep:
     """What the gateway's own upkeep uses: the deletions it finishes, the store it purges,
-    the index it builds, counts and logs, and the platform's config (its periods)."""
+    counts and logs, and the platform's config (its periods)."""
 
     deletions: lifecycle.Deletions
     store: SettingsStore
-    index: Index
     telemetry: Telemetry
     config: Config
 
@@ -103,46 +97,11 @@ async def run_upkeep(upkeep: Upkeep) -> None:
         await asyncio.sleep(upkeep.config.retention_sweep_s)
 
 
-async def index_written(upkeep: Upkeep) -> IndexBuilds:
-    """Build the indexes of the collections written enough since they were last indexed,
-    and start again the host processes that died; answers what it did (logged as counts
-    and timings, never a collection's name): how many collections, how long in all, the
-    longest load of an indexed copy, for which the whole process stood still, and how many
-    hosts were started again."""
-    started = time.perf_counter()
-    built = await asyncio.to_thread(upkeep.index.index_written)
-    if built.collections:
-        upkeep.telemetry.log.info(
-            "index_built_beside",
-            collections=len(built.collections),
-            duration_ms=round((time.perf_counter() - started) * 1000),
-            load_ms=round(built.longest_load_ms),
-        )
-    if built.hosts_started_again:
-        upkeep.telemetry.count("index_host_started_again", built.hosts_started_again)
-        upkeep.telemetry.log.warning("index_hosts_started_again", hosts=built.hosts_started_again)
-    return built
-
-
-async def run_index_upkeep(upkeep: Upkeep) -> None:
-    """Index what was written, every period, until cancelled."""
-    while True:
-        await asyncio.sleep(upkeep.config.index_check_s)
-        await _step(upkeep, "index_build", index_written)
-
-
 async def _step(upkeep: Upkeep, name: str, work: Callable[[Upkeep], Awaitable[object]]) -> bool:
     """Run one step; False (logged) when a dependency failed it."""
     try:
         await work(upkeep)
     except _TRANSIENT as error:
-        figures = (
-            {"free_mb": error.free_mb, "needed_mb": error.needed_mb, "reserve_mb": error.reserve_mb}
-            if isinstance(error, DiskFullError)
-            else {}
-        )
-        upkeep.telemetry.log.warning(
-            "upkeep_failed", step=name, error_type=type(error).__name__, **figures
-        )
+        upkeep.telemetry.log.warning("upkeep_failed", step=name, error_type=type(error).__name__)
         return False
     return True

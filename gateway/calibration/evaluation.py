@@ -10,6 +10,7 @@ queue behind it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -56,7 +57,8 @@ from gateway.calibration.report import (
 )
 from gateway.retrieval.legs import Search
 from gateway.retrieval.plan import Planning, with_lines
-from ingest.embedding import Embedder, Embedding
+from ingest.embedder.embedding import Embedder, Embedding
+from ingest.engines.blocking import BlockingIndex
 from settings.effective import knowledge_base_effective
 from settings.golden import GoldenSet
 from settings.records import KnowledgeBase
@@ -200,7 +202,8 @@ async def _prepare(
     steps = _Steps(progress, total=2 * (questions + len(off_topic)) + answered + 1)
     await progress("embedding", 0, steps.total)
     strict = await _strict(evaluator.store, principal)
-    under_test = KbUnderTest(evaluator.search, evaluator.embedder, principal, kb, strict)
+    index = BlockingIndex(evaluator.search.index, asyncio.get_running_loop())
+    under_test = KbUnderTest(evaluator.search, evaluator.embedder, principal, kb, strict, index)
     (lined,) = await with_lines(evaluator.planning, [under_test.plan({})], wait=True)
     if lined.score_threshold.source == "measured":
         under_test = dataclasses.replace(
@@ -444,7 +447,7 @@ def _missing_documents(kb: KbUnderTest, golden: GoldenSet, stop: Stop) -> int:
     """Expected document ids the KB does not hold, in the caller's Scope."""
     stop_point(stop)
     plan = kb.plan({})
-    held = kb.search.index.document_ids(plan.collection, plan.scope)
+    held = kb.index.document_ids(plan.collection, plan.scope)
     expected = {document for question in golden.questions for document in question.document_ids}
     return len(expected - held)
 

@@ -24,7 +24,8 @@ from gateway.retrieval.kb_plan import KbPlan
 from gateway.retrieval.legs import Search, rank_plan
 from gateway.retrieval.plan import plan_knowledge_base, with_measured_lines
 from gateway.retrieval.turn import fused_and_capped
-from ingest.embedding import Embedder, Embedding
+from ingest.embedder.embedding import Embedder, Embedding
+from ingest.engines.blocking import BlockingIndex
 from ingest.index import RankedPoint
 from settings.records import KnowledgeBase
 from settings.resolve import Resolved
@@ -50,6 +51,8 @@ class KbUnderTest:
     principal: Principal
     kb: KnowledgeBase
     strict: bool
+    #: the index, for the evaluation's worker threads
+    index: BlockingIndex
     #: the KB's measured off-topic line for this key, in force where no setting gives
     #: `score_threshold` (None: the platform default is)
     line: Resolved[float] | None = None
@@ -75,7 +78,7 @@ class KbUnderTest:
         if depth is not None:
             plan = dataclasses.replace(plan, top_k=Resolved(depth, "knowledge_base"))
             leg_limit = max(leg_limit, RANKING_LEG_LIMIT)
-        legs = rank_plan(self.search, plan, [embedding], leg_limit=leg_limit)
+        legs = self.index.run(rank_plan(self.search, plan, [embedding], leg_limit=leg_limit))
         _, kept = fused_and_capped(self.search.config, [plan], legs)
         return list(dict.fromkeys(c.document_key[1] for c in kept)), legs
 

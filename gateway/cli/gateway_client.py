@@ -535,7 +535,7 @@ async def embedded_gateway(
     workspace does not exist."""
     from gateway.access.auth import Principal
     from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
-    from gateway.runtime.services import build_services, for_a_command
+    from gateway.runtime.services import build_services
     from gateway.telemetry import Telemetry, build_logger
     from ingest.payload import Classification
     from settings.config import load_config
@@ -546,9 +546,7 @@ async def embedded_gateway(
         lock = hold_data_dir(config, purpose)
     except DataDirInUseError as error:
         raise Unreachable(str(error)) from None
-    services = await build_services(
-        for_a_command(config), Telemetry(build_logger("WARNING", sys.stderr))
-    )
+    services = await build_services(config, Telemetry(build_logger("WARNING", sys.stderr)))
     try:
         workspace = None
         if tenant_id is not None:

@@ -22,7 +22,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.openapi.spec import Components
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.admin.upkeep import run_index_upkeep, run_upkeep
+from gateway.admin.upkeep import run_upkeep
 from gateway.errors import GatewayError
 from gateway.http.console import (
     CalibrationConsoleController,
@@ -74,6 +74,8 @@ def create_app(
         started = time.perf_counter()
         owned = services is None
         built = services or await build_services(config, telemetry)
+        # the writer's worker threads call the index on the loop that serves
+        built.documents.writer.index.bind(asyncio.get_running_loop())
         app.state.services = built
         # the console's sign-ins: in memory, or in Redis on the process's one client
         app.state.console_sessions = ConsoleSessions.build(built.redis)
@@ -85,11 +87,10 @@ def create_app(
         )
         follower = _follow_invalidations(built.store, built.settings)
         upkeep = asyncio.create_task(run_upkeep(built.upkeep))
-        indexing = asyncio.create_task(run_index_upkeep(built.upkeep))
         try:
             yield
         finally:
-            for task in (indexing, upkeep, follower):
+            for task in (upkeep, follower):
                 if task is not None:
                     task.cancel()
                     with suppress(asyncio.CancelledError):

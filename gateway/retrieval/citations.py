@@ -3,7 +3,6 @@ still there, and does the quote occur in what the model was given?"""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,12 +18,11 @@ from settings.store import TurnRecords
 @dataclass(frozen=True, slots=True)
 class Citations:
     """What checking citations uses: the turn records, the agent's plan as a turn would
-    make it now, and the index (each call bounded by `index_timeout_s`)."""
+    make it now, and the index (each call bounded by its deadline)."""
 
     records: TurnRecords
     planning: Planning
     index: Index
-    index_timeout_s: float
 
 
 async def verify_citations(
@@ -60,13 +58,8 @@ async def _still_indexed(
     try:
         for kb_id, document_id in documents:
             plan = plans[kb_id]
-            stored = await asyncio.wait_for(
-                asyncio.to_thread(
-                    checks.index.scroll_document, plan.collection, plan.scope, document_id
-                ),
-                timeout=checks.index_timeout_s,
-            )
+            stored = await checks.index.scroll_document(plan.collection, plan.scope, document_id)
             found.update(passage.point_id for passage in stored)
-    except (TimeoutError, IndexUnavailableError) as error:
+    except IndexUnavailableError as error:
         raise DependencyUnavailableError("index") from error
     return found & cited

@@ -15,12 +15,11 @@ from gateway.errors import DependencyUnavailableError
 from gateway.retrieval.answering import answers, keyword_legs
 from gateway.retrieval.diversity import without_copies
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base
-from gateway.retrieval.index_calls import call_index
 from gateway.retrieval.kb_plan import KbPlan
 from gateway.retrieval.query_embedding import PendingEmbeddings, QueryEmbeddings
 from gateway.retrieval.versions import newest_versions
 from gateway.telemetry import Telemetry
-from ingest.embedding import Embedding
+from ingest.embedder.embedding import Embedding
 from ingest.index import (
     Hit,
     Index,
@@ -34,8 +33,8 @@ from ingest.payload import PassagePayload
 from settings.config import Config
 
 T = TypeVar("T")
-#: Something of one KB ranked in its Scope (a blocking index call).
-PlanRanking = Callable[["Search", KbPlan, Sequence[Embedding], int], T]
+#: Something of one KB ranked in its Scope (index calls).
+PlanRanking = Callable[["Search", KbPlan, Sequence[Embedding], int], Coroutine[Any, Any, T]]
 
 #: Of a KB's keyword weight, the part its whole-document BM25 leg gets (the passage leg
 #: gets the rest): a document's words spread over its passages, which a passage leg alone
@@ -85,34 +84,34 @@ async def search_plans(
     return [leg for legs in per_kb for leg in legs]
 
 
-def rank_plan(
+async def rank_plan(
     search: Search, plan: KbPlan, embeddings: Sequence[Embedding], *, leg_limit: int
 ) -> list[RankedLeg[RankedPoint]]:
     """One KB's legs ranked in its Scope (one engine call; one more for the keyword floor's
     scale when no dense passage reached `score_threshold`: `answers`), newest document
-    versions only, each with its channel weight. Blocking: the turn calls it through
-    `call_index`, an evaluation on the expensive-work pool."""
-    legs = legs_for(plan, embeddings, leg_limit, document_keywords=_documents(search, plan))
-    return _weighed(search, plan, legs, _ranked(search, plan, legs))
+    versions only, each with its channel weight."""
+    document_keywords = await _documents(search, plan)
+    legs = legs_for(plan, embeddings, leg_limit, document_keywords=document_keywords)
+    return await _weighed(search, plan, legs, await _ranked(search, plan, legs))
 
 
-def _ranked(search: Search, plan: KbPlan, legs: Sequence[Leg]) -> list[list[RankedPoint]]:
+async def _ranked(search: Search, plan: KbPlan, legs: Sequence[Leg]) -> list[list[RankedPoint]]:
     """Each leg's hits in the KB's Scope: one engine call."""
     if not legs:
         return []
-    result: RankResult = search.index.rank(plan.collection, plan.scope, legs)
+    result: RankResult = await search.index.rank(plan.collection, plan.scope, legs)
     if result.exact_checks:
         search.telemetry.count("dense_exact_checks", result.exact_checks)
     return [list(found) for found in result.legs]
 
 
-def _weighed(
+async def _weighed(
     search: Search, plan: KbPlan, legs: Sequence[Leg], found: list[list[RankedPoint]]
 ) -> list[RankedLeg[RankedPoint]]:
     """The KB's ranked legs: newest versions only, nothing unless the KB answers (`answers`),
     each with its channel weight."""
     hits = _current_only(found)
-    if not answers(search.index, plan, legs, hits):
+    if not await answers(search.index, plan, legs, hits):
         hits = [[] for _ in legs]
     weights = leg_weights(plan, legs)
     return [
@@ -131,45 +130,66 @@ async def search_while_embedding(
 ) -> list[RankedLeg[RankedPoint]]:
     """Every KB's ranked legs, as `search_plans` ranks them for the pending embeddings
     (`embedded` is called once they are known). When the model is to run in this thread
-    (`pending.here`), the KBs' keyword legs are ranked meanwhile in a worker thread from
-    the BM25 vectors, and the dense legs after."""
+    (`pending.here`), the KBs' keyword legs are ranked meanwhile from the BM25 vectors
+    (their engine calls handed to the index's workers before the model runs), and the
+    dense legs after."""
     if not pending.here:
         embeddings = await _embedded(search, pending)
         embedded()
         return await search_plans(search, plans, embeddings, leg_limit=leg_limit)
     search.telemetry.count("turn_embedded_in_place")
     sparse = [Embedding((), vector) for vector in pending.sparse]
-    # submitted now: the model's run below holds this thread without yielding to the loop
-    keyword = asyncio.get_running_loop().run_in_executor(
-        None, lambda: [_keyword_ranked(search, plan, sparse, leg_limit) for plan in plans]
+    documents = await _index_answers([_documents(search, plan) for plan in plans])
+    keyword = asyncio.ensure_future(
+        _index_answers(
+            [
+                _keyword_ranked(search, plan, sparse, leg_limit, document_keywords=known)
+                for plan, known in zip(plans, documents, strict=True)
+            ]
+        )
     )
-    embeddings = await _embedded(search, pending)
-    early = await _bounded(search, keyword)
+    # The keyword calls reach the index's workers before the model's run below holds this
+    # thread without yielding to the loop: one pass of the loop starts the task, a second
+    # the tasks it gathers (one per KB).
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    try:
+        embeddings = await _embedded(search, pending)
+    except BaseException:
+        keyword.cancel()
+        raise
+    early = await keyword
     embedded()
     late = await _per_plan(search, plans, _dense_ranked, embeddings, leg_limit)
     legs = [
-        _merged(search, plan, kb_legs, keyword_hits, dense_hits)
+        await _merged(search, plan, kb_legs, keyword_hits, dense_hits)
         for plan, keyword_hits, (kb_legs, dense_hits) in zip(plans, early, late, strict=True)
     ]
     return [leg for kb_legs in legs for leg in kb_legs]
 
 
-def _keyword_ranked(
-    search: Search, plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int
+async def _keyword_ranked(
+    search: Search,
+    plan: KbPlan,
+    embeddings: Sequence[Embedding],
+    leg_limit: int,
+    *,
+    document_keywords: bool,
 ) -> list[list[RankedPoint]]:
-    legs = legs_for(plan, embeddings, leg_limit, document_keywords=_documents(search, plan))
-    return _ranked(search, plan, [leg for leg in legs if leg.kind is not LegKind.DENSE])
+    legs = legs_for(plan, embeddings, leg_limit, document_keywords=document_keywords)
+    return await _ranked(search, plan, [leg for leg in legs if leg.kind is not LegKind.DENSE])
 
 
-def _dense_ranked(
+async def _dense_ranked(
     search: Search, plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int
 ) -> tuple[list[Leg], list[list[RankedPoint]]]:
     """All the KB's legs (`legs_for`'s order) and the hits of its dense ones."""
-    legs = legs_for(plan, embeddings, leg_limit, document_keywords=_documents(search, plan))
-    return legs, _ranked(search, plan, [leg for leg in legs if leg.kind is LegKind.DENSE])
+    document_keywords = await _documents(search, plan)
+    legs = legs_for(plan, embeddings, leg_limit, document_keywords=document_keywords)
+    return legs, await _ranked(search, plan, [leg for leg in legs if leg.kind is LegKind.DENSE])
 
 
-def _merged(
+async def _merged(
     search: Search,
     plan: KbPlan,
     legs: Sequence[Leg],
@@ -179,7 +199,7 @@ def _merged(
     """The KB's legs (`legs_for`'s order), each with the hits of the call that ranked it."""
     calls = {True: iter(dense), False: iter(keyword)}
     found = [next(calls[leg.kind is LegKind.DENSE]) for leg in legs]
-    return _weighed(search, plan, legs, found)
+    return await _weighed(search, plan, legs, found)
 
 
 async def _embedded(search: Search, pending: PendingEmbeddings) -> list[Embedding]:
@@ -191,15 +211,6 @@ async def _embedded(search: Search, pending: PendingEmbeddings) -> list[Embeddin
         raise DependencyUnavailableError("embedder") from error
 
 
-async def _bounded(search: Search, call: asyncio.Future[T]) -> T:
-    """An index call's result, waited for `qdrant_timeout_s` at most; all or nothing."""
-    try:
-        async with asyncio.timeout(search.config.qdrant_timeout_s):
-            return await call
-    except (TimeoutError, IndexUnavailableError) as error:
-        raise DependencyUnavailableError("index") from error
-
-
 async def _per_plan(
     search: Search,
     plans: Sequence[KbPlan],
@@ -207,28 +218,27 @@ async def _per_plan(
     embeddings: Sequence[Embedding],
     leg_limit: int,
 ) -> list[T]:
-    """`rank` for every KB through `call_index`, all or nothing."""
+    """`rank` for every KB, all or nothing (`_index_answers`)."""
+    return await _index_answers([rank(search, plan, embeddings, leg_limit) for plan in plans])
 
-    async def one(plan: KbPlan) -> T:
-        timeout_s = search.config.qdrant_timeout_s
-        return await call_index(
-            search.index.holds_the_gil, timeout_s, rank, search, plan, embeddings, leg_limit
-        )
 
+async def _index_answers(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """All the calls' results, in order, or 503: an index that failed or missed its
+    deadline (`IndexUnavailableError`) answers the turn `DependencyUnavailableError`."""
     try:
-        return await _concurrently([one(plan) for plan in plans])
-    except (TimeoutError, IndexUnavailableError) as error:
+        return await _concurrently(calls)
+    except IndexUnavailableError as error:
         raise DependencyUnavailableError("index") from error
 
 
-def _plan_ranked(
+async def _plan_ranked(
     search: Search, plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int
 ) -> list[RankedLeg[RankedPoint]]:
-    return rank_plan(search, plan, embeddings, leg_limit=leg_limit)
+    return await rank_plan(search, plan, embeddings, leg_limit=leg_limit)
 
 
-def _documents(search: Search, plan: KbPlan) -> bool:
-    return search.index.document_keywords(plan.collection)
+async def _documents(search: Search, plan: KbPlan) -> bool:
+    return await search.index.document_keywords(plan.collection)
 
 
 async def fetch_chosen(
@@ -245,19 +255,9 @@ async def fetch_chosen(
 
     async def one(kb_id: str, point_ids: list[str]) -> dict[str, PassagePayload]:
         plan = by_kb[kb_id]
-        return await call_index(
-            search.index.holds_the_gil,
-            search.config.qdrant_timeout_s,
-            search.index.fetch,
-            plan.collection,
-            plan.scope,
-            point_ids,
-        )
+        return await search.index.fetch(plan.collection, plan.scope, point_ids)
 
-    try:
-        found = await _concurrently([one(kb, ids) for kb, ids in wanted.items()])
-    except (TimeoutError, IndexUnavailableError) as error:
-        raise DependencyUnavailableError("index") from error
+    found = await _index_answers([one(kb, ids) for kb, ids in wanted.items()])
     payloads = {point_id: payload for part in found for point_id, payload in part.items()}
     return [
         candidate.with_hit(

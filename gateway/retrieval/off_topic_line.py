@@ -49,10 +49,9 @@ from typing import Any, TypeVar
 from gateway.background import BackgroundTasks
 from gateway.retrieval import answering
 from gateway.retrieval.answering import joint_score, keyword_bests, keyword_legs
-from gateway.retrieval.index_calls import call_index
 from gateway.retrieval.kb_plan import KbPlan
 from gateway.telemetry import Telemetry
-from ingest.embedding import Embedder, Embedding
+from ingest.embedder.embedding import Embedder, Embedding
 from ingest.index import Index, IndexUnavailableError, Leg, LegKind, RankedPoint, SparseVector
 from ingest.lru import LruCache
 from ingest.payload import Scope
@@ -261,33 +260,22 @@ class OffTopicLines:
 
     async def _measured(self, plan: KbPlan) -> _Measured:
         probes, embeddings = await self._probe_embeddings()
-        index, timeout_s = self._index, self._config.qdrant_timeout_s
-        points = await call_index(
-            index.holds_the_gil, timeout_s, index.count, plan.collection, plan.scope
-        )
+        index = self._index
+        points = await index.count(plan.collection, plan.scope)
         best: list[tuple[str, float, float]] = []
         for probe, embedding in zip(probes, embeddings, strict=True):
             # One engine call at a time, each followed by a pause as long: a measurement
             # takes at most half the loop, and no turn waits for more than one call.
-            found = await _paused(call_index, index.holds_the_gil, timeout_s, probe_legs,
-                                  index, plan, embedding)  # fmt: skip
+            found = await _paused(probe_legs, index, plan, embedding)
             cosine = found[0][1][0].score if found[0][1] else 0.0
-            bests = await _paused(call_index, index.holds_the_gil, timeout_s, keyword_bests,
-                                  index, plan.collection, plan.scope, found)  # fmt: skip
+            bests = await _paused(keyword_bests, index, plan.collection, plan.scope, found)
             best.append((probe.topic, cosine, max((b.share for b in bests), default=0.0)))
         self._telemetry.count("off_topic_lines_measured")
         return _Measured(lines_from_best(best), points, self._clock())
 
     async def _recheck(self, plan: KbPlan, known: _Measured) -> None:
-        index = self._index
         try:
-            points = await call_index(
-                index.holds_the_gil,
-                self._config.qdrant_timeout_s,
-                index.count,
-                plan.collection,
-                plan.scope,
-            )
+            points = await self._index.count(plan.collection, plan.scope)
             moved = abs(points - known.points) > REMEASURE_SHARE * known.points
             fresh = await self.measure(plan) if moved else known
         except (TimeoutError, IndexUnavailableError):
@@ -327,16 +315,17 @@ def scope_key(fingerprint: str, collection: str, scope: Scope) -> str:
     return json.dumps([*fields, sorted(scope.kb_ids)], separators=(",", ":"))
 
 
-def probe_legs(
+async def probe_legs(
     index: Index, plan: KbPlan, embedding: Embedding
 ) -> list[tuple[Leg, Sequence[RankedPoint]]]:
     """A probe's dense leg and the KB's keyword legs inside the plan's Scope, one passage
     each, with what each found (the dense leg first). Blocking."""
-    document_keywords = index.document_keywords(plan.collection)
+    document_keywords = await index.document_keywords(plan.collection)
     legs = [Leg(kind=LegKind.DENSE, dense=embedding.dense, limit=1)]
     if plan.keyword_weight > 0:
         legs += keyword_legs(embedding.sparse, 1, document_keywords=document_keywords)
-    return list(zip(legs, index.rank(plan.collection, plan.scope, legs).legs, strict=True))
+    ranked = await index.rank(plan.collection, plan.scope, legs)
+    return list(zip(legs, ranked.legs, strict=True))
 
 
 async def _paused(call: Callable[..., Awaitable[T]], *args: Any) -> T:

@@ -7,6 +7,7 @@ sentences once its caller gave up.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from functools import partial
 
@@ -17,7 +18,8 @@ from gateway.retrieval.plan import Planning, plan_turn
 from gateway.telemetry import Telemetry
 from grounding.check import Grounding, Reason, Status, Target, check
 from ingest.chunking import split_sentences
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
+from ingest.engines.blocking import BlockingIndex
 from ingest.index import Index
 from settings.config import Config
 from settings.resolve import resolve_grounding_floor
@@ -60,11 +62,13 @@ async def grounding_check(
         for plan in context.plans
     ]
 
+    index = BlockingIndex(grounding.index, asyncio.get_running_loop())
+
     def work(flag: Stop) -> Grounding:
         return check(
             answer,
             targets,
-            grounding.index,
+            index,
             grounding.embedder,
             default_floor=defaults.grounding_floor,
             by_sentence=by_sentence,

@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 from gateway.telemetry import Telemetry
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from ingest.index import Index, IndexUnavailableError
 from settings.config import Config
 from settings.store import SettingsStore, StoreUnavailableError
@@ -39,7 +39,7 @@ class Readiness:
             "index": await self._check(
                 "index",
                 self.index_engine,
-                asyncio.to_thread(self.index.ping),
+                self.index.ping(),
                 self.config.qdrant_timeout_s,
             ),
             "store": await self._check(

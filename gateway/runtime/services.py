@@ -19,8 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-import msgspec
-
 from gateway.access.admission import Admission, Authentication
 from gateway.access.auth import KeyUsage
 from gateway.access.expensive import ExpensiveWork
@@ -53,7 +51,8 @@ from gateway.safety.operators import Anonymizer
 from gateway.safety.passages import PassageRedaction, RedactionPolicies
 from gateway.safety.redaction import Redactor
 from gateway.telemetry import Telemetry
-from ingest.embedding import MINILM_MODEL_NAME, Embedder, FastEmbedder
+from ingest.embedder.embedding import MINILM_MODEL_NAME, Embedder, FastEmbedder
+from ingest.engines.blocking import BlockingIndex
 from ingest.index import Index, IndexUnavailableError
 from ingest.lru import LruCache
 from ingest.sync import DocumentWriter
@@ -128,7 +127,7 @@ class Services:
         self.expensive.close()
         self.query_embeddings.close()
         await self.store.close()
-        await asyncio.to_thread(self.index.close)
+        await self.index.close()
         if self.redis is not None:
             await self.redis.aclose()
 
@@ -153,9 +152,9 @@ async def build_services(
     redis = _open_redis(config)
     store, store_engine = await build_store(config, redis)
     if engine is None:
-        engine = await asyncio.to_thread(build_index, config)
+        engine = await build_index(config)
     index, index_engine = engine
-    await asyncio.to_thread(_optimize_index, index, telemetry)
+    await _optimize_index(index, telemetry)
     # The model and presidio load side by side: start-up is mostly their imports. Both
     # import numpy, whose first import from two threads at once can fail half-initialised
     # ("partially initialized module"), so it is imported once before.
@@ -189,8 +188,10 @@ def wire(
     clock: Callable[[], float] = time.monotonic,
 ) -> Services:
     """The process's services on opened adapters: `index` and `store` each with its
-    engine's name; `clock` ages the measured off-topic lines."""
+    engine's name; `clock` ages the measured off-topic lines. Called on the event loop
+    that opened the index: the document writer's threads call the index there."""
     engine, records = index[0], store[0]
+    loop = asyncio.get_running_loop()
     settings = CachedSettings(
         records,
         config.settings_staleness_s,
@@ -270,7 +271,7 @@ def wire(
             telemetry=telemetry,
             config=config,
         ),
-        citations=Citations(records, planning, engine, config.qdrant_timeout_s),
+        citations=Citations(records, planning, engine),
         grounding=GroundingCheck(planning, engine, embedder, expensive, telemetry, config),
         egress=Egress(settings, policies, expensive, telemetry),
         workspaces=WorkspaceSettings(
@@ -279,7 +280,9 @@ def wire(
         knowledge=knowledge,
         documents=Documents(
             records,
-            DocumentWriter(engine, embedder, model_id=model_id, analyzer=redactor),
+            DocumentWriter(
+                BlockingIndex(engine, loop), embedder, model_id=model_id, analyzer=redactor
+            ),
             KeyedLocks(),
             expensive,
             telemetry,
@@ -290,16 +293,16 @@ def wire(
         transfer=Transfer(
             records, settings, engine, embedder, redactor, deletions, telemetry, config, expensive
         ),
-        upkeep=Upkeep(deletions, records, engine, telemetry, config),
+        upkeep=Upkeep(deletions, records, telemetry, config),
     )
 
 
-def _optimize_index(index: Index, telemetry: Telemetry) -> None:
+async def _optimize_index(index: Index, telemetry: Telemetry) -> None:
     """Index what was written since the last start, before the first turn: Edge's
-    optimizer stops the whole process while it runs (`ingest.qdrant_edge`)."""
+    optimizer stops the whole process while it runs (`ingest.engines.edge.engine`)."""
     started = time.perf_counter()
     try:
-        changed = index.optimize()
+        changed = await index.optimize()
     except IndexUnavailableError:
         # Unindexed segments are still searched, exactly: serve rather than not start.
         telemetry.log.warning("index_optimize_failed")
@@ -371,29 +374,23 @@ async def build_store(
     return await SqliteStore.open(config.data_dir / "kbgate.sqlite3"), "sqlite"
 
 
-def for_a_command(config: Config) -> Config:
-    """The config of a command that opens the embedded data dir, works and exits (`kbgate
-    ingest --data-dir`, `eval`, the workspace commands): it serves no turns, so its large
-    collections stay in its own process rather than each getting a host process."""
-    return msgspec.structs.replace(config, edge_host_from_points=0)
-
-
-def check_index_server(config: Config) -> None:
+async def check_index_server(config: Config) -> None:
     """Refuse a configured Qdrant server too old for the adapter, before anything starts.
 
     Raises IncompatibleServerError. A server that does not answer yet is not refused
     here: readiness reports the index down until it answers, and checks it then.
     """
     if config.qdrant_url:
-        build_index(config)[0].close()
+        index, _ = await build_index(config)
+        await index.close()
 
 
-def build_index(config: Config) -> tuple[Index, str]:
+async def build_index(config: Config) -> tuple[Index, str]:
     """The index the config names, and its engine's name: a Qdrant server or Qdrant Edge."""
     if config.qdrant_url:
-        from ingest.qdrant_server import CollectionLayout, ServerIndex
+        from ingest.engines.server.index import CollectionLayout, ServerIndex
 
-        server = ServerIndex.connect(
+        server = await ServerIndex.connect(
             config.qdrant_url,
             config.qdrant_api_key,
             config.qdrant_timeout_s,
@@ -404,20 +401,20 @@ def build_index(config: Config) -> tuple[Index, str]:
             ),
         )
         return server, "qdrant-server"
-    from ingest.qdrant_edge import EdgeIndex
+    from ingest.engines.edge.index import EdgeIndex
 
     return EdgeIndex(
         config.data_dir,
         indexing_threshold_kb=config.edge_indexing_threshold_kb,
+        timeout_s=config.qdrant_timeout_s,
         search_threads=config.edge_search_threads,
-        host_from_points=config.edge_host_from_points or None,
         min_free_mb=config.min_free_disk_mb,
     ), "qdrant-edge"
 
 
 def build_embedder(config: Config) -> Embedder:
     """The embedding model the config names, loaded (downloaded once into the model dir)."""
-    from ingest import embedding
+    from ingest.embedder import embedding
 
     return embedding.build_embedder(
         model_dir=config.model_dir,

@@ -170,7 +170,9 @@ async def _analyses(
             usable[passage.point_id] = analysis
     if stale:
         redaction.telemetry.count("pii_analysed_in_turn", len(stale))
-        usable.update(await asyncio.to_thread(_analyse, redaction, tenant_id, stale))
+        analysed = await asyncio.to_thread(_analyse, redaction, tenant_id, stale)
+        await _write_back(redaction.index, redaction.telemetry, stale, analysed)
+        usable.update(analysed)
     return usable
 
 
@@ -185,8 +187,7 @@ def _usable(redactor: Redactor, payload: PassagePayload) -> PiiAnalysis | None:
 def _analyse(
     redaction: PassageRedaction, tenant_id: str, passages: Sequence[Outgoing]
 ) -> dict[str, PiiAnalysis]:
-    """Analyse passages without a usable analysis (through the per-tenant cache) and write
-    the analyses back; a failed write-back is counted and the turn goes on."""
+    """Analyse passages without a usable analysis (through the per-tenant cache)."""
     redactor, cache = redaction.policies.redactor, redaction.analyses
     strings = {s for p in passages for s in (p.payload.text, p.payload.title)}
     found = {s: cache.get((tenant_id, s)) for s in strings}
@@ -194,7 +195,7 @@ def _analyse(
     for text, spans in zip(missing, redactor.analyze_texts(missing), strict=True):
         found[text] = spans
         cache.put((tenant_id, text), spans)
-    analyses = {
+    return {
         p.point_id: PiiAnalysis(
             analyzer=redactor.analyzer_version,
             text=found[p.payload.text] or (),
@@ -202,21 +203,21 @@ def _analyse(
         )
         for p in passages
     }
-    _write_back(redaction.index, redaction.telemetry, passages, analyses)
-    return analyses
 
 
-def _write_back(
+async def _write_back(
     index: Index,
     telemetry: Telemetry,
     passages: Sequence[Outgoing],
     analyses: Mapping[str, PiiAnalysis],
 ) -> None:
+    """Store the analyses on their passages; a failed write-back is counted and the turn
+    goes on."""
     places: dict[tuple[str, Scope], dict[str, PiiAnalysis]] = defaultdict(dict)
     for passage in passages:
         places[passage.collection, passage.scope][passage.point_id] = analyses[passage.point_id]
     for (collection, scope), batch in places.items():
         try:
-            index.set_pii(collection, scope, batch)
+            await index.set_pii(collection, scope, batch)
         except (IndexUnavailableError, ValueError):
             telemetry.count("pii_write_back_failed")

@@ -16,8 +16,8 @@ from litestar.testing import AsyncTestClient
 from gateway.http.app import create_app
 from gateway.runtime.services import Services, build_services
 from gateway.telemetry import Telemetry, build_logger
-from ingest.embedding import Embedder
-from ingest.qdrant_server import ServerIndex
+from ingest.embedder.embedding import Embedder
+from ingest.engines.server.index import ServerIndex
 from settings.config import Config, load_config
 from tests.support.asgi import asgi_client
 from tests.support.redactor import shared_redactor

@@ -14,7 +14,7 @@ from litestar.testing import AsyncTestClient
 from gateway.errors import PayloadTooLargeError
 from gateway.http.app import create_app
 from gateway.http.ndjson import read_body
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.api.conftest import Gateway, start_gateway
 from tests.api.tenants import Tenant, provision
 from tests.api.test_document_clearance import _stored_key

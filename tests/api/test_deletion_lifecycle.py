@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gateway.admin.transfer import model_id
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from ingest.index import SHARED_COLLECTION, org_collection
 from ingest.sync import Document, DocumentWriter, SyncOutcome, Target
 from settings.records import Workspace
@@ -40,7 +40,9 @@ class _HeldWriter(DocumentWriter):
 
     def __init__(self, gw: Gateway) -> None:
         services = gw.services
-        super().__init__(services.index, services.embedder, model_id=model_id(services.config))
+        super().__init__(
+            services.documents.writer.index, services.embedder, model_id=model_id(services.config)
+        )
         self.entered = threading.Event()
         self.release = threading.Event()
 
@@ -74,7 +76,7 @@ async def _held_write(gw: Gateway, tenant: Tenant, kb_id: str) -> tuple[_HeldWri
 
 
 async def _counts(gw: Gateway, tenant: Tenant) -> tuple[int, int]:
-    return _passages(gw, tenant, org_collection(tenant.org_id)), _passages(
+    return await _passages(gw, tenant, org_collection(tenant.org_id)), await _passages(
         gw, tenant, SHARED_COLLECTION
     )
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from grounding.check import Reason, Status, Target, check
-from ingest.embedding import Embedder
-from ingest.index import Index, Leg, QueryResult, org_collection
+from ingest.embedder.embedding import Embedder
+from ingest.engines.blocking import BlockingIndex
+from ingest.index import Leg, QueryResult, org_collection
 from ingest.payload import Scope
 from tests.api.conftest import Gateway
 from tests.api.tenants import Tenant, provision
@@ -110,7 +111,7 @@ async def test_embedding_failure_is_skipped_not_5xx(gateway: Gateway) -> None:
 class RecordingIndex:
     """Delegates to a real index and records every query (to prove none happened)."""
 
-    def __init__(self, inner: Index) -> None:
+    def __init__(self, inner: BlockingIndex) -> None:
         self.inner = inner
         self.queries = 0
 
@@ -122,7 +123,7 @@ class RecordingIndex:
 async def test_a_call_without_scope_never_searches(gateway: Gateway, embedder: Embedder) -> None:
     """An internal call with a target lacking a Scope is skipped (no_scope) and searches nothing."""
     await _tenant(gateway)
-    recording = RecordingIndex(gateway.services.index)
+    recording = RecordingIndex(gateway.services.documents.writer.index)
     unscoped = [Target(collection=org_collection("acme"), scope=None, floor=0.7)]
     for targets in (unscoped, None):
         result = check(

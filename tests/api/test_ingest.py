@@ -230,7 +230,7 @@ async def test_an_overlong_word_is_cut_into_bounded_passages_never_a_5xx(
         kb_ids=frozenset({"manuals"}),
         clearance=Classification.RESTRICTED,
     )
-    stored = gateway.services.index.scroll_document(org_collection("acme"), scope, "huge.txt")
+    stored = await gateway.services.index.scroll_document(org_collection("acme"), scope, "huge.txt")
     assert len(stored) == passages
     assert max(len(passage.payload.text) for passage in stored) <= MAX_PASSAGE_CHARS
     assert stored[0].payload.text == "Mail jane@example.com first."

@@ -13,7 +13,7 @@ import pytest
 from gateway.retrieval.off_topic_line import LINE_LOWEST, line_from_best, load_probes
 from gateway.runtime.services import build_services
 from gateway.telemetry import Telemetry, build_logger
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.api.conftest import Gateway, gateway_config, served, serving
 from tests.api.tenants import Tenant, provision
 from tests.support.redactor import shared_redactor

@@ -14,7 +14,7 @@ from typing import Any, cast
 import httpx
 import pytest
 
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from ingest.index import Passage
 from ingest.sync import Target
 from settings.golden import GoldenQuestion, GoldenSet
@@ -111,10 +111,10 @@ async def _knowledge(tenant: Tenant) -> dict[str, Any]:
     return seen
 
 
-def _points(gw: Gateway, tenant: Tenant, kb_id: str, storage: str) -> list[Passage]:
+async def _points(gw: Gateway, tenant: Tenant, kb_id: str, storage: str) -> list[Passage]:
     target = Target(tenant.org_id, tenant.tenant_id, kb_id, storage)
     index = gw.services.index
-    page, offset = index.passages_page(target.collection, target.write_scope(), None, 100)
+    page, offset = await index.passages_page(target.collection, target.write_scope(), None, 100)
     assert offset is None
     return sorted(page, key=lambda p: (p.payload.document_id, p.payload.passage_index))
 
@@ -138,7 +138,7 @@ async def test_a_workspace_exported_from_one_deployment_is_imported_into_another
     await target.client.post("/v1/orgs", json={"org_id": "beta"}, headers=target.platform)
     imported = await _import(target, "beta", "alpha2", exported.content)
     assert imported.status_code == 201, imported.text
-    passages = sum(len(_points(source, alpha, kb, s)) for kb, s in _STORAGE.items())
+    passages = sum([len(await _points(source, alpha, kb, s)) for kb, s in _STORAGE.items()])
     assert imported.json() == {
         "tenant_id": "alpha2",
         "org_id": "beta",
@@ -157,8 +157,8 @@ async def test_a_workspace_exported_from_one_deployment_is_imported_into_another
 
     assert await _knowledge(moved) == await _knowledge(alpha)
     for kb_id, storage in _STORAGE.items():
-        before = _points(source, alpha, kb_id, storage)
-        after = _points(target, moved, kb_id, storage)
+        before = await _points(source, alpha, kb_id, storage)
+        after = await _points(target, moved, kb_id, storage)
         assert [p.dense for p in after] == [p.dense for p in before]
         assert [_sparse(p) for p in after] == [_sparse(p, approx=True) for p in before]
         assert {(p.payload.tenant_id, p.payload.org_id) for p in after} == {("alpha2", "beta")}

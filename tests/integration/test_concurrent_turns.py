@@ -14,7 +14,7 @@ from gateway.admin import knowledge, provisioning
 from gateway.retrieval import turn
 from gateway.runtime.services import Services, build_services
 from gateway.telemetry import Telemetry, build_logger
-from ingest.embedding import FastEmbedder
+from ingest.embedder.embedding import FastEmbedder
 from ingest.payload import Classification
 from settings.config import load_config
 from settings.records import Role

@@ -11,7 +11,7 @@ from gateway.admin import knowledge, provisioning, workspace
 from gateway.retrieval.plan import plan_turn
 from gateway.runtime.services import build_services
 from gateway.telemetry import Telemetry, build_logger
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from settings.config import load_config
 from tests.support.redis_server import RedisServer
 

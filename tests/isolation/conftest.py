@@ -42,10 +42,10 @@ from gateway.tools.probe.campaign import Campaign
 from gateway.tools.probe.client import ARCHIVE_MEDIA_TYPE, Reply, retry_after_s
 from gateway.tools.probe.report import Report
 from gateway.tools.probe.world import PHASES, LegacyDocument
-from ingest.embedding import Embedder, build_embedder
-from ingest.index import Index
+from ingest.embedder.embedding import Embedder, build_embedder
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.server.index import ServerIndex
 from ingest.payload import Classification
-from ingest.qdrant_server import ServerIndex
 from ingest.sync import Document, Target
 from settings.config import Config, load_config
 from tests.isolation.faults import CLAUSES, break_scope_filters
@@ -154,7 +154,7 @@ class SerializedIndex:
     (plain dicts and numpy arrays, no locks), while the gateway calls its index from worker
     threads. Requests still overlap everywhere else (embedding, fusion, the store)."""
 
-    def __init__(self, inner: Index) -> None:
+    def __init__(self, inner: BlockingIndex) -> None:
         self._inner = inner
         self._lock = threading.Lock()
 
@@ -191,9 +191,12 @@ async def live_gateway(
     logs = io.StringIO()
     engines: dict[str, tuple[Any, str] | None] = {"edge": None}
     if engine == "local":
-        engines["local"] = (SerializedIndex(ServerIndex.local(None)), "qdrant-local")
+        engines["local"] = (SerializedIndex(BlockingIndex(ServerIndex.local(None))), "qdrant-local")
     if engine == "server" and qdrant_url is not None:
-        engines["server"] = (ServerIndex.connect(qdrant_url, None, 10.0), "qdrant-server")
+        engines["server"] = (
+            BlockingIndex.opening(lambda: ServerIndex.connect(qdrant_url, None, 10.0)),
+            "qdrant-server",
+        )
     services = await build_services(
         config,
         Telemetry(build_logger("DEBUG", logs)),

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from gateway.retrieval.plan import Planning
     from gateway.retrieval.turn import Retrieval
     from gateway.safety.redaction import Redactor
-    from ingest.embedding import Embedder, Embedding
+    from ingest.embedder.embedding import Embedder, Embedding
     from ingest.index import Index, SparseVector
 
 Progress = Callable[[str], None]
@@ -332,7 +332,7 @@ async def prepare(
     """Load and select the dataset, open the store (closed with `stack`), and ingest."""
     from gateway.admin.knowledge import put_agent, put_knowledge_base
     from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
-    from gateway.runtime.services import build_embedder, build_services, for_a_command
+    from gateway.runtime.services import build_embedder, build_services
     from gateway.telemetry import Telemetry, build_logger
 
     ir_measures_library()  # fail before the long part, not after
@@ -355,7 +355,7 @@ async def prepare(
         embedder = await asyncio.to_thread(build_embedder, config)
         stack.callback(_close_embedder, embedder)
     services = await build_services(
-        for_a_command(config),
+        config,
         Telemetry(build_logger("WARNING", sys.stderr)),
         embedder=_QueryMemo(embedder),
         redactor=redactor,
@@ -394,7 +394,7 @@ async def prepare(
 async def _optimize(session: EvalSession) -> None:
     """Index what the ingest wrote, as a gateway started on this store would (`serve`)."""
     started = time.perf_counter()
-    changed = await asyncio.to_thread(session.index.optimize)
+    changed = await session.index.optimize()
     if changed:
         session.progress(f"index: optimized in {time.perf_counter() - started:.0f} s")
 

@@ -1,7 +1,7 @@
 """What the server adapter sends through qdrant-client, and the failures it maps.
 
 Search parameters, payload-index settings and request builders of
-`ingest.qdrant_server.ServerIndex`, and `engine_errors`, which turns a server's outage
+`ingest.engines.server.index.ServerIndex`, and `engine_errors`, which turns a server's outage
 into `IndexUnavailableError`.
 """
 
@@ -17,8 +17,8 @@ from qdrant_client import models
 from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
+from ingest.engines.common import ACORN_MAX_SELECTIVITY, DENSE_EF, GRAPH_M, sparse_values
 from ingest.index import IndexUnavailableError, SparseVector
-from ingest.index_common import ACORN_MAX_SELECTIVITY, DENSE_EF, GRAPH_M, sparse_values
 from ingest.payload import ON_DISK_KEY, TENANT_KEY, PayloadKey
 
 #: Per-scope IDF (`SearchParams.idf.corpus`) arrived in Qdrant 1.19.
@@ -30,7 +30,7 @@ FILTERED_DENSE = models.SearchParams(
 #: A weak dense answer's second search (`weak_dense_legs`).
 EXACT = models.SearchParams(exact=True)
 #: One graph per tenant, none over the whole collection, as on Qdrant Edge
-#: (`ingest.qdrant_edge._graphs`): every search carries its tenant.
+#: (`ingest.engines.edge.shards._graphs`): every search carries its tenant.
 GRAPHS = models.HnswConfigDiff(m=0, payload_m=GRAPH_M)
 _SERVER_ERROR = 500
 _GRPC_UNAVAILABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})

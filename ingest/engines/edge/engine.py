@@ -1,4 +1,4 @@
-"""The embedded Index adapter: Qdrant Edge, one shard directory per collection.
+"""Qdrant Edge's calls, synchronous: one shard directory per collection, in this process.
 
 Durability: `EdgeShard.update` appends each operation to the shard's write-ahead
 log (a memory-mapped file) before applying it, and `EdgeShard.load` replays the
@@ -12,26 +12,24 @@ tenants' documents never move a tenant's BM25 scores.
 
 Edge runs no background optimizer: written points land in plain segments, searched
 exactly. `optimize()` builds the search indexes of the large ones (an HNSW graph per
-tenant large enough for one, compact sparse indexes), which cuts a SciFact turn's ranking
-call from 21 to 8 ms (README, "Search indexes on the embedded engine"). The binding holds
-the GIL while it runs (2.5 s for 13,000 passages), so the gateway calls it at start,
-before it serves, as do `kbgate ingest --data-dir`, the eval and the benchmarks after they
-ingest. While it serves, `index_written` builds the indexes of collections that took many
-writes in a child process, on a copy of the shard, and swaps the copy in
-(`ingest.edge_build`).
+tenant large enough for one, compact sparse indexes). The binding holds the GIL while
+it runs (2.5 s for 13,000 passages), so the gateway calls it at start, before it serves,
+as do `kbgate ingest --data-dir`, the eval and the benchmarks after they ingest; what is
+written while it serves is searched exactly until the next start
+(docs/decisions/edge-in-process.md). `ingest.engines.edge.index.EdgeIndex` is the
+Index port over this: every call in a worker thread, with a deadline.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 from qdrant_edge import (
     AcornSearchParams,
     CountRequest,
+    EdgeShard,
     FieldCondition,
     Filter,
     HasIdCondition,
@@ -51,25 +49,7 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
-from ingest.edge_host import CollectionHostedError, CollectionMovedError
-from ingest.edge_shards import EdgeShards, Shard, engine_errors
-from ingest.edge_writes import DeleteWhere, SetPayloadWhere, Upsert, Write
-from ingest.index import (
-    DENSE_VECTOR,
-    DOCUMENT_SPARSE_VECTOR,
-    SPARSE_VECTOR,
-    HeldTerms,
-    IndexBuilds,
-    IndexUnavailableError,
-    Leg,
-    LegKind,
-    Passage,
-    QueryResult,
-    RankResult,
-    StoredPassage,
-)
-from ingest.index import SparseVector as PassageSparse
-from ingest.index_common import (
+from ingest.engines.common import (
     ACORN_MAX_SELECTIVITY,
     DENSE_EF,
     SCROLL_PAGE,
@@ -85,9 +65,21 @@ from ingest.index_common import (
     stored_passages,
     weak_dense_legs,
 )
+from ingest.engines.edge.disk import DiskReserve
+from ingest.engines.edge.shards import EdgeShards, engine_errors
+from ingest.index import (
+    DENSE_VECTOR,
+    DOCUMENT_SPARSE_VECTOR,
+    SPARSE_VECTOR,
+    IndexUnavailableError,
+    Leg,
+    LegKind,
+    Passage,
+    StoredPassage,
+)
+from ingest.index import SparseVector as PassageSparse
 from ingest.payload import (
     PII_ANALYZER_PATH,
-    PassagePayload,
     PayloadKey,
     PiiAnalysis,
     Scope,
@@ -101,12 +93,12 @@ if TYPE_CHECKING:
 
 
 EDGE_DIR = "qdrant-edge"
-#: the config Edge writes into a shard's directory
-_EDGE_CONFIG_FILE = "edge_config.json"
 
 
 #: Points a Scope's deletion removes per Edge call.
 DELETE_PAGE = 1024
+#: Points an upsert writes per Edge call, at least: whole documents, each in one call.
+UPSERT_PAGE = 256
 
 
 def _scope_filter(
@@ -126,75 +118,12 @@ def _scope_filter(
     return Filter(must=[*must, *extra], must_not=list(excluding) or None)
 
 
-#: Points from which a collection is served by a host process (`ingest.edge_host`) and
-#: its indexed copies loaded by new ones: a copy of that size loads in about 45 ms on a
-#: slow two-core machine, where a turn would wait for it (docs/decisions/edge-index-builds.md).
-HOST_FROM_POINTS = 10_000
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _hosted(
-    method: Callable[Concatenate[EdgeIndex, str, _P], _R],
-) -> Callable[Concatenate[EdgeIndex, str, _P], _R]:
-    """The call run here, or by the host process that serves the collection (also when the
-    collection moved to one, or from one host to the next, while the call waited)."""
-    name = method.__name__
-
-    @functools.wraps(method)
-    def call(self: EdgeIndex, collection: str, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        host = self._shards.host_of(collection)
-        if host is None:
-            try:
-                return method(self, collection, *args, **kwargs)
-            except CollectionMovedError:
-                raise  # a host's shard handed on: the gateway sends the call on
-            except CollectionHostedError:
-                host = self._shards.host_of(collection)
-                if host is None:  # dropped meanwhile
-                    raise IndexUnavailableError(f"collection {collection!r} is gone") from None
-        try:
-            return cast("_R", host.call(name, collection, *args, **kwargs))
-        except CollectionHostedError:
-            host = self._shards.moved_from(collection)
-        except IndexUnavailableError:
-            if host.alive:
-                raise
-            # The host died: started again on the directory, which holds every write it
-            # took (each is flushed before it is answered).
-            host = self._shards.revive(collection, host)
-        try:
-            return cast("_R", host.call(name, collection, *args, **kwargs))
-        except CollectionHostedError as error:  # refused again: a move given up half-way
-            raise IndexUnavailableError(f"collection {collection!r} is between hosts") from error
-
-    return call
-
-
-def _growing(
-    method: Callable[Concatenate[EdgeIndex, str, _P], _R],
-) -> Callable[Concatenate[EdgeIndex, str, _P], _R]:
-    """The write refused (`DiskFullError`, nothing written) while the data dir's disk is
-    down to its reserve (`ingest.edge_disk`); checked here, before a hosted collection's
-    write is sent to its host."""
-
-    @functools.wraps(method)
-    def call(self: EdgeIndex, collection: str, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        self._shards.disk.check()
-        return method(self, collection, *args, **kwargs)
-
-    return call
-
-
-class EdgeIndex(AdapterReads):
+class EdgeEngine(AdapterReads):
     """Qdrant Edge shards under `data_dir / "qdrant-edge"`, opened on demand and kept open.
 
     Thread-safe; one process per data dir (a shard's WAL is locked while open). Edge's
     Python binding holds the GIL for the whole of every call (`bench.edge_gil`).
     """
-
-    holds_the_gil = True
 
     def __init__(
         self,
@@ -203,7 +132,6 @@ class EdgeIndex(AdapterReads):
         *,
         indexing_threshold_kb: int | None = None,
         search_threads: int | None = None,
-        host_from_points: int | None = HOST_FROM_POINTS,
         min_free_mb: int = 0,
     ) -> None:
         """`indexing_threshold_kb`: the vector data (KB) from which `optimize` indexes a
@@ -211,101 +139,59 @@ class EdgeIndex(AdapterReads):
         (`optimize` does nothing). Tests set it low to run small collections through
         the HNSW graph. `search_threads`: each shard's search pool, set on every open (a
         shard keeps the count it was last opened with, and Edge would apply that); None:
-        one per core this process may use (`_search_threads_default`). `min_free_mb`: the
-        free disk that writes and index builds leave (`ingest.edge_disk`); 0: none."""
+        one per core this process may use (Edge's own default, eight threads on two cores,
+        took 1.3 ms more CPU a turn, docs/decisions/edge-search-threads.md).
+        `min_free_mb`: the free disk that writes and index builds leave
+        (`ingest.engines.edge.disk`); 0: none."""
         self._dense_dim = dense_dim
         self._shards = EdgeShards(
             Path(data_dir) / EDGE_DIR,
             dense_dim,
             indexing_threshold_kb=indexing_threshold_kb,
             search_threads=search_threads,
-            host_from_points=host_from_points,
             min_free_mb=min_free_mb,
         )
 
-    @_hosted
-    def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
-        return super().query(collection, scope, legs)
+    @property
+    def disk(self) -> DiskReserve:
+        """The free disk writes and index builds leave."""
+        return self._shards.disk
 
-    @_hosted
-    def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
-        return super().rank(collection, scope, legs)
-
-    @_hosted
-    def fetch(
-        self, collection: str, scope: Scope, point_ids: Sequence[str]
-    ) -> dict[str, PassagePayload]:
-        return super().fetch(collection, scope, point_ids)
-
-    @_hosted
-    def held_terms(
-        self, collection: str, scope: Scope, point_ids: Sequence[str]
-    ) -> dict[str, HeldTerms]:
-        return super().held_terms(collection, scope, point_ids)
-
-    def adopt(self, collection: str, path: Path) -> float:
-        """Serve the collection from its indexed copy in `path` (a host process's start);
-        the load's ms."""
-        return self._shards.adopt(collection, path)
-
-    def apply(self, collection: str, writes: Sequence[Write]) -> int:
-        """Apply writes journalled in another process (a host catching up with the
-        gateway); answers how many points the collection then holds."""
-        with self._writing(collection) as held:
-            if held is None:
-                raise IndexUnavailableError(f"no collection {collection!r} to apply writes to")
-            for write in writes:
-                held.update(write, self.operation(write), durable=False)
-                if isinstance(write, Upsert):
-                    held.unindexed += len(write.passages)
-            held.shard.flush()
-            return held.shard.info().points_count
-
-    # A host's side of a build of its collection beside it (`EdgeShards._index_hosted`).
-
-    def copy_for_build(self, collection: str, copy: Path) -> int | None:
-        return self._shards.copy_for_build(collection, copy)
-
-    def forget_build(self, collection: str, written: int) -> None:
-        self._shards.forget_build(collection, written)
-
-    def hand_over(self, collection: str) -> tuple[list[Write], int]:
-        return self._shards.hand_over(collection)
-
-    def take_back(self, collection: str) -> None:
-        self._shards.take_back(collection)
-
-    @_growing
-    @_hosted
     def ensure_collection(self, collection: str) -> None:
-        self._open(collection)
+        self._shards.disk.check()
+        self._shards.open(collection)
 
-    @_growing
-    @_hosted
     def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
         if not passages:
             return
-        existing = self._existing(collection)
+        self._shards.disk.check()
+        existing = self._shards.existing(collection)
         # Points are built (and checked) before a new shard is made; it gets the vector.
         document_keywords = existing is None or existing.document_keywords
-        write = Upsert(tuple(passages), document_keywords)
-        operation = self.operation(write)
-        with self._writing(collection, create=True) as held:
+        points = [self._point(passage, document_keywords) for passage in passages]
+        with self._shards.writing(collection, create=True) as held:
             if held is None:  # pragma: no cover - created when asked to
                 raise IndexUnavailableError(f"could not open collection {collection!r}")
-            held.update(write, operation)
-            held.unindexed += len(passages)
+            # Whole documents at a time, as deletions go by pages: a bulk write's thousand
+            # points in one call would hold the GIL, and stop every turn, for all of them.
+            for page in _document_pages(passages, points):
+                held.update(UpdateOperation.upsert_points(page), durable=False)
+            held.shard.flush()  # durable before it is answered
 
-    @_hosted
     def document_keywords(self, collection: str) -> bool:
-        held = self._existing(collection)
+        held = self._shards.existing(collection)
         return held is not None and held.document_keywords
 
-    @_hosted
+    def open_document_keywords(self, collection: str) -> bool | None:
+        """`document_keywords` of a collection already open, without an engine call; None
+        when it is not open (finding out may load its shard)."""
+        held = self._shards.open_shard(collection)
+        return None if held is None else held.document_keywords
+
     def keyword_idf(
         self, collection: str, scope: Scope, legs: Sequence[Leg]
     ) -> tuple[tuple[float, ...], ...]:
-        held = self._existing(collection)
+        held = self._shards.existing(collection)
         if held is None:
             return legs_idf(legs, {})
         terms = {
@@ -364,7 +250,7 @@ class EdgeIndex(AdapterReads):
         """Those points inside the scope: with their payloads, or (`terms`) with their
         sparse vectors only."""
         ids: set[PointId] = {checked_point_id(pid) for pid in point_ids}
-        held = self._existing(collection)
+        held = self._shards.existing(collection)
         if held is None or not ids:
             return []
         names = [SPARSE_VECTOR, *([DOCUMENT_SPARSE_VECTOR] if held.document_keywords else [])]
@@ -380,21 +266,19 @@ class EdgeIndex(AdapterReads):
             )
         return list(records)
 
-    @_hosted
     def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
         extra = () if document_id is None else (_document(document_id),)
-        held = self._existing(collection)
+        held = self._shards.existing(collection)
         if held is None:
             return 0
         with engine_errors(collection):
             return held.shard.count(CountRequest(exact=True, filter=_scope_filter(scope, *extra)))
 
-    @_hosted
     def scroll_document(
         self, collection: str, scope: Scope, document_id: str
     ) -> list[StoredPassage]:
         where = _scope_filter(scope, _document(document_id))
-        held = self._existing(collection)
+        held = self._shards.existing(collection)
         if held is None:
             return []
 
@@ -406,10 +290,9 @@ class EdgeIndex(AdapterReads):
         with engine_errors(collection):
             return stored_passages(scroll_all(page))
 
-    @_hosted
     def document_ids(self, collection: str, scope: Scope) -> set[str]:
         where = _scope_filter(scope)
-        held = self._existing(collection)
+        held = self._shards.existing(collection)
         if held is None:
             return set()
         # Page by page rather than one facet: each Edge call holds the GIL, so one facet
@@ -432,28 +315,22 @@ class EdgeIndex(AdapterReads):
             if (payload := record.payload)
         }
 
-    @_hosted
     def delete_points(self, collection: str, scope: Scope, point_ids: Sequence[str]) -> int:
-        ids = frozenset(str(checked_point_id(pid)) for pid in point_ids)
+        ids: set[PointId] = {checked_point_id(pid) for pid in point_ids}
         if not ids:
             return 0
-        return self._delete_where(collection, DeleteWhere(scope, point_ids=ids))
+        return self._delete_where(collection, _scope_filter(scope, HasIdCondition(ids)))
 
-    @_hosted
     def delete_document(self, collection: str, scope: Scope, document_id: str) -> int:
-        return self._delete_where(collection, DeleteWhere(scope, document_id=document_id))
+        return self._delete_where(collection, _scope_filter(scope, _document(document_id)))
 
-    @_hosted
     def delete_scope(self, collection: str, scope: Scope) -> int:
         # Page by page, as `document_ids` reads: one delete over a workspace's Scope would
         # hold the GIL, and stop every turn, for as long as all the pages together.
         where = _scope_filter(scope)
         deleted = 0
         while True:
-            host = self._shards.host_of(collection)
-            if host is not None:  # moved to a host midway: the rest is deleted there
-                return deleted + int(host.call("delete_scope", collection, scope))
-            with self._writing(collection) as held:
+            with self._shards.writing(collection) as held:
                 if held is None:
                     return deleted
                 page, _ = held.shard.scroll(
@@ -463,17 +340,17 @@ class EdgeIndex(AdapterReads):
                     if deleted:
                         held.shard.flush()  # the deletion is durable before it is answered
                     return deleted
-                these = DeleteWhere(scope, point_ids=frozenset(str(record.id) for record in page))
-                held.update(these, self.operation(these), durable=False)
+                these: set[PointId] = {record.id for record in page}
+                these_inside = _scope_filter(scope, HasIdCondition(these))
+                held.update(UpdateOperation.delete_points_by_filter(these_inside), durable=False)
             deleted += len(page)
 
-    @_hosted
     def passages_page(
         self, collection: str, scope: Scope, offset: str | None, limit: int
     ) -> tuple[list[Passage], str | None]:
         start = None if offset is None else checked_point_id(offset)
         where = _scope_filter(scope)
-        held = self._existing(collection)
+        held = self._shards.existing(collection)
         if held is None:
             return [], None
         with engine_errors(collection):
@@ -487,33 +364,29 @@ class EdgeIndex(AdapterReads):
     def drop_collection(self, collection: str) -> int | None:
         return self._shards.drop(collection)
 
-    @_growing
-    @_hosted
     def backfill_org(self, collection: str, scope: Scope) -> int:
         if scope.strict:
             raise ValueError("backfill_org needs a non-strict scope: strict ones never see legacy")
         if not is_valid_org_id(scope.org_id):
             raise ValueError(f"cannot backfill an invalid org id: {scope.org_id!r}")
+        self._shards.disk.check()
         where = _scope_filter(scope, IsEmptyCondition(key=PayloadKey.ORG_ID))
-        with self._writing(collection) as held:
+        with self._shards.writing(collection) as held:
             if held is None:
                 return 0
             updated = held.shard.count(CountRequest(exact=True, filter=where))
             if updated:
-                write = SetPayloadWhere(
-                    scope, {PayloadKey.ORG_ID.value: scope.org_id}, org_missing=True
-                )
-                held.update(write, self.operation(write))
+                payload = {PayloadKey.ORG_ID.value: scope.org_id}
+                held.update(UpdateOperation.set_payload_by_filter(where, payload))
         return updated
 
-    @_hosted
     def stale_pii_page(
         self, collection: str, scope: Scope, analyzer: str, offset: str | None, limit: int
     ) -> tuple[list[StoredPassage], str | None]:
         start = None if offset is None else checked_point_id(offset)
         current = FieldCondition(key=PII_ANALYZER_PATH, match=MatchValue(analyzer))
         where = _scope_filter(scope, excluding=[current])
-        held = self._existing(collection)
+        held = self._shards.existing(collection)
         if held is None:
             return [], None
         with engine_errors(collection):
@@ -522,15 +395,14 @@ class EdgeIndex(AdapterReads):
             )
         return stored_passages(records), None if after is None else str(after)
 
-    @_growing
-    @_hosted
     def set_pii(self, collection: str, scope: Scope, analyses: Mapping[str, PiiAnalysis]) -> int:
         ids: dict[PointId, PiiAnalysis] = {
             checked_point_id(pid): analysis for pid, analysis in analyses.items()
         }
         if not ids:
             return 0
-        with self._writing(collection) as held:
+        self._shards.disk.check()
+        with self._shards.writing(collection) as held:
             if held is None:
                 return 0
             inside = held.shard.count(
@@ -538,19 +410,14 @@ class EdgeIndex(AdapterReads):
             )
             for pid, analysis in ids.items():
                 payload = {PayloadKey.PII.value: pii_payload(analysis)}
-                write = SetPayloadWhere(scope, payload, point_ids=frozenset({str(pid)}))
-                held.update(write, self.operation(write), durable=False)
+                where = _scope_filter(scope, HasIdCondition({pid}))
+                held.update(UpdateOperation.set_payload_by_filter(where, payload), durable=False)
             held.shard.flush()
         return inside
 
     def optimize(self) -> list[str]:
         """Every collection's indexes, built in this process: it stops while they build."""
         return self._shards.optimize()
-
-    def index_written(self) -> IndexBuilds:
-        """The indexes of collections written enough, built beside this process
-        (`EdgeShards.index_written`)."""
-        return self._shards.index_written(self.operation)
 
     def ping(self) -> None:
         if self._shards.closed:
@@ -559,36 +426,21 @@ class EdgeIndex(AdapterReads):
     def close(self) -> None:
         self._shards.close()
 
-    def _delete_where(self, collection: str, write: DeleteWhere) -> int:
-        operation = self.operation(write)
-        with self._writing(collection) as held:
+    def existing_shard(self, collection: str) -> EdgeShard | None:
+        """The collection's open shard (None: no such collection): for benchmarks' exact
+        reference searches only."""
+        held = self._shards.existing(collection)
+        return None if held is None else held.shard
+
+    def _delete_where(self, collection: str, where: Filter) -> int:
+        """Delete the points `where` selects (always inside a Scope); how many."""
+        with self._shards.writing(collection) as held:
             if held is None:
                 return 0
-            where = _write_filter(write)
             deleted = held.shard.count(CountRequest(exact=True, filter=where))
             if deleted:
-                held.update(write, operation)
+                held.update(UpdateOperation.delete_points_by_filter(where))
         return deleted
-
-    def operation(self, write: Write) -> UpdateOperation:
-        """Edge's operation for one of kbgate's writes (`ingest.edge_writes`)."""
-        if isinstance(write, Upsert):
-            points = [self._point(passage, write.document_keywords) for passage in write.passages]
-            return UpdateOperation.upsert_points(points)
-        if isinstance(write, DeleteWhere):
-            return UpdateOperation.delete_points_by_filter(_write_filter(write))
-        return UpdateOperation.set_payload_by_filter(_write_filter(write), dict(write.payload))
-
-    def _existing(self, collection: str) -> Shard | None:
-        return self._shards.existing(collection)
-
-    def _open(self, collection: str) -> Shard:
-        return self._shards.open(collection)
-
-    def _writing(
-        self, collection: str, *, create: bool = False
-    ) -> AbstractContextManager[Shard | None]:
-        return self._shards.writing(collection, create=create)
 
     def _point(self, passage: Passage, document_keywords: bool) -> Point:
         vectors: dict[str, Any] = {
@@ -611,7 +463,7 @@ class EdgeIndex(AdapterReads):
         nor the cost of a search depend on points outside the Scope."""
         where = _scope_filter(scope)
         queries = [self._leg_query(leg) for leg in legs]  # checked before anything is read
-        held = self._existing(collection)
+        held = self._shards.existing(collection)
         if held is None or not legs:
             return [[] for _ in legs], 0
         # A collection made before document keyword vectors finds nothing on that leg.
@@ -672,16 +524,18 @@ def _idf_over(corpus: Filter) -> SearchParams:
     return SearchParams(idf=IdfParams(corpus=corpus))
 
 
-def _write_filter(write: DeleteWhere | SetPayloadWhere) -> Filter:
-    """The points a deletion or payload update applies to: inside its Scope, always."""
-    if write.point_ids is not None:
-        ids: set[PointId] = {checked_point_id(pid) for pid in write.point_ids}
-        return _scope_filter(write.scope, HasIdCondition(ids))
-    if isinstance(write, DeleteWhere):
-        if write.document_id is None:  # pragma: no cover - refused when the write is made
-            raise ValueError("a deletion names neither points nor a document")
-        return _scope_filter(write.scope, _document(write.document_id))
-    return _scope_filter(write.scope, IsEmptyCondition(key=PayloadKey.ORG_ID))
+def _document_pages(passages: Sequence[Passage], points: Sequence[Point]) -> list[list[Point]]:
+    """`points` (one per passage) in pages of `UPSERT_PAGE` or more, never splitting a
+    document's passages (a reader sees a document's new version whole or not at all)."""
+    pages: list[list[Point]] = [[]]
+    previous: tuple[str, str] | None = None
+    for passage, point in zip(passages, points, strict=True):
+        document = (passage.payload.document_id, passage.payload.document_version)
+        if document != previous and len(pages[-1]) >= UPSERT_PAGE:
+            pages.append([])
+        pages[-1].append(point)
+        previous = document
+    return pages
 
 
 def _document(document_id: str) -> FieldCondition:

@@ -1,4 +1,6 @@
-"""The scale-out Index adapter: qdrant-client against a Qdrant server or cluster.
+"""The scale-out Index adapter: qdrant-client's `AsyncQdrantClient` against a Qdrant server
+or cluster. Every call is awaited with a deadline (`timeout_s`: the client's own request
+timeout, and `asyncio.timeout` around each call, which also bounds local mode).
 
 `ServerIndex.local` runs qdrant-client's local mode (a pure-Python emulation,
 for fast tests; it ignores payload indexes). Writes use `wait=True`: they are
@@ -11,54 +13,31 @@ refuses an older one, and uses no server it has not checked.
 
 from __future__ import annotations
 
+import asyncio
 import math
-import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from qdrant_client import QdrantClient, models
+from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from ingest.index import (
-    DENSE_VECTOR,
-    DOCUMENT_SPARSE_VECTOR,
-    SPARSE_VECTOR,
-    IncompatibleServerError,
-    IndexBuilds,
-    IndexUnavailableError,
-    Leg,
-    LegKind,
-    Passage,
-    StoredPassage,
-    checked_collection,
-    droppable_collection,
-)
-from ingest.index_common import (
+from ingest.engines.common import (
     SCROLL_PAGE,
-    AdapterReads,
     IdfSearches,
     checked_point_id,
     dense_values,
+    held_terms_of,
+    hit,
     keyword_terms,
     legs_idf,
     passage_of,
-    scroll_all,
+    ranked_point,
     stored_passages,
     weak_dense_legs,
 )
-from ingest.payload import (
-    INDEXED_KEYS,
-    PII_ANALYZER_PATH,
-    PayloadKey,
-    PiiAnalysis,
-    Scope,
-    is_valid_org_id,
-    pii_payload,
-    to_payload,
-)
-from ingest.qdrant_server_requests import (
+from ingest.engines.server.requests import (
     EXACT,
     FILTERED_DENSE,
     GRAPHS,
@@ -70,6 +49,36 @@ from ingest.qdrant_server_requests import (
     parse_version,
     sparse,
     term_request,
+)
+from ingest.index import (
+    DENSE_VECTOR,
+    DOCUMENT_SPARSE_VECTOR,
+    SPARSE_VECTOR,
+    HeldTerms,
+    IncompatibleServerError,
+    IndexTimeoutError,
+    IndexUnavailableError,
+    Leg,
+    LegKind,
+    Passage,
+    QueryResult,
+    RankResult,
+    StoredPassage,
+    checked_collection,
+    droppable_collection,
+)
+from ingest.payload import (
+    INDEXED_KEYS,
+    PII_ANALYZER_PATH,
+    REF_KEYS,
+    PassagePayload,
+    PayloadKey,
+    PiiAnalysis,
+    Scope,
+    from_payload,
+    is_valid_org_id,
+    pii_payload,
+    to_payload,
 )
 
 _UPSERT_BATCH = 256
@@ -104,29 +113,29 @@ class CollectionLayout:
     write_consistency: int = 1
 
 
-class ServerIndex(AdapterReads):
-    """Collections on a Qdrant server (or in qdrant-client local mode)."""
-
-    #: A server call waits on the network without the GIL; local mode is Python.
-    holds_the_gil = False
+class ServerIndex:
+    """Collections on a Qdrant server (or in qdrant-client local mode), as the `Index`
+    port. Its calls belong on one event loop: the one that makes the first."""
 
     def __init__(
         self,
-        client: QdrantClient,
+        client: AsyncQdrantClient,
         dense_dim: int = 384,
         layout: CollectionLayout | None = None,
         *,
+        timeout_s: float = 5.0,
         verified: bool = False,
     ) -> None:
+        if timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")
         self._client = client
         self._dense_dim = dense_dim
         self._layout = layout or CollectionLayout()
+        self._timeout_s = timeout_s
         #: the server's version was read and is new enough
         self._verified = verified
-        self._lock = threading.RLock()
-        # Local mode is a single-threaded emulation (no locks inside); the gateway calls
-        # the index from worker threads, so there every engine call takes the lock.
-        self._serialize = False
+        #: held while a collection is created or dropped
+        self._lock = asyncio.Lock()
         self._known: set[str] = set()  # collections seen to exist (`_calling` forgets)
         self._ensured: set[str] = set()  # ... and whose payload indexes were checked
         #: per collection: created with the whole-document BM25 vector (older ones lack it)
@@ -134,11 +143,8 @@ class ServerIndex(AdapterReads):
         self._payload_indexes = True
         self._closed = False
 
-    def _serialized(self) -> AbstractContextManager[object]:
-        return self._lock if self._serialize else nullcontext()
-
     @classmethod
-    def connect(
+    async def connect(
         cls,
         url: str,
         api_key: str | None,
@@ -146,32 +152,33 @@ class ServerIndex(AdapterReads):
         dense_dim: int = 384,
         layout: CollectionLayout | None = None,
     ) -> ServerIndex:
-        """A client for a server whose version is checked now if it answers.
+        """A client for a server whose version is checked now if it answers. Call it on
+        the event loop that will make the index's calls.
 
         Raises IncompatibleServerError for a server older than `MIN_SERVER_VERSION`.
         A server that does not answer yet is checked by the first call that reaches it
         (readiness pings it); until then every call fails with IndexUnavailableError.
         """
-        client = QdrantClient(
+        client = AsyncQdrantClient(
             url=url,
             api_key=api_key,
             timeout=max(1, math.ceil(timeout_s)),
             check_compatibility=False,  # `verify_version` refuses, the client only warns
         )
-        index = cls(client, dense_dim, layout)
+        index = cls(client, dense_dim, layout, timeout_s=timeout_s)
         try:
-            index.verify_version()
+            await index.verify_version()
         except IndexUnavailableError:
             pass
         except IncompatibleServerError:
-            client.close()
+            await client.close()
             raise
         return index
 
-    def verify_version(self) -> None:
+    async def verify_version(self) -> None:
         """Read the server's version; IncompatibleServerError if it is too old."""
-        with self._calling("(version)"):
-            reported = self._client.info().version
+        async with self._calling("(version)"):
+            reported = (await self._client.info()).version
         if parse_version(reported) < MIN_SERVER_VERSION:
             needed = ".".join(map(str, MIN_SERVER_VERSION))
             raise IncompatibleServerError(
@@ -183,64 +190,71 @@ class ServerIndex(AdapterReads):
     @classmethod
     def local(cls, path: Path | None, dense_dim: int = 384) -> ServerIndex:
         """qdrant-client local mode: in memory when `path` is None."""
-        client = QdrantClient(location=":memory:") if path is None else QdrantClient(path=str(path))
+        client = (
+            AsyncQdrantClient(location=":memory:")
+            if path is None
+            else AsyncQdrantClient(path=str(path))
+        )
         index = cls(client, dense_dim, verified=True)  # the client's own emulation
         index._payload_indexes = False  # local mode ignores them and warns
-        index._serialize = True
         return index
 
-    def ensure_collection(self, collection: str) -> None:
-        self._check(collection)
+    async def ensure_collection(self, collection: str) -> None:
+        await self._check(collection)
         if collection in self._ensured:
             return
-        with self._lock, self._calling(collection):
-            if not self._client.collection_exists(collection):
-                self._create(collection)
+        async with self._lock, self._calling(collection):
+            if not await self._client.collection_exists(collection):
+                await self._create(collection)
             if self._payload_indexes:
-                self._index_for_scopes(collection)
+                await self._index_for_scopes(collection)
             self._known.add(collection)
             self._ensured.add(collection)
 
-    def _index_for_scopes(self, collection: str) -> None:
+    async def _index_for_scopes(self, collection: str) -> None:
         """The Scope keys' payload indexes and the per-tenant graphs; a collection made
         before them is brought in line (the server rebuilds its graphs in the background)."""
-        info = self._client.get_collection(collection)
+        info = await self._client.get_collection(collection)
         graphs = info.config.hnsw_config
         if (graphs.m, graphs.payload_m) != (GRAPHS.m, GRAPHS.payload_m):
-            self._client.update_collection(collection, hnsw_config=GRAPHS)
+            await self._client.update_collection(collection, hnsw_config=GRAPHS)
         for key in INDEXED_KEYS:
             if not index_as_wanted(info.payload_schema.get(key), key):
-                self._client.create_payload_index(collection, key, keyword_index(key), wait=True)
+                await self._client.create_payload_index(
+                    collection, key, keyword_index(key), wait=True
+                )
 
-    def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
+    async def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
         if not passages:
             return
         # Points are built (and checked) before a new collection is made; it gets the vector.
-        document_keywords = not self._exists(collection) or self.document_keywords(collection)
+        document_keywords = not await self._exists(collection) or await self.document_keywords(
+            collection
+        )
         points = [self._point(passage, document_keywords) for passage in passages]
-        self.ensure_collection(collection)
-        with self._serialized(), self._calling(collection):
+        await self.ensure_collection(collection)
+        async with self._calling(collection):
             for start in range(0, len(points), _UPSERT_BATCH):
                 batch = points[start : start + _UPSERT_BATCH]
-                self._client.upsert(collection, batch, wait=True)
+                await self._client.upsert(collection, batch, wait=True)
 
-    def document_keywords(self, collection: str) -> bool:
+    async def document_keywords(self, collection: str) -> bool:
         known = self._document_keywords.get(collection)
         if known is not None:
             return known
-        if not self._exists(collection):
+        if not await self._exists(collection):
             return False
-        with self._serialized(), self._calling(collection):
-            sparse = self._client.get_collection(collection).config.params.sparse_vectors
+        async with self._calling(collection):
+            sparse = (await self._client.get_collection(collection)).config.params.sparse_vectors
         known = self._document_keywords[collection] = DOCUMENT_SPARSE_VECTOR in (sparse or {})
         return known
 
-    def keyword_idf(
+    async def keyword_idf(
         self, collection: str, scope: Scope, legs: Sequence[Leg]
     ) -> tuple[tuple[float, ...], ...]:
-        if not self._exists(collection):
+        if not await self._exists(collection):
             return legs_idf(legs, {})
-        document_keywords = self.document_keywords(collection)
+        document_keywords = await self.document_keywords(collection)
         terms = {
             name: held_terms
             for name, held_terms in keyword_terms(legs).items()
@@ -251,12 +265,14 @@ class ServerIndex(AdapterReads):
         where = _scope_filter(scope)
         # Probes compute IDF over the scope only, as the keyword legs do.
         over_scope = models.SearchParams(idf=models.IdfCorpusParams(corpus=where))
-        with self._serialized(), self._calling(collection):
+        async with self._calling(collection):
             holders = {
-                name: self._client.count(
-                    collection,
-                    _scope_filter(scope, models.HasVectorCondition(has_vector=name)),
-                    exact=True,
+                name: (
+                    await self._client.count(
+                        collection,
+                        _scope_filter(scope, models.HasVectorCondition(has_vector=name)),
+                        exact=True,
+                    )
                 ).count
                 for name in terms
             }
@@ -271,10 +287,12 @@ class ServerIndex(AdapterReads):
                     for name, term in searches.probed
                 ),
             ]
-            responses = self._client.query_batch_points(collection, requests) if requests else []
+            responses = (
+                await self._client.query_batch_points(collection, requests) if requests else []
+            )
         return legs_idf(legs, searches.idf([response.points for response in responses]))
 
-    def _points(
+    async def _points(
         self, collection: str, scope: Scope, point_ids: Sequence[str], *, terms: bool
     ) -> list[models.Record]:
         """Those points inside the scope: with their payloads, or (`terms`) with their
@@ -282,14 +300,14 @@ class ServerIndex(AdapterReads):
         ids: list[models.ExtendedPointId] = [
             checked_point_id(pid) for pid in dict.fromkeys(point_ids)
         ]
-        if not ids or not self._exists(collection):
+        if not ids or not await self._exists(collection):
             return []
         names = [SPARSE_VECTOR]
-        if terms and self.document_keywords(collection):
+        if terms and await self.document_keywords(collection):
             names.append(DOCUMENT_SPARSE_VECTOR)
         where = _scope_filter(scope, models.HasIdCondition(has_id=ids))
-        with self._serialized(), self._calling(collection):
-            records, _ = self._client.scroll(
+        async with self._calling(collection):
+            records, _ = await self._client.scroll(
                 collection,
                 where,
                 limit=len(ids),
@@ -298,7 +316,7 @@ class ServerIndex(AdapterReads):
             )
         return records
 
-    def _query_batch(
+    async def _query_batch(
         self,
         collection: str,
         scope: Scope,
@@ -311,115 +329,147 @@ class ServerIndex(AdapterReads):
         again."""
         where = _scope_filter(scope)
         requests = [self._leg_request(leg, where, with_payload) for leg in legs]
-        if not requests or not self._exists(collection):
+        if not requests or not await self._exists(collection):
             return [[] for _ in legs], 0
         # A collection made before document keyword vectors finds nothing on that leg.
-        document_keywords = self.document_keywords(collection)
+        document_keywords = await self.document_keywords(collection)
         runs = [document_keywords or leg.kind is not LegKind.DOCUMENT_KEYWORD for leg in legs]
         wanted = [request for request, run in zip(requests, runs, strict=True) if run]
-        with self._serialized(), self._calling(collection):
-            responses = iter(self._client.query_batch_points(collection, wanted) if wanted else [])
+        async with self._calling(collection):
+            responses = iter(
+                await self._client.query_batch_points(collection, wanted) if wanted else []
+            )
             results = [next(responses).points if run else [] for run in runs]
             weak = weak_dense_legs(legs, results)
             if weak:
                 again = [requests[i].model_copy(update={"params": EXACT}) for i in weak]
-                exact = self._client.query_batch_points(collection, again)
+                exact = await self._client.query_batch_points(collection, again)
                 for position, response in zip(weak, exact, strict=True):
                     results[position] = response.points
         return results, len(weak)
 
-    def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
+    async def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
+        found, _ = await self._query_batch(collection, scope, legs, with_payload=True)
+        return QueryResult(legs=tuple(tuple(map(hit, points)) for points in found))
+
+    async def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
+        found, exact_checks = await self._query_batch(
+            collection, scope, legs, with_payload=list(REF_KEYS)
+        )
+        ranked = tuple(tuple(map(ranked_point, points)) for points in found)
+        return RankResult(legs=ranked, exact_checks=exact_checks)
+
+    async def fetch(
+        self, collection: str, scope: Scope, point_ids: Sequence[str]
+    ) -> dict[str, PassagePayload]:
+        records = await self._points(collection, scope, point_ids, terms=False)
+        return {str(record.id): from_payload(record.payload or {}) for record in records}
+
+    async def held_terms(
+        self, collection: str, scope: Scope, point_ids: Sequence[str]
+    ) -> dict[str, HeldTerms]:
+        records = await self._points(collection, scope, point_ids, terms=True)
+        return {str(record.id): held_terms_of(record) for record in records}
+
+    async def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
         extra = () if document_id is None else (match(PayloadKey.DOCUMENT_ID, document_id),)
         where = _scope_filter(scope, *extra)
-        if not self._exists(collection):
+        if not await self._exists(collection):
             return 0
-        with self._serialized(), self._calling(collection):
-            return self._client.count(collection, where, exact=True).count
+        async with self._calling(collection):
+            return (await self._client.count(collection, where, exact=True)).count
 
-    def scroll_document(
+    async def scroll_document(
         self, collection: str, scope: Scope, document_id: str
     ) -> list[StoredPassage]:
         where = _scope_filter(scope, match(PayloadKey.DOCUMENT_ID, document_id))
-        if not self._exists(collection):
+        if not await self._exists(collection):
             return []
 
-        def page(
-            offset: models.ExtendedPointId | None,
-        ) -> tuple[list[models.Record], models.ExtendedPointId | None]:
-            return self._client.scroll(
-                collection, where, limit=SCROLL_PAGE, offset=offset, with_payload=True
-            )
+        records: list[models.Record] = []
+        offset: models.ExtendedPointId | None = None
+        async with self._calling(collection):
+            while True:
+                page, offset = await self._client.scroll(
+                    collection, where, limit=SCROLL_PAGE, offset=offset, with_payload=True
+                )
+                records.extend(page)
+                if offset is None:
+                    return stored_passages(records)
 
-        with self._serialized(), self._calling(collection):
-            return stored_passages(scroll_all(page))
-
-    def document_ids(self, collection: str, scope: Scope) -> set[str]:
+    async def document_ids(self, collection: str, scope: Scope) -> set[str]:
         where = _scope_filter(scope)
-        if not self._exists(collection):
+        if not await self._exists(collection):
             return set()
-        with self._serialized(), self._calling(collection):
+        async with self._calling(collection):
             # A facet returns its top `limit` values: the point count bounds the distinct ones.
-            points = self._client.count(collection, where, exact=True).count
+            points = (await self._client.count(collection, where, exact=True)).count
             if points == 0:
                 return set()
-            facet = self._client.facet(
+            facet = await self._client.facet(
                 collection, PayloadKey.DOCUMENT_ID, where, limit=points, exact=True
             )
         return {str(hit.value) for hit in facet.hits}
 
-    def delete_points(self, collection: str, scope: Scope, point_ids: Sequence[str]) -> int:
+    async def delete_points(self, collection: str, scope: Scope, point_ids: Sequence[str]) -> int:
         ids: list[models.ExtendedPointId] = [checked_point_id(pid) for pid in point_ids]
         if not ids:
             return 0
-        return self._delete(collection, _scope_filter(scope, models.HasIdCondition(has_id=ids)))
+        return await self._delete(
+            collection, _scope_filter(scope, models.HasIdCondition(has_id=ids))
+        )
 
-    def delete_document(self, collection: str, scope: Scope, document_id: str) -> int:
+    async def delete_document(self, collection: str, scope: Scope, document_id: str) -> int:
         where = _scope_filter(scope, match(PayloadKey.DOCUMENT_ID, document_id))
-        return self._delete(collection, where)
+        return await self._delete(collection, where)
 
-    def delete_scope(self, collection: str, scope: Scope) -> int:
-        return self._delete(collection, _scope_filter(scope))
+    async def delete_scope(self, collection: str, scope: Scope) -> int:
+        return await self._delete(collection, _scope_filter(scope))
 
-    def passages_page(
+    async def passages_page(
         self, collection: str, scope: Scope, offset: str | None, limit: int
     ) -> tuple[list[Passage], str | None]:
         start = None if offset is None else checked_point_id(offset)
         where = _scope_filter(scope)
-        if not self._exists(collection):
+        if not await self._exists(collection):
             return [], None
-        with self._serialized(), self._calling(collection):
-            records, after = self._client.scroll(
+        async with self._calling(collection):
+            records, after = await self._client.scroll(
                 collection, where, limit=limit, offset=start, with_payload=True, with_vectors=True
             )
         return [passage_of(record) for record in records], None if after is None else str(after)
 
-    def drop_collection(self, collection: str) -> int | None:
+    async def drop_collection(self, collection: str) -> int | None:
         droppable_collection(collection)
-        if not self._exists(collection):
+        if not await self._exists(collection):
             return None
-        with self._lock, self._calling(collection):
-            points = self._client.get_collection(collection).points_count or 0  # it all goes
-            self._client.delete_collection(collection)
+        async with self._lock, self._calling(collection):
+            points = (
+                await self._client.get_collection(collection)
+            ).points_count or 0  # it all goes
+            await self._client.delete_collection(collection)
         self._forget(collection)
         return points
 
-    def backfill_org(self, collection: str, scope: Scope) -> int:
+    async def backfill_org(self, collection: str, scope: Scope) -> int:
         if scope.strict:
             raise ValueError("backfill_org needs a non-strict scope: strict ones never see legacy")
         if not is_valid_org_id(scope.org_id):
             raise ValueError(f"cannot backfill an invalid org id: {scope.org_id!r}")
         legacy = models.IsEmptyCondition(is_empty=models.PayloadField(key=PayloadKey.ORG_ID))
         where = _scope_filter(scope, legacy)
-        if not self._exists(collection):
+        if not await self._exists(collection):
             return 0
-        with self._serialized(), self._calling(collection):
-            updated = self._client.count(collection, where, exact=True).count
+        async with self._calling(collection):
+            updated = (await self._client.count(collection, where, exact=True)).count
             if updated:
                 payload = {PayloadKey.ORG_ID.value: scope.org_id}
-                self._client.set_payload(collection, payload, models.FilterSelector(filter=where))
+                await self._client.set_payload(
+                    collection, payload, models.FilterSelector(filter=where)
+                )
         return updated
 
-    def stale_pii_page(
+    async def stale_pii_page(
         self, collection: str, scope: Scope, analyzer: str, offset: str | None, limit: int
     ) -> tuple[list[StoredPassage], str | None]:
         start = None if offset is None else checked_point_id(offset)
@@ -427,17 +477,19 @@ class ServerIndex(AdapterReads):
             key=PII_ANALYZER_PATH, match=models.MatchValue(value=analyzer)
         )
         where = _scope_filter(scope, excluding=[current])
-        if not self._exists(collection):
+        if not await self._exists(collection):
             return [], None
-        with self._serialized(), self._calling(collection):
-            records, after = self._client.scroll(
+        async with self._calling(collection):
+            records, after = await self._client.scroll(
                 collection, where, limit=limit, offset=start, with_payload=True
             )
         return stored_passages(records), None if after is None else str(after)
 
-    def set_pii(self, collection: str, scope: Scope, analyses: Mapping[str, PiiAnalysis]) -> int:
+    async def set_pii(
+        self, collection: str, scope: Scope, analyses: Mapping[str, PiiAnalysis]
+    ) -> int:
         ids = {checked_point_id(pid): analysis for pid, analysis in analyses.items()}
-        if not ids or not self._exists(collection):
+        if not ids or not await self._exists(collection):
             return 0
         operations: list[models.UpdateOperation] = [
             models.SetPayloadOperation(
@@ -449,46 +501,50 @@ class ServerIndex(AdapterReads):
             for pid, analysis in ids.items()
         ]
         inside = _scope_filter(scope, models.HasIdCondition(has_id=list(ids)))
-        with self._serialized(), self._calling(collection):
-            count = self._client.count(collection, inside, exact=True).count
-            self._client.batch_update_points(collection, operations, wait=True)
+        async with self._calling(collection):
+            count = (await self._client.count(collection, inside, exact=True)).count
+            await self._client.batch_update_points(collection, operations, wait=True)
         return count
 
-    def optimize(self) -> list[str]:
+    async def optimize(self) -> list[str]:
         """Nothing to do: the server's own optimizer indexes segments in the background."""
         return []
 
-    def index_written(self) -> IndexBuilds:
-        """Nothing to do: the server's own optimizer indexes segments in the background."""
-        return IndexBuilds()
-
-    def ping(self) -> None:
+    async def ping(self) -> None:
         if self._closed:
             raise IndexUnavailableError("the Qdrant index is closed")
-        self._require_verified()
-        with self._serialized(), self._calling("(ping)"):
-            self._client.get_collections()
+        await self._require_verified()
+        async with self._calling("(ping)"):
+            await self._client.get_collections()
 
-    def close(self) -> None:
+    async def close(self) -> None:
         self._closed = True
-        self._client.close()
+        await self._client.close()
 
-    def _delete(self, collection: str, where: models.Filter) -> int:
-        if not self._exists(collection):
+    async def _delete(self, collection: str, where: models.Filter) -> int:
+        if not await self._exists(collection):
             return 0
-        with self._serialized(), self._calling(collection):
-            deleted = self._client.count(collection, where, exact=True).count
+        async with self._calling(collection):
+            deleted = (await self._client.count(collection, where, exact=True)).count
             if deleted:
-                self._client.delete(collection, models.FilterSelector(filter=where), wait=True)
+                await self._client.delete(
+                    collection, models.FilterSelector(filter=where), wait=True
+                )
         return deleted
 
-    @contextmanager
-    def _calling(self, collection: str) -> Iterator[None]:
-        """`_engine_errors`, and a collection the server no longer has (another replica
-        dropped it) is forgotten, so the next call finds out afresh."""
+    @asynccontextmanager
+    async def _calling(self, collection: str) -> AsyncIterator[None]:
+        """The call's deadline (`IndexTimeoutError`) and `engine_errors`; a collection the
+        server no longer has (another replica dropped it) is forgotten, so the next call
+        finds out afresh."""
         try:
-            with engine_errors(collection):
-                yield
+            async with asyncio.timeout(self._timeout_s):
+                with engine_errors(collection):
+                    yield
+        except TimeoutError as exc:
+            raise IndexTimeoutError(
+                f"Qdrant did not answer on {collection!r} within {self._timeout_s:g} s"
+            ) from exc
         except UnexpectedResponse as exc:
             if exc.status_code != _NOT_FOUND:
                 raise
@@ -500,34 +556,34 @@ class ServerIndex(AdapterReads):
         self._ensured.discard(collection)
         self._document_keywords.pop(collection, None)
 
-    def _check(self, collection: str) -> None:
+    async def _check(self, collection: str) -> None:
         if self._closed:
             raise IndexUnavailableError("the Qdrant index is closed")
         checked_collection(collection)
-        self._require_verified()
+        await self._require_verified()
 
-    def _require_verified(self) -> None:
+    async def _require_verified(self) -> None:
         """No call reaches a server whose version was not checked (or was too old)."""
         if self._verified:
             return
         try:
-            self.verify_version()
+            await self.verify_version()
         except IncompatibleServerError as error:
             raise IndexUnavailableError(str(error)) from error
 
-    def _exists(self, collection: str) -> bool:
-        self._check(collection)
+    async def _exists(self, collection: str) -> bool:
+        await self._check(collection)
         if collection in self._known:
             return True
-        with self._serialized(), self._calling(collection):
-            exists = self._client.collection_exists(collection)
+        async with self._calling(collection):
+            exists = await self._client.collection_exists(collection)
         if exists:
             self._known.add(collection)
         return exists
 
-    def _create(self, collection: str) -> None:
+    async def _create(self, collection: str) -> None:
         try:
-            self._client.create_collection(
+            await self._client.create_collection(
                 collection,
                 vectors_config={
                     DENSE_VECTOR: models.VectorParams(
@@ -545,7 +601,7 @@ class ServerIndex(AdapterReads):
             )
         except UnexpectedResponse:
             # Another gateway replica may have created it in between.
-            if not self._client.collection_exists(collection):
+            if not await self._client.collection_exists(collection):
                 raise
 
     def _point(self, passage: Passage, document_keywords: bool) -> models.PointStruct:
