@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ingest.background import lower_priority
 from ingest.index import SparseVector
-from ingest.lanes import LaneRunner
+from ingest.embedder.lanes import LaneRunner
 
 if TYPE_CHECKING:
     from fastembed import SparseTextEmbedding, TextEmbedding
@@ -187,7 +187,7 @@ class FastEmbedder:
     - the runners run at background priority (`ingest.background`): turns come first.
 
     Each lane (a workspace) has a queue of its own, and a free runner takes the next
-    batch of the least-served lane (`ingest.lanes.LaneRunner`); a caller keeps at most
+    batch of the least-served lane (`ingest.embedder.lanes.LaneRunner`); a caller keeps at most
     `workers` batches queued. A workspace's single document waits for the batches in
     progress, not for another workspace's bulk write. Questions skip the runners and run in
     the calling thread (a turn's worker thread), on a session of their own
