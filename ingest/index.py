@@ -7,7 +7,8 @@ default) and `ingest.engines.server.index.ServerIndex` (qdrant-client's
 same contract tests.
 
 The port is asynchronous and every call is bounded: an engine call that does not answer
-within the adapter's deadline raises `IndexTimeoutError` (an `IndexUnavailableError`,
+within the adapter's deadline (writes and a collection's creation or removal: a longer
+one, `ingest.engines.common.WRITE_TIMEOUT_S`) raises `IndexTimeoutError` (an `IndexUnavailableError`,
 answered 503) while the caller's event loop goes on. Code that runs in a worker thread
 calls the port through `ingest.engines.blocking.BlockingIndex`.
 """

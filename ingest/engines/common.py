@@ -34,6 +34,10 @@ Item = TypeVar("Item")
 
 #: Points read per page while scrolling.
 SCROLL_PAGE = 256
+#: The deadline of writes and of a collection's creation or removal, when longer than the
+#: call deadline: they take seconds on a busy machine (a collection's files made or
+#: removed, a bulk write's points made durable), and are bounded, not answered 503 at 5 s.
+WRITE_TIMEOUT_S = 60.0
 
 #: The filtered search both engines run (docs/decisions/filtered-search.md): each tenant
 #: large enough for a graph has its own, of `GRAPH_M` links per point and none over the

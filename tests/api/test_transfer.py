@@ -14,6 +14,7 @@ from typing import Any, cast
 import httpx
 import pytest
 
+from ingest.engines.edge.index import EdgeIndex
 from ingest.embedder.embedding import Embedder
 from ingest.index import Passage
 from ingest.sync import Target
@@ -271,7 +272,9 @@ async def test_an_import_that_fails_half_way_leaves_no_workspace_behind(gateway:
     archive = (
         await _export(gateway, "/v1/orgs/acme/workspaces/alpha/export", gateway.platform)
     ).content
-    disk = gateway.services.index._shards.disk  # type: ignore[attr-defined]  # the embedded adapter's
+    index = gateway.services.index
+    assert isinstance(index, EdgeIndex)  # the embedded adapter's disk
+    disk = index.engine.disk
     kept = disk.reserve_bytes
     disk.reserve_bytes = disk.free_bytes() + 1024 * 1024 * 1024
     failed = await _import(gateway, "acme", "gamma", archive)

@@ -2,8 +2,9 @@
 and awaited with a deadline.
 
 `EdgeEngine` (`ingest.engines.edge.engine`) makes the calls; this class is the `Index`
-port over it. A call that has not answered within `timeout_s` raises `IndexTimeoutError`
-for the request that made it, while the event loop serves every other request; the
+port over it. A call that has not answered within `timeout_s` (a write, or a
+collection's creation or removal: `WRITE_TIMEOUT_S`) raises `IndexTimeoutError` for the
+request that made it, while the event loop serves every other request; the
 worker goes on with the call (a thread cannot be stopped), so a pool of several workers
 keeps other calls going beside a stuck one.
 
@@ -22,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
+from ingest.engines.common import WRITE_TIMEOUT_S
 from ingest.engines.edge.engine import EDGE_DIR, EdgeEngine
 from ingest.index import (
     HeldTerms,
@@ -76,23 +78,30 @@ class EdgeIndex:
 
     async def _call(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`call` in a worker, awaited for `timeout_s` at most (`IndexTimeoutError`)."""
+        return await self._bounded(self.timeout_s, call, *args, **kwargs)
+
+    async def _write(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """A write, bounded by `WRITE_TIMEOUT_S` (or `timeout_s` if that is longer)."""
+        return await self._bounded(max(self.timeout_s, WRITE_TIMEOUT_S), call, *args, **kwargs)
+
+    async def _bounded(
+        self, timeout_s: float, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
         if self._closed:
             raise IndexUnavailableError("the Qdrant Edge index is closed")
         loop = asyncio.get_running_loop()
         running = loop.run_in_executor(self._pool, functools.partial(call, *args, **kwargs))
         try:
-            async with asyncio.timeout(self.timeout_s):
+            async with asyncio.timeout(timeout_s):
                 return await running
         except TimeoutError as error:
-            raise IndexTimeoutError(
-                f"Qdrant Edge did not answer within {self.timeout_s:g} s"
-            ) from error
+            raise IndexTimeoutError(f"Qdrant Edge did not answer within {timeout_s:g} s") from error
 
     async def ensure_collection(self, collection: str) -> None:
-        await self._call(self.engine.ensure_collection, collection)
+        await self._write(self.engine.ensure_collection, collection)
 
     async def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
-        await self._call(self.engine.upsert, collection, passages)
+        await self._write(self.engine.upsert, collection, passages)
 
     async def document_keywords(self, collection: str) -> bool:
         known = self.engine.open_document_keywords(collection)  # no engine call: no worker
@@ -133,13 +142,13 @@ class EdgeIndex:
         return await self._call(self.engine.document_ids, collection, scope)
 
     async def delete_points(self, collection: str, scope: Scope, point_ids: Sequence[str]) -> int:
-        return await self._call(self.engine.delete_points, collection, scope, point_ids)
+        return await self._write(self.engine.delete_points, collection, scope, point_ids)
 
     async def delete_document(self, collection: str, scope: Scope, document_id: str) -> int:
-        return await self._call(self.engine.delete_document, collection, scope, document_id)
+        return await self._write(self.engine.delete_document, collection, scope, document_id)
 
     async def delete_scope(self, collection: str, scope: Scope) -> int:
-        return await self._call(self.engine.delete_scope, collection, scope)
+        return await self._write(self.engine.delete_scope, collection, scope)
 
     async def passages_page(
         self, collection: str, scope: Scope, offset: str | None, limit: int
@@ -147,10 +156,10 @@ class EdgeIndex:
         return await self._call(self.engine.passages_page, collection, scope, offset, limit)
 
     async def drop_collection(self, collection: str) -> int | None:
-        return await self._call(self.engine.drop_collection, collection)
+        return await self._write(self.engine.drop_collection, collection)
 
     async def backfill_org(self, collection: str, scope: Scope) -> int:
-        return await self._call(self.engine.backfill_org, collection, scope)
+        return await self._write(self.engine.backfill_org, collection, scope)
 
     async def stale_pii_page(
         self, collection: str, scope: Scope, analyzer: str, offset: str | None, limit: int
@@ -162,7 +171,7 @@ class EdgeIndex:
     async def set_pii(
         self, collection: str, scope: Scope, analyses: Mapping[str, PiiAnalysis]
     ) -> int:
-        return await self._call(self.engine.set_pii, collection, scope, analyses)
+        return await self._write(self.engine.set_pii, collection, scope, analyses)
 
     async def optimize(self) -> list[str]:
         if self._closed:

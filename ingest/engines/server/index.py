@@ -25,6 +25,7 @@ from qdrant_client.http.exceptions import UnexpectedResponse
 
 from ingest.engines.common import (
     SCROLL_PAGE,
+    WRITE_TIMEOUT_S,
     IdfSearches,
     checked_point_id,
     dense_values,
@@ -203,7 +204,7 @@ class ServerIndex:
         await self._check(collection)
         if collection in self._ensured:
             return
-        async with self._lock, self._calling(collection):
+        async with self._lock, self._calling(collection, write=True):
             if not await self._client.collection_exists(collection):
                 await self._create(collection)
             if self._payload_indexes:
@@ -233,7 +234,7 @@ class ServerIndex:
         )
         points = [self._point(passage, document_keywords) for passage in passages]
         await self.ensure_collection(collection)
-        async with self._calling(collection):
+        async with self._calling(collection, write=True):
             for start in range(0, len(points), _UPSERT_BATCH):
                 batch = points[start : start + _UPSERT_BATCH]
                 await self._client.upsert(collection, batch, wait=True)
@@ -443,7 +444,7 @@ class ServerIndex:
         droppable_collection(collection)
         if not await self._exists(collection):
             return None
-        async with self._lock, self._calling(collection):
+        async with self._lock, self._calling(collection, write=True):
             points = (
                 await self._client.get_collection(collection)
             ).points_count or 0  # it all goes
@@ -460,7 +461,7 @@ class ServerIndex:
         where = _scope_filter(scope, legacy)
         if not await self._exists(collection):
             return 0
-        async with self._calling(collection):
+        async with self._calling(collection, write=True):
             updated = (await self._client.count(collection, where, exact=True)).count
             if updated:
                 payload = {PayloadKey.ORG_ID.value: scope.org_id}
@@ -501,7 +502,7 @@ class ServerIndex:
             for pid, analysis in ids.items()
         ]
         inside = _scope_filter(scope, models.HasIdCondition(has_id=list(ids)))
-        async with self._calling(collection):
+        async with self._calling(collection, write=True):
             count = (await self._client.count(collection, inside, exact=True)).count
             await self._client.batch_update_points(collection, operations, wait=True)
         return count
@@ -524,7 +525,7 @@ class ServerIndex:
     async def _delete(self, collection: str, where: models.Filter) -> int:
         if not await self._exists(collection):
             return 0
-        async with self._calling(collection):
+        async with self._calling(collection, write=True):
             deleted = (await self._client.count(collection, where, exact=True)).count
             if deleted:
                 await self._client.delete(
@@ -533,17 +534,19 @@ class ServerIndex:
         return deleted
 
     @asynccontextmanager
-    async def _calling(self, collection: str) -> AsyncIterator[None]:
-        """The call's deadline (`IndexTimeoutError`) and `engine_errors`; a collection the
+    async def _calling(self, collection: str, *, write: bool = False) -> AsyncIterator[None]:
+        """The call's deadline (`IndexTimeoutError`; a `write`'s as on Qdrant Edge,
+        `WRITE_TIMEOUT_S` at least) and `engine_errors`; a collection the
         server no longer has (another replica dropped it) is forgotten, so the next call
         finds out afresh."""
+        timeout_s = max(self._timeout_s, WRITE_TIMEOUT_S) if write else self._timeout_s
         try:
-            async with asyncio.timeout(self._timeout_s):
+            async with asyncio.timeout(timeout_s):
                 with engine_errors(collection):
                     yield
         except TimeoutError as exc:
             raise IndexTimeoutError(
-                f"Qdrant did not answer on {collection!r} within {self._timeout_s:g} s"
+                f"Qdrant did not answer on {collection!r} within {timeout_s:g} s"
             ) from exc
         except UnexpectedResponse as exc:
             if exc.status_code != _NOT_FOUND:
