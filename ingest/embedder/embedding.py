@@ -53,8 +53,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ingest.background import lower_priority
-from ingest.index import SparseVector
 from ingest.embedder.lanes import LaneRunner
+from ingest.index import SparseVector
 
 if TYPE_CHECKING:
     from fastembed import SparseTextEmbedding, TextEmbedding
