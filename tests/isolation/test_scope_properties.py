@@ -32,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import ingest.engines.edge.index
+import ingest.engines.edge.engine
 import ingest.engines.server.index
 from ingest.engines.blocking import BlockingIndex
 from ingest.engines.edge.index import EdgeIndex
@@ -225,7 +225,7 @@ def _unscoped_engine_calls(tree: ast.AST) -> list[str]:
     return unscoped
 
 
-@pytest.mark.parametrize("module", [ingest.engines.edge.index, ingest.engines.server.index])
+@pytest.mark.parametrize("module", [ingest.engines.edge.engine, ingest.engines.server.index])
 def test_each_adapter_builds_filters_in_one_function_and_always_uses_one(module: Any) -> None:
     """In each adapter, engine filters are constructed only inside `_scope_filter` (no
     other filter exists, not even an IDF corpus: keyword scores and the search's work
