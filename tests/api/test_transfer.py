@@ -14,8 +14,8 @@ from typing import Any, cast
 import httpx
 import pytest
 
-from ingest.engines.edge.index import EdgeIndex
 from ingest.embedder.embedding import Embedder
+from ingest.engines.edge.index import EdgeIndex
 from ingest.index import Passage
 from ingest.sync import Target
 from settings.golden import GoldenQuestion, GoldenSet

@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager
@@ -43,7 +42,6 @@ from gateway.tools.probe.client import ARCHIVE_MEDIA_TYPE, Reply, retry_after_s
 from gateway.tools.probe.report import Report
 from gateway.tools.probe.world import PHASES, LegacyDocument
 from ingest.embedder.embedding import Embedder, build_embedder
-from ingest.engines.blocking import BlockingIndex
 from ingest.engines.server.index import ServerIndex
 from ingest.payload import Classification
 from ingest.sync import Document, Target
@@ -149,25 +147,6 @@ class ClientTransport:
         )
 
 
-class SerializedIndex:
-    """One engine call at a time: qdrant-client's local mode is a single-threaded emulation
-    (plain dicts and numpy arrays, no locks), while the gateway calls its index from worker
-    threads. Requests still overlap everywhere else (embedding, fusion, the store)."""
-
-    def __init__(self, inner: BlockingIndex) -> None:
-        self._inner = inner
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._inner, name)
-
-        def locked(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                return method(*args, **kwargs)
-
-        return locked
-
-
 @asynccontextmanager
 async def live_gateway(
     engine: str,
@@ -191,12 +170,9 @@ async def live_gateway(
     logs = io.StringIO()
     engines: dict[str, tuple[Any, str] | None] = {"edge": None}
     if engine == "local":
-        engines["local"] = (SerializedIndex(BlockingIndex(ServerIndex.local(None))), "qdrant-local")
+        engines["local"] = (ServerIndex.local(None), "qdrant-local")
     if engine == "server" and qdrant_url is not None:
-        engines["server"] = (
-            BlockingIndex.opening(lambda: ServerIndex.connect(qdrant_url, None, 10.0)),
-            "qdrant-server",
-        )
+        engines["server"] = (await ServerIndex.connect(qdrant_url, None, 10.0), "qdrant-server")
     services = await build_services(
         config,
         Telemetry(build_logger("DEBUG", logs)),
