@@ -9,8 +9,8 @@ same contract tests.
 The port is asynchronous and every call is bounded: an engine call that does not answer
 within the adapter's deadline (writes and a collection's creation or removal: a longer
 one, `ingest.engines.common.WRITE_TIMEOUT_S`) raises `IndexTimeoutError` (an
-`IndexUnavailableError`, answered 503) while the caller's event loop goes on. Code that runs in a worker thread
-calls the port through `ingest.engines.blocking.BlockingIndex`.
+`IndexUnavailableError`, answered 503) while the caller's event loop goes on. Code that
+runs in a worker thread calls the port through `ingest.engines.blocking.BlockingIndex`.
 """
 
 from __future__ import annotations
