@@ -40,8 +40,9 @@ from tests.api.tenants import Tenant, provision
 
 pytestmark = pytest.mark.anyio
 
-#: the index deadline once the workspaces exist (an Edge collection takes about 1 s to make)
-TIMEOUT_S = 0.5
+#: the index deadline once the workspaces exist: long enough for a turn's calls on a busy
+#: shared machine, short enough for a test
+TIMEOUT_S = 3.0
 #: how long a hung call waits at most, should a test fail before releasing it
 _HANG_LIMIT_S = 60.0
 Mode = Literal["ok", "fail", "hang"]
@@ -198,7 +199,7 @@ async def test_a_stuck_engine_call_holds_up_only_its_own_request(
     """An engine call that never returns (the shared collection's ranking, stuck) answers
     its own turn 503 with Retry-After once the index deadline passes, while
     `/health/live` and another workspace's turns (its KB in its organization's collection)
-    answer at once, before and after that deadline; the stuck call is still stuck."""
+    answer at once, before and after that deadline, while the stuck call stays stuck."""
     gw, engine = flaky
     stuck = await provision(gw, "acme", "acme-shared")
     await stuck.kb("common", storage="shared")
@@ -228,10 +229,10 @@ async def test_a_stuck_engine_call_holds_up_only_its_own_request(
     assert answer.status_code == 503, answer.text
     assert answer.json()["dependency"] == "index"
     assert int(answer.headers["retry-after"]) >= 1
-    assert TIMEOUT_S <= waited < TIMEOUT_S + 2
+    assert TIMEOUT_S <= waited < 2 * TIMEOUT_S
     assert max(beside) < TIMEOUT_S  # none of them waited for the stuck call's deadline
     live_after = await gw.client.get("/health/live")
     assert live_after.status_code == 200
     after = await other.retrieve("bot", "How often are pumps inspected?")
     assert after.status_code == 200, after.text
-    assert engine.hung == 1  # still stuck: nothing answered it but the deadline
+    assert engine.hung >= 1  # its ranking (and the KB's first line measurement) still stuck

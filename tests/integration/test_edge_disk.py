@@ -109,9 +109,9 @@ _FILL = textwrap.dedent(
     """
     import random, sys
     from pathlib import Path
-    from ingest.index import DiskFullError
     from ingest.engines.blocking import BlockingIndex
     from ingest.engines.edge.index import EdgeIndex
+    from ingest.index import DiskFullError
     from tests.integration.test_edge_disk import COLLECTION, _passages
     from tests.integration.test_index_contract import DIM, scope
 

@@ -165,7 +165,7 @@ def _scope_filter_builders(tree: ast.AST) -> frozenset[str]:
     return is a Scope's filter too."""
     builders = set()
     for fn in ast.walk(tree):
-        if not isinstance(fn, ast.FunctionDef) or fn.name == "_scope_filter":
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) or fn.name == "_scope_filter":
             continue
         returns = [node for node in ast.walk(fn) if isinstance(node, ast.Return)]
         if returns and all(r.value is not None and _is_scope_filter(r.value) for r in returns):
@@ -233,7 +233,9 @@ def test_each_adapter_builds_filters_in_one_function_and_always_uses_one(module:
     delete and payload update is handed a filter that came from `_scope_filter`, however
     the variable holding it is named (there is no unscoped call)."""
     tree = ast.parse(inspect.getsource(module))
-    functions = [fn for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef)]
+    functions = [
+        fn for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
     builders = [
         fn.name
         for fn in functions
