@@ -151,6 +151,8 @@ class Gateway:
             "KBGATE_MODEL_CACHE_DIR": str(self.data_dir / "models"),
             "KBGATE_RATE_LIMIT_PER_S": "100000",
             "KBGATE_RATE_LIMIT_BURST": "100000",
+            "KBGATE_RATE_LIMIT_WORKSPACE_PER_S": "100000",  # a checkout without it ignores it
+            "KBGATE_RATE_LIMIT_WORKSPACE_BURST": "100000",
         }
         log = (self.data_dir.parent / f"{self.name}-gateway.log").open("ab")
         self.process = subprocess.Popen(  # noqa: S603 — the checkout's own console script
@@ -229,6 +231,21 @@ def _stage_totals(gateway: Gateway) -> dict[str, float]:
     return {stage: float(value) for stage, value in _STAGE_SUM.findall(body.decode())}
 
 
+def _thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """User + system CPU time of a process's threads, summed by name without the digits
+    that number a pool's threads ("edge-search-0" and "-1" count as "edge-search-")."""
+    seconds: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip().rstrip("0123456789")
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        seconds[name] = seconds.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return seconds
+
+
 def _batch(gateway: Gateway, agent: str, questions: list[str], concurrency: int) -> dict[str, Any]:
     """Every question once over `concurrency` keep-alive connections."""
     waiting = deque(questions)
@@ -252,11 +269,13 @@ def _batch(gateway: Gateway, agent: str, questions: list[str], concurrency: int)
 
     stages_before = _stage_totals(gateway)
     cpu = _cpu_seconds(gateway.pid)
+    threads = _thread_cpu_seconds(gateway.pid)
     started = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(call, callers))
     elapsed = time.perf_counter() - started
     cpu = _cpu_seconds(gateway.pid) - cpu
+    threads_after = _thread_cpu_seconds(gateway.pid)
     stages_after = _stage_totals(gateway)
     for caller in callers:
         caller.close()
@@ -266,6 +285,11 @@ def _batch(gateway: Gateway, agent: str, questions: list[str], concurrency: int)
         "median_ms": round(statistics.median(ordered), 2),
         "p99_ms": round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 2),
         "cpu_ms_per_turn": round(cpu * 1000 / len(latencies), 2),
+        "thread_cpu_ms_per_turn": {
+            name: round((seconds - threads.get(name, 0.0)) * 1000 / len(latencies), 2)
+            for name, seconds in sorted(threads_after.items())
+            if seconds > threads.get(name, 0.0)
+        },
         "stage_mean_ms": {
             stage: round((value - stages_before.get(stage, 0.0)) * 1000 / len(latencies), 3)
             for stage, value in sorted(stages_after.items())
@@ -484,6 +508,10 @@ def _pair_summary(runs: dict[str, dict[str, list[dict[str, Any]]]], pair: str) -
             ],
             "median_ms": _median([r["median_ms"] for r in rows]),
             "cpu_ms_per_turn": _median([r["cpu_ms_per_turn"] for r in rows]),
+            "thread_cpu_ms_per_turn": {
+                thread: _median([r["thread_cpu_ms_per_turn"].get(thread, 0.0) for r in rows])
+                for thread in sorted({t for r in rows for t in r["thread_cpu_ms_per_turn"]})
+            },
         }
         for name, rows in (("this", this), ("other", other))
     }
