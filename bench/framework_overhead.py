@@ -106,6 +106,8 @@ async def _measure(data_dir: Path, questions: list[str], repeats: int) -> dict[s
         "KBGATE_MODEL_CACHE_DIR": str(data_dir / "models"),
         "KBGATE_RATE_LIMIT_PER_S": "100000",
         "KBGATE_RATE_LIMIT_BURST": "100000",
+        "KBGATE_RATE_LIMIT_WORKSPACE_PER_S": "100000",
+        "KBGATE_RATE_LIMIT_WORKSPACE_BURST": "100000",
     }
     config = load_config(env, data_dir=data_dir)
     services = await build_services(config, Telemetry(build_logger("WARNING")))

@@ -77,6 +77,13 @@ RESULTS = Path(__file__).parent / "results"
 PLATFORM_KEY = "bench-platform-key-turn-latency"
 ORG, TENANT, KB, AGENT = "bench", "scifact", "scifact", "bench-agent"
 AGENT_REDACTING = "bench-agent-redacting"
+#: The bench's callers are never rate limited, per key or per workspace.
+_UNLIMITED = {
+    "KBGATE_RATE_LIMIT_PER_S": "100000",
+    "KBGATE_RATE_LIMIT_BURST": "100000",
+    "KBGATE_RATE_LIMIT_WORKSPACE_PER_S": "100000",
+    "KBGATE_RATE_LIMIT_WORKSPACE_BURST": "100000",
+}
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -568,7 +575,7 @@ async def _alternated_passes(
         print(f"  HTTP redaction on and off alternated, concurrency {concurrency}", file=sys.stderr)
         gateway = GatewayProcess(
             args.data_dir,
-            {**env, "KBGATE_RATE_LIMIT_PER_S": "100000", "KBGATE_RATE_LIMIT_BURST": "100000"},
+            {**env, **_UNLIMITED},
         )
         gateway.start()
         try:
@@ -667,7 +674,7 @@ async def _passes(
     interleaves the floor with the distinct pass's requests (one caller)."""
     gateway = GatewayProcess(
         data_dir,
-        {**env, "KBGATE_RATE_LIMIT_PER_S": "100000", "KBGATE_RATE_LIMIT_BURST": "100000"},
+        {**env, **_UNLIMITED},
     )
     gateway.start()
     try:
