@@ -86,12 +86,14 @@ STAGE_RULES: tuple[tuple[str, str], ...] = (
     ("redact", r"presidio|/safety/|/redaction\.py|spacy|_redacted \("),
     ("fence/evidence", r"/evidence\.py"),
     ("record", r"put_turn|sqlite|turn_records|_record \("),
-    ("fuse", r"/fusion\.py|/diversity\.py|fused_and_capped|cap_per_knowledge_base"),
+    ("copies", r"/diversity\.py"),
+    ("fuse", r"/fusion\.py|fused_and_capped|cap_per_knowledge_base"),
     (
         "legs/search",
-        r"qdrant_edge|index_common|/index\.py|/legs\.py|/index_calls\.py|/answering\.py|"
-        r"search_plans|fetch_chosen|newest_versions|edge_shards|/sync\.py|/versions\.py",
+        r"/legs\.py|/index_calls\.py|/answering\.py|search_plans|fetch_chosen|"
+        r"newest_versions|/versions\.py",
     ),
+    ("engine", r"qdrant_edge|index_common|/ingest/index\.py|edge_shards|edge_host|/payload\.py"),
     ("off-topic line", r"off_topic_line"),
     ("plan/settings", r"/plan\.py|plan_turn|/resolve\.py|settings/|with_lines|/workspace\.py"),
     ("telemetry", r"prometheus_client|/telemetry\.py|structlog|_count \("),
