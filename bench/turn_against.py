@@ -82,7 +82,10 @@ asyncio.run(prepare())
 #: "function (path:line)" in py-spy's raw output. Paths match both layouts (before and
 #: after the gateway's packages were split).
 STAGE_RULES: tuple[tuple[str, str], ...] = (
-    ("embed", r"onnxruntime|fastembed|tokenizers|/embedding\.py|query_embedding|word_piece"),
+    (
+        "embed",
+        r"onnxruntime|fastembed|tokenizers|/embedding\.py|/embedder/|query_embedding|word_piece",
+    ),
     ("redact", r"presidio|/safety/|/redaction\.py|spacy|_redacted \("),
     ("fence/evidence", r"/evidence\.py"),
     ("record", r"put_turn|sqlite|turn_records|_record \("),
@@ -93,7 +96,10 @@ STAGE_RULES: tuple[tuple[str, str], ...] = (
         r"/legs\.py|/index_calls\.py|/answering\.py|search_plans|fetch_chosen|"
         r"newest_versions|/versions\.py",
     ),
-    ("engine", r"qdrant_edge|index_common|/ingest/index\.py|edge_shards|edge_host|/payload\.py"),
+    (
+        "engine",
+        r"/engines/|qdrant_edge|index_common|/ingest/index\.py|edge_shards|edge_host|/payload\.py",
+    ),
     ("off-topic line", r"off_topic_line"),
     ("plan/settings", r"/plan\.py|plan_turn|/resolve\.py|settings/|with_lines|/workspace\.py"),
     ("telemetry", r"prometheus_client|/telemetry\.py|structlog|_count \("),

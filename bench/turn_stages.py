@@ -15,8 +15,9 @@ thread in `record`); a stage's time leaves out the stages it calls. Stages:
 - turn (other): the rest of the turn's own code.
 
 Also the CPU of the process's threads by name (Edge's search threads have their own).
-Runs in any checkout since f309b1e (2026-12-01), whose turn lived in `gateway.turn`: the
-stage functions are looked up by name in either layout, and stages not found are left out.
+Runs in any checkout since f309b1e (2026-12-01), whose turn lived in `gateway.turn` and
+took the whole `Services`: the stage functions are looked up by name in either layout,
+and stages not found are left out.
 Run it with that checkout's interpreter, which imports its own gateway and bench:
 
     uv run python -m bench.turn_stages --data-dir /tmp/kbgate-against/this
@@ -177,7 +178,7 @@ async def _settled(services: Any, principal: Any, agent: str) -> None:
         plan = importlib.import_module("gateway.retrieval.plan")
     except ImportError:
         return
-    await plan.settle_lines(services, principal, agent)
+    await plan.settle_lines(getattr(services, "planning", services), principal, agent)
 
 
 async def measure(data_dir: Path, agent: str, queries: int, rounds: int) -> dict[str, Any]:
@@ -196,14 +197,15 @@ async def measure(data_dir: Path, agent: str, queries: int, rounds: int) -> dict
         questions = questions[:queries]
         clock = StageClock()
         retrieve, found = _instrument(clock, services)
+        turn = getattr(services, "retrieval", services)  # what the turn takes, either layout
         for question in questions:  # embeddings cached, lazy state loaded
-            await retrieve(services, principal, agent, question, [])
+            await retrieve(turn, principal, agent, question, [])
         clock.seconds.clear()
         threads = _thread_seconds()
         cpu = time.process_time()
         for _ in range(rounds):
             for question in questions:
-                await retrieve(services, principal, agent, question, [])
+                await retrieve(turn, principal, agent, question, [])
         turns = rounds * len(questions)
         cpu = time.process_time() - cpu
         after = _thread_seconds()
