@@ -6,7 +6,8 @@ sentences, sentences mode), redaction (`POST /v1/redact`, a short text), single-
 PUT and retrieve (`POST /v1/retrieve`, a new question each call) are timed one after the
 other, `--calls` of each spread over `--window-s`, in these phases:
 
-- idle: nothing else runs;
+- idle_0 … idle_3: nothing else runs; one idle window before and after each flood, and
+  each flood is held against the mean of its two neighbours;
 - redact_flood: A's callers send `/v1/redact` with a JSON value of 2,000 distinct short
   strings (the most the bound allows);
 - grounding_flood: A's callers loop the heaviest check the budget allows: sentences mode,
@@ -311,22 +312,30 @@ def _phase_under_flood(
 
 
 def _matrix(phases: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per flood and B's call: idle median, flooded median and max, ratio of medians."""
-    idle = phases["idle"]
-    return [
-        {
-            "flood": phase,
-            "call": call,
-            "idle_median_ms": idle[call]["median_ms"],
-            "median_ms": figures[call]["median_ms"],
-            "p95_ms": figures[call]["p95_ms"],
-            "max_ms": figures[call]["max_ms"],
-            "ratio": round(figures[call]["median_ms"] / idle[call]["median_ms"], 2),
-        }
-        for phase, figures in phases.items()
-        if phase != "idle"
-        for call in B_CALLS
-    ]
+    """Per flood and B's call: the idle median beside it (the mean of the idle windows
+    just before and just after the flood, so a drift of the machine's load affects both
+    alike), the flooded median and max, and the ratio of the medians."""
+    names = list(phases)
+    rows = []
+    for position, phase in enumerate(names):
+        if phase.startswith("idle"):
+            continue
+        before, after = phases[names[position - 1]], phases[names[position + 1]]
+        for call in B_CALLS:
+            idle = round((before[call]["median_ms"] + after[call]["median_ms"]) / 2, 1)
+            figures = phases[phase][call]
+            rows.append(
+                {
+                    "flood": phase,
+                    "call": call,
+                    "idle_median_ms": idle,
+                    "median_ms": figures["median_ms"],
+                    "p95_ms": figures["p95_ms"],
+                    "max_ms": figures["max_ms"],
+                    "ratio": round(figures["median_ms"] / idle, 2),
+                }
+            )
+    return rows
 
 
 def _table(result: dict[str, Any]) -> str:
@@ -368,15 +377,20 @@ def main() -> None:
         try:
             a, b = _setup(gateway.url, "a"), _setup(gateway.url, "b")
             _measure_b(gateway.url, b, 5, "warm-up")
-            print("  idle", file=sys.stderr)
-            phases = {
-                "idle": _measure_b(gateway.url, b, args.calls, "idle", window_s=args.window_s)
-            }
-            for endpoint in ("redact", "grounding", "bulk"):
+            phases: dict[str, Any] = {}
+            for number, endpoint in enumerate(("redact", "grounding", "bulk")):
+                print(f"  idle_{number}", file=sys.stderr)
+                phases[f"idle_{number}"] = _measure_b(
+                    gateway.url, b, args.calls, f"idle{number}", window_s=args.window_s
+                )
                 phase = f"{endpoint}_flood"
                 print(f"  {phase}", file=sys.stderr)
                 flood = Flood(gateway.url, a, endpoint, args.flood_callers)
                 phases[phase] = _phase_under_flood(flood, b, args, phase)
+            print("  idle_3", file=sys.stderr)
+            phases["idle_3"] = _measure_b(
+                gateway.url, b, args.calls, "idle3", window_s=args.window_s
+            )
         finally:
             gateway.stop()
     result = {

@@ -16,7 +16,8 @@ model in one pass (spread over the embedder's workers with no gap between docume
 to the index in one upsert, so one durable flush serves them all.
 
 Everything here is synchronous and CPU- or engine-bound: the gateway runs it in
-worker threads. A write takes a `pause` callable, called between two units of work
+worker threads, which call the index through `BlockingIndex` (each call bounded by the
+index's deadline). A write takes a `pause` callable, called between two units of work
 (`EMBED_SLICE` passages embedded, `ANALYSIS_SLICE` passages analysed, from either
 thread): the gateway's expensive-work pool lends the write's run slot to another
 workspace there. A write is never stopped half-way: `pause` only waits.
@@ -35,8 +36,9 @@ from typing import Literal, Protocol
 
 from ingest.background import lower_priority
 from ingest.chunking import ChunkingParams, char_bound_applies, chunk_text
-from ingest.embedding import Embedder, Embedding
-from ingest.index import Index, Passage, SparseVector, StoredPassage, collection_for
+from ingest.embedder.embedding import Embedder, Embedding
+from ingest.engines.blocking import BlockingIndex
+from ingest.index import Passage, SparseVector, StoredPassage, collection_for
 from ingest.payload import (
     Classification,
     PassagePayload,
@@ -148,7 +150,7 @@ class DocumentWriter:
 
     def __init__(
         self,
-        index: Index,
+        index: BlockingIndex,
         embedder: Embedder,
         *,
         chunking: ChunkingParams | None = None,
@@ -158,7 +160,8 @@ class DocumentWriter:
     ) -> None:
         """Without an `analyzer`, passages are written with no PII analysis (as before it
         existed): the gateway then analyses them when they are first returned."""
-        self._index = index
+        #: the index the writer's calls go to, from the thread it runs in
+        self.index = index
         self._embedder = embedder
         self._analyzer = analyzer
         self._chunking = chunking or ChunkingParams()
@@ -226,13 +229,13 @@ class DocumentWriter:
         changed = [plan for plan in plans if not plan.unchanged]
         written: dict[str, SyncOutcome] = {}
         if changed:
-            self._index.ensure_collection(target.collection)
+            self.index.ensure_collection(target.collection)
             points = self._passages(target, changed, legacy=legacy, pause=pause)
-            self._index.upsert(target.collection, [p for group in points for p in group])
+            self.index.upsert(target.collection, [p for group in points for p in group])
             stale = [plan.stale(group) for plan, group in zip(changed, points, strict=True)]
             if any(stale):
                 old = [point for gone in stale for point in gone]
-                self._index.delete_points(target.collection, scope, old)
+                self.index.delete_points(target.collection, scope, old)
             for plan, group, gone in zip(changed, points, stale, strict=True):
                 written[plan.document.document_id] = SyncOutcome("indexed", len(group), len(gone))
         return [
@@ -242,10 +245,10 @@ class DocumentWriter:
 
     def delete(self, target: Target, document_id: str) -> int:
         """Remove every passage of the document from both legs; returns how many."""
-        return self._index.delete_document(target.collection, target.write_scope(), document_id)
+        return self.index.delete_document(target.collection, target.write_scope(), document_id)
 
     def _plan(self, target: Target, scope: Scope, document: Document) -> _Plan:
-        existing = self._index.scroll_document(target.collection, scope, document.document_id)
+        existing = self.index.scroll_document(target.collection, scope, document.document_id)
         return _Plan(
             document=document,
             version=self.version_of(document),
@@ -271,7 +274,7 @@ class DocumentWriter:
             return
         texts = [stored.payload.text for stored in existing]
         analyses = _analyses(analyzer, document.title, texts, pause)
-        self._index.set_pii(
+        self.index.set_pii(
             target.collection,
             target.write_scope(),
             {stored.point_id: found for stored, found in zip(existing, analyses, strict=True)},
@@ -290,7 +293,7 @@ class DocumentWriter:
             analysing: Future[list[list[PiiAnalysis]]] | None = None
             if self._analyzer is not None:
                 analysing = pool.submit(_analyse_plans, self._analyzer, plans, pause)
-            embeddings, wholes = self._embed(plans, pause)
+            embeddings, wholes = self._embed(plans, pause, lane=target.tenant_id)
             try:
                 analyses = analysing.result() if analysing is not None else None
             except Exception as error:  # any analyzer failure: nothing has been written yet
@@ -310,11 +313,11 @@ class DocumentWriter:
         ]
 
     def _embed(
-        self, plans: Sequence[_Plan], pause: Callable[[], None]
+        self, plans: Sequence[_Plan], pause: Callable[[], None], *, lane: str
     ) -> tuple[list[list[Embedding]], list[SparseVector]]:
         """Every plan's passages, `EMBED_SLICE` per embedder call with a pause between
-        calls, and the whole documents' keyword vectors in one call; the passages'
-        embeddings grouped back by plan."""
+        calls, in the workspace's `lane` of the embedder, and the whole documents' keyword
+        vectors in one call; the passages' embeddings grouped back by plan."""
         inputs = [
             embedding_input(plan.document.title, text) for plan in plans for text in plan.texts
         ]
@@ -323,7 +326,8 @@ class DocumentWriter:
             flat: list[Embedding] = []
             for start in range(0, len(inputs), EMBED_SLICE):
                 pause()
-                flat.extend(self._embedder.embed_documents(inputs[start : start + EMBED_SLICE]))
+                piece = inputs[start : start + EMBED_SLICE]
+                flat.extend(self._embedder.embed_documents(piece, lane=lane))
             pause()
             wholes = self._embedder.embed_document_keywords(whole_inputs)
         except Exception as error:  # any model failure: nothing has been written yet

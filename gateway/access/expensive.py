@@ -1,17 +1,17 @@
 """Expensive work apart from everything else: its own pool, fair shares between workspaces.
 
 Grounding checks, call-time redaction (`/v1/redact`), the embedding and PII analysis of
-ingested documents and an evaluation's units take from milliseconds to seconds of CPU
-each. They run on threads of their own, never on the shared pool that the settings
-store, the index's cheap calls and retrieval turns use, so a flood of them cannot make
-those queue.
+ingested documents, an import's reading and analysis and an evaluation's units take
+from milliseconds to seconds of CPU each. They run on threads of their own, never on
+the shared pool that the settings store, the index's cheap calls and retrieval turns
+use, so a flood of them cannot make those queue.
 
 Admission. A workspace may have `KBGATE_EXPENSIVE_PER_WORKSPACE` such requests running
 or queued at once; one more answers 429 with Retry-After at once (RateLimitedError),
-rather than queue work nobody bounds. Document writes and evaluation units are the
-exception: they wait for their workspace's turn (in order, `wait=True`), so a
-connector or an import that sends several documents at once is slowed, never refused.
-That wait is behind the workspace's own work only.
+rather than queue work nobody bounds. Document writes, imports and evaluation units are
+the exception: they wait for their workspace's turn (in order, `wait=True`), so a
+connector that sends several documents at once is slowed, never refused. That wait is
+behind the workspace's own work only.
 
 Fair shares. Admitted work runs on `KBGATE_EXPENSIVE_THREADS` run slots (one per core
 by default), handed out by `FairShares`: each workspace with work waiting has a queue,
@@ -68,7 +68,7 @@ MIN_THREADS = 32
 
 
 class WaitMetrics(Protocol):
-    """Where the waiting times go (`gateway.runtime.telemetry.Telemetry`)."""
+    """Where the waiting times go (`gateway.telemetry.Telemetry`)."""
 
     def observe_expensive_wait(self, kind: str, queue: str, seconds: float) -> None: ...
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from gateway.runtime.blas import OPENBLAS_THREADS
+from gateway.blas import OPENBLAS_THREADS
 from gateway.safety import names, prose_names
 from gateway.safety.names import Gazetteer
 from gateway.safety.technical import follows_an_at_sign, names_an_algorithm, reads_as_version
@@ -238,7 +238,7 @@ def no_nlp_engine() -> Any:
 
 def openblas_single_threaded(environ: Mapping[str, str]) -> bool:
     """Whether numpy's OpenBLAS runs one thread per call in this process, as every kbgate
-    command sets before numpy loads (`gateway.runtime.blas`).
+    command sets before numpy loads (`gateway.blas`).
 
     Then the NER model multiplies its matrices through OpenBLAS: about a third of the time
     thinc's bundled BLIS takes at the model's sizes on the project's machines, with the

@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.runtime.telemetry import Telemetry
 from gateway.safety.names import (
     Gazetteer,
     truecased,
@@ -49,6 +48,7 @@ from gateway.safety.recognizers import (
 )
 from gateway.safety.spans import Detection, Span, overlaps_any, recognizer_of
 from gateway.safety.technical import opens_call_arguments, technical_spans
+from gateway.telemetry import Telemetry
 from ingest.payload import PiiSpan
 from settings.pii_allow_list import NO_ALLOW_LIST, AllowList
 from settings.resolve import KNOWN_PII_ENTITIES

@@ -23,7 +23,7 @@ import pytest
 from gateway.admin import transfer
 from gateway.tools.probe.archive_probes import EMAIL as EMAIL_PROBE
 from gateway.tools.probe.campaign import Campaign
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from ingest.index import SHARED_COLLECTION, org_collection
 from ingest.payload import Scope
 from tests.api.conftest import PLATFORM_KEY, Gateway, serving
@@ -82,6 +82,25 @@ def _events(gw: Gateway, event: str) -> float:
     return value or 0.0
 
 
+def _import_waits(gw: Gateway) -> float:
+    """How often an import's work waited for a run slot of the expensive pool."""
+    value = gw.services.telemetry.registry.get_sample_value(
+        "kbgate_expensive_wait_seconds_count", {"kind": "import", "queue": "shared"}
+    )
+    return value or 0.0
+
+
+def _eventually(condition: Callable[[], bool], within_s: float = 2.0) -> bool:
+    """Whether `condition` holds within `within_s` (a job's wait is recorded just after
+    its result is handed over)."""
+    deadline = time.monotonic() + within_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 async def _turn_text(gw: Gateway, org_id: str, tenant_id: str) -> str:
     tenant = Tenant(gw, org_id, tenant_id)
     await tenant.issue("all", ["admin", "ingest", "retrieve"], "restricted")
@@ -101,7 +120,9 @@ async def test_a_tampered_analysis_is_analysed_again_and_a_turn_shows_placeholde
     """An archive whose passage gained an email and a phone number under an emptied
     analysis (the analyzer's own name) imports (201), but unsigned its analyses are made
     again at import: the turn shows placeholders, never the raw values. The same edit to
-    an archive this deployment signed breaks the signature: analysed again too."""
+    an archive this deployment signed breaks the signature: analysed again too. Reading
+    the archive and analysing its passages run on the expensive pool, in the new
+    workspace's fair share (its reading and its writing each wait there once)."""
     source, target = pair
     archive = await _archive(source)
     tampered = _edited(archive, lambda lines: _unsigned(_with_pii_and_no_analysis(lines)))
@@ -109,6 +130,7 @@ async def test_a_tampered_analysis_is_analysed_again_and_a_turn_shows_placeholde
     imported = await _import(target, "beta", "moved", tampered)
 
     assert imported.status_code == 201, imported.text
+    assert _eventually(lambda: _import_waits(target) == 2), _import_waits(target)
     answer = imported.json()
     assert answer["signature"] == "unsigned"
     assert answer["imported"]["pii_analysed"] == answer["imported"]["passages"] == 3
@@ -362,19 +384,19 @@ async def test_records_the_api_would_refuse_are_refused_and_nothing_is_written(
         assert says in problem["detail"], (name, problem["detail"])
         assert await target.services.store.get_workspace("moved") is None, name
         assert await target.services.store.list_knowledge_bases("moved") == [], name
-        assert _passages(target, "beta", "moved") == 0, name
+        assert await _passages(target, "beta", "moved") == 0, name
     fine = await _import(target, "beta", "moved", archive)
     assert fine.status_code == 201, fine.text
-    assert _passages(target, "beta", "moved") == 3
+    assert await _passages(target, "beta", "moved") == 3
 
 
-def _passages(gw: Gateway, org_id: str, tenant_id: str) -> int:
+async def _passages(gw: Gateway, org_id: str, tenant_id: str) -> int:
     index = gw.services.index
     kbs = frozenset({"org-kb", "shared-kb"})
     scope = Scope.of(org_id=org_id, tenant_id=tenant_id, kb_ids=kbs, clearance="restricted")
     total = 0
     for collection in (org_collection(org_id), SHARED_COLLECTION):
-        total += index.count(collection, scope)
+        total += await index.count(collection, scope)
     return total
 
 
@@ -428,7 +450,7 @@ async def test_kbgate_probe_checks_the_archive_case(
     assert await gateway.services.store.list_workspaces(f"{campaign.run}-arc") == []
 
     original = transfer._rehomed
-    monkeypatch.setattr(transfer, "_analysed", lambda _, passages: passages)
+    monkeypatch.setattr(transfer, "_analysed", lambda _, passages, stop: passages)
     monkeypatch.setattr(
         transfer, "_rehomed", lambda entry, target, keep_pii: original(entry, target, keep_pii=True)
     )

@@ -13,14 +13,15 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from ingest.embedding import Embedding
+from ingest.embedder.embedding import Embedding
 from ingest.index import SparseVector
 
 _WORD = re.compile(r"\w+")
 
 
 class FakeEmbedder:
-    """Same interface as `ingest.embedding.FastEmbedder`; records how many texts it embedded."""
+    """Same interface as `ingest.embedder.embedding.FastEmbedder`; records how many texts it
+    embedded."""
 
     def __init__(self, dense_dim: int = 384) -> None:
         self._dense_dim = dense_dim
@@ -30,7 +31,7 @@ class FakeEmbedder:
     def dense_dim(self) -> int:
         return self._dense_dim
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
         self.calls += len(texts)
         return [Embedding(self._dense(text), _sparse(text, query=False)) for text in texts]
 
@@ -70,7 +71,7 @@ class FailingEmbedder:
 
     dense_dim = 384
 
-    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
         raise RuntimeError("model unavailable")
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
