@@ -134,7 +134,8 @@ async def _sync_over_http(args: argparse.Namespace, sink: DocumentSink) -> int:
     from gateway.cli.gateway_client import HttpGateway
 
     key = args.key or os.environ.get("KBGATE_KEY", "")
-    return await _prepare_then_sync(args, HttpGateway(args.url, key), sink)
+    async with HttpGateway(args.url, key) as gateway:
+        return await _prepare_then_sync(args, gateway, sink)
 
 
 async def _prepare_then_sync(args: argparse.Namespace, gateway: Gateway, sink: DocumentSink) -> int:

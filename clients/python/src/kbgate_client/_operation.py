@@ -7,22 +7,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-B = TypeVar("B")
-R = TypeVar("R")
+B_co = TypeVar("B_co", covariant=True)
+R_co = TypeVar("R_co", covariant=True)
 
 #: the path parameter that may hold `/` (a document id is a path relative to its source)
 _PATH_PARAMETERS = frozenset({"document_id"})
 
 
 @dataclass(frozen=True, slots=True)
-class Operation(Generic[B, R]):
+class Operation(Generic[B_co, R_co]):
     """Method, path template, request body type and answer type of one operation."""
 
     operation_id: str
     method: str
     path: str
-    body: type[B] | None
-    answer: type[R]
+    body: type[B_co] | None
+    answer: type[R_co]
     #: the status a success answers with (a PUT that creates answers 201 instead)
     status: int
     media_type: str
