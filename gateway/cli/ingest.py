@@ -23,7 +23,7 @@ from settings.config import load_config
 
 if TYPE_CHECKING:
     from gateway.cli.gateway_client import Gateway
-    from ingest.connector import DocumentSink
+    from ingest.connector import DocumentSink, HttpSink
     from settings.config import Config
 
 _INGEST_EPILOG = """\
@@ -112,7 +112,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     return asyncio.run(_ingest_embedded(args, config))
 
 
-def _http_sink(args: argparse.Namespace) -> DocumentSink | None:
+def _http_sink(args: argparse.Namespace) -> HttpSink | None:
     """The sink for a running gateway, or None after saying what is wrong."""
     from ingest.connector import HttpSink
 
@@ -130,11 +130,11 @@ def _http_sink(args: argparse.Namespace) -> DocumentSink | None:
         return None
 
 
-async def _sync_over_http(args: argparse.Namespace, sink: DocumentSink) -> int:
+async def _sync_over_http(args: argparse.Namespace, sink: HttpSink) -> int:
     from gateway.cli.gateway_client import HttpGateway
 
     key = args.key or os.environ.get("KBGATE_KEY", "")
-    async with HttpGateway(args.url, key) as gateway:
+    async with sink, HttpGateway(args.url, key) as gateway:
         return await _prepare_then_sync(args, gateway, sink)
 
 

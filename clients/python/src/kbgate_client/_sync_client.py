@@ -160,7 +160,10 @@ class Client:
         try:
             return self._http.request(method, path, json=json, content=content, headers=sent)
         except httpx.HTTPError as error:
-            raise TransportError(f"{method} {path}: {type(error).__name__}: {error}") from None
+            raise TransportError(
+                f"{method} {path}: {type(error).__name__}: {error}",
+                timed_out=isinstance(error, httpx.TimeoutException),
+            ) from None
 
     def _send(self, prepared: Prepared) -> httpx.Response:
         attempt = 0
@@ -408,4 +411,7 @@ class Client:
 
 
 def _unreachable(prepared: Prepared, error: httpx.HTTPError) -> TransportError:
-    return TransportError(f"{prepared.method} {prepared.url}: {type(error).__name__}: {error}")
+    return TransportError(
+        f"{prepared.method} {prepared.url}: {type(error).__name__}: {error}",
+        timed_out=isinstance(error, httpx.TimeoutException),
+    )

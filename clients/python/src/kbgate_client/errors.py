@@ -13,7 +13,12 @@ class KbgateError(Exception):
 
 
 class TransportError(KbgateError):
-    """No answer: nothing listens at the URL, the connection dropped, or it timed out."""
+    """No answer: nothing listens at the URL, the connection dropped, or it timed out
+    (`timed_out`)."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 class ProblemError(KbgateError):
