@@ -7,6 +7,7 @@ better-ranked passage left out.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -85,7 +86,8 @@ def _ranked(services: Services, plan: KbPlan, legs: Sequence[Leg]) -> list[list[
     """Each leg's hits in the KB's Scope: one engine call."""
     if not legs:
         return []
-    result: RankResult = services.index.rank(plan.collection, plan.scope, legs)
+    with services.telemetry.tracing.span("turn.search.kb", legs=len(legs)):
+        result: RankResult = services.index.rank(plan.collection, plan.scope, legs)
     if result.exact_checks:
         services.telemetry.count("dense_exact_checks", result.exact_checks)
     return [list(found) for found in result.legs]
@@ -125,8 +127,11 @@ async def search_while_embedding(
     services.telemetry.count("turn_embedded_in_place")
     sparse = [Embedding((), vector) for vector in pending.sparse]
     # submitted now: the model's run below holds this thread without yielding to the loop
+    # in this task's context, so its spans are the turn's
     keyword = asyncio.get_running_loop().run_in_executor(
-        None, lambda: [_keyword_ranked(services, plan, sparse, leg_limit) for plan in plans]
+        None,
+        contextvars.copy_context().run,
+        lambda: [_keyword_ranked(services, plan, sparse, leg_limit) for plan in plans],
     )
     embeddings = await _embedded(services, pending)
     early = await _bounded(services, keyword)
