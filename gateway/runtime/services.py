@@ -205,7 +205,11 @@ async def build_services(
         index_engine=index_engine,
         store_engine=store_engine,
         writer=DocumentWriter(
-            index, model, model_id=config.embedding_model or MINILM_MODEL_NAME, analyzer=pii
+            index,
+            model,
+            model_id=config.embedding_model or MINILM_MODEL_NAME,
+            analyzer=pii,
+            stage=telemetry.tracing.span,
         ),
         settings=CachedSettings(
             store,

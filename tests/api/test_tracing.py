@@ -59,8 +59,9 @@ async def test_a_turn_is_traced_per_stage_within_the_caller_s_trace(
     """With a `traceparent`, the retrieve request's server span continues the caller's
     trace; under it a `turn` span holds one span per stage (plan, embed, search, fuse,
     fetch, redact, record) and a `turn.search.kb` span per engine call; a document write
-    has its `ingest_document` span. Every attribute is a count, a timing or a name from
-    the code: no question, passage text, title, key or id."""
+    has its `ingest_document` span over `ingest.plan`, `ingest.embed` and `ingest.write`.
+    Every attribute is a count, a timing or a name from the code: no question, passage
+    text, title, key or id."""
     gateway, exporter = traced
     tenant = await provision(gateway, "acme", "ws")
     await tenant.kb("kb")
@@ -98,7 +99,12 @@ async def test_a_turn_is_traced_per_stage_within_the_caller_s_trace(
     assert searches
     assert all(span.context.trace_id == server.context.trace_id for span in searches)
     assert all(span.parent and span.parent.span_id == turn.context.span_id for span in searches)
-    assert _one(spans, "ingest_document").attributes is not None
+    ingest = _one(spans, "ingest_document")
+    for stage in ("ingest.plan", "ingest.embed", "ingest.write"):
+        span = _one(spans, stage)
+        assert span.parent is not None
+        assert span.parent.span_id == ingest.context.span_id, stage
+    assert _one(spans, "ingest.embed").attributes == {"documents": 1, "passages": 1}
 
     secrets = [QUESTION, TEXT, TITLE, "lamp-doc", "acme", tenant.keys["all"], "Jane"]
     for span in spans:
