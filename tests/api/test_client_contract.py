@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import kbgate_client
+import kbgate_client.models
+import msgspec
 from kbgate_client import AsyncClient, Client, operations
 from kbgate_client._operation import Operation
 
@@ -97,3 +99,37 @@ def test_the_client_installs_alone_without_the_gateway(tmp_path: Path) -> None:
             assert f"from {forbidden}" not in text, module
     assert kbgate_client.__file__ is not None
     assert Path(kbgate_client.__file__).is_relative_to(CLIENT)
+
+
+def test_every_problem_and_a_chat_backend_s_answers_have_examples_that_decode() -> None:
+    """Each error response carries an example of its own status; the examples of retrieve,
+    citation verification, grounding and redaction decode strictly into the gateway's
+    response Structs and into the client's models."""
+    from gateway.http import schemas
+
+    document = create_app(load_config({}, platform_key="k" * 30)).openapi_schema.to_schema()
+    answers: dict[str, object] = {}
+    for item in document["paths"].values():
+        for method in ("get", "put", "post", "patch", "delete"):
+            operation = item.get(method)
+            if operation is None:
+                continue
+            for status, response in operation["responses"].items():
+                problem = response.get("content", {}).get("application/problem+json")
+                if problem is not None:
+                    assert problem["example"]["status"] == int(status), operation["operationId"]
+            example = operation["responses"].get("200", {}).get("content", {})
+            found = example.get("application/json", {}).get("example")
+            if found is not None:
+                answers[operation["operationId"]] = found
+    expected = {
+        "retrieve": "RetrieveOut",
+        "verifyCitations": "VerifyOut",
+        "checkGrounding": "GroundingOut",
+        "redact": "RedactOut",
+    }
+    assert set(answers) == set(expected)
+    for operation_id, name in expected.items():
+        raw = msgspec.json.encode(answers[operation_id])
+        msgspec.json.decode(raw, type=getattr(schemas, name), strict=True)
+        msgspec.json.decode(raw, type=getattr(kbgate_client.models, name), strict=True)
