@@ -219,10 +219,37 @@ class PutKnowledgeBase(Strict):
     drop_copies: bool | None = None
 
 
-class EffectiveValue(msgspec.Struct, kw_only=True):
-    value: Any
+class EffectiveNumber(msgspec.Struct, kw_only=True):
+    value: float
     source: str
     clamped: bool = False
+
+
+class EffectiveFusion(msgspec.Struct, kw_only=True):
+    value: FusionWeights
+    source: str
+    clamped: bool = False
+
+
+class KnowledgeBaseEffective(msgspec.Struct, kw_only=True):
+    """Each KB setting in force without an agent, which level set it (`knowledge_base`,
+    `measured`, `platform`), and whether a bound changed it."""
+
+    top_k: EffectiveCount
+    score_threshold: EffectiveNumber
+    #: a share of the question's attainable BM25 score (`ingest.keyword_scale`)
+    keyword_floor: EffectiveNumber
+    grounding_floor: EffectiveNumber
+    drop_copies: EffectiveFlag
+    fusion: EffectiveFusion
+
+
+class AgentEffective(msgspec.Struct, kw_only=True):
+    """The agent's limits in force: its KB cap, `top_k` and `score_threshold`."""
+
+    max_knowledge_bases_per_agent: EffectiveCount
+    top_k: EffectiveCount
+    score_threshold: EffectiveNumber
 
 
 class KnowledgeBaseOut(msgspec.Struct, kw_only=True):
@@ -231,7 +258,7 @@ class KnowledgeBaseOut(msgspec.Struct, kw_only=True):
     storage: str
     collection: str
     settings: dict[str, Any]
-    effective: dict[str, EffectiveValue]
+    effective: KnowledgeBaseEffective
 
 
 class KnowledgeBaseList(msgspec.Struct, kw_only=True):
@@ -251,7 +278,7 @@ class AgentOut(msgspec.Struct, kw_only=True):
     settings: dict[str, Any]
     knowledge_bases_queried: list[str]
     knowledge_bases_skipped: list[str]
-    effective: dict[str, EffectiveValue]
+    effective: AgentEffective
 
 
 class AgentList(msgspec.Struct, kw_only=True):

@@ -88,10 +88,11 @@ def test_every_operation_of_the_document_has_a_method_of_its_name_on_both_client
 
 
 def test_the_client_installs_alone_without_the_gateway(tmp_path: Path) -> None:
-    """The distribution declares httpx and msgspec only (extras apart), and its modules import
-    nothing of the gateway's packages."""
+    """The distribution declares anyio, httpx and msgspec only (extras apart), and its modules
+    import nothing of the gateway's packages."""
     declared = (CLIENT / "pyproject.toml").read_text()
-    assert 'dependencies = [\n    "httpx>=0.27",\n    "msgspec>=0.18",\n]' in declared
+    runtime = '[\n    "anyio>=4",\n    "httpx>=0.27",\n    "msgspec>=0.18",\n]'
+    assert f"dependencies = {runtime}" in declared
     for module in PACKAGE.glob("*.py"):
         text = module.read_text()
         for forbidden in ("gateway", "ingest", "grounding", "settings."):

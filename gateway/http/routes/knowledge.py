@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
+import msgspec
 from litestar import Controller, Request, Response, delete, get, post, put
 from litestar.datastructures import State
 from litestar.openapi.spec import OpenAPIType, Reference, Schema
@@ -28,6 +29,7 @@ from gateway.http.openapi import (
 )
 from gateway.http.schemas import (
     AgentDeletedOut,
+    AgentEffective,
     AgentList,
     AgentOut,
     BulkDocumentResult,
@@ -36,9 +38,9 @@ from gateway.http.schemas import (
     DocumentOut,
     DocumentStatus,
     DocumentSummary,
-    EffectiveValue,
     HeldBackReason,
     KnowledgeBaseDeletedOut,
+    KnowledgeBaseEffective,
     KnowledgeBaseList,
     KnowledgeBaseOut,
     KnowledgeBaseRemoved,
@@ -67,13 +69,16 @@ BULK_LINE = Schema(
         ),
     ]
 )
+S = TypeVar("S", bound=msgspec.Struct)
 
 
-def effective_out(values: dict[str, Resolved[Any]]) -> dict[str, EffectiveValue]:
-    return {
-        name: EffectiveValue(value=found.value, source=found.source, clamped=found.clamped)
-        for name, found in values.items()
+def effective_out(values: dict[str, Resolved[Any]], kind: type[S]) -> S:
+    """Settings in force as the API answers them: each its value, source and clamping."""
+    found = {
+        name: {"value": value.value, "source": value.source, "clamped": value.clamped}
+        for name, value in values.items()
     }
+    return msgspec.convert(found, type=kind)
 
 
 def knowledge_base_settings(data: PutKnowledgeBase) -> dict[str, Any]:
@@ -110,7 +115,9 @@ async def knowledge_base_out(
         storage=kb.storage,
         collection=collection_for(kb.storage, kb.org_id),
         settings=kb.settings,
-        effective=effective_out(await knowledge_base_in_force(services, principal, kb)),
+        effective=effective_out(
+            await knowledge_base_in_force(services, principal, kb), KnowledgeBaseEffective
+        ),
     )
 
 
@@ -387,6 +394,7 @@ async def agent_out(services: Services, principal: Principal, agent: Agent) -> A
                 "max_knowledge_bases_per_agent": cap,
                 "top_k": resolve_top_k(None, agent.settings, bounds, defaults),
                 "score_threshold": resolve_score_threshold(None, agent.settings, bounds, defaults),
-            }
+            },
+            AgentEffective,
         ),
     )

@@ -15,6 +15,7 @@ __all__ = [
     "AdminChangeOut",
     "AdminChangesOut",
     "AgentDeletedOut",
+    "AgentEffective",
     "AgentList",
     "AgentOut",
     "AppliedOut",
@@ -37,8 +38,9 @@ __all__ = [
     "EffectiveCount",
     "EffectiveEntities",
     "EffectiveFlag",
+    "EffectiveFusion",
+    "EffectiveNumber",
     "EffectiveOperators",
-    "EffectiveValue",
     "EvaluationList",
     "EvaluationOut",
     "EvaluationReport",
@@ -64,6 +66,7 @@ __all__ = [
     "KeyList",
     "KeyOut",
     "KnowledgeBaseDeletedOut",
+    "KnowledgeBaseEffective",
     "KnowledgeBaseList",
     "KnowledgeBaseOut",
     "KnowledgeBaseRemoved",
@@ -132,6 +135,12 @@ class AgentDeletedOut(msgspec.Struct, kw_only=True, frozen=True):
     deleted: bool
 
 
+class AgentEffective(msgspec.Struct, kw_only=True, frozen=True):
+    max_knowledge_bases_per_agent: EffectiveCount
+    top_k: EffectiveCount
+    score_threshold: EffectiveNumber
+
+
 class AgentList(msgspec.Struct, kw_only=True, frozen=True):
     agents: list[AgentOut]
 
@@ -142,7 +151,7 @@ class AgentOut(msgspec.Struct, kw_only=True, frozen=True):
     settings: dict[str, Any]
     knowledge_bases_queried: list[str]
     knowledge_bases_skipped: list[str]
-    effective: dict[str, EffectiveValue]
+    effective: AgentEffective
 
 
 class AppliedOut(msgspec.Struct, kw_only=True, frozen=True):
@@ -276,14 +285,20 @@ class EffectiveFlag(msgspec.Struct, kw_only=True, frozen=True):
     clamped: bool = False
 
 
-class EffectiveOperators(msgspec.Struct, kw_only=True, frozen=True):
-    value: dict[str, Literal["replace", "mask", "pseudonym"]]
+class EffectiveFusion(msgspec.Struct, kw_only=True, frozen=True):
+    value: FusionWeights
     source: str
     clamped: bool = False
 
 
-class EffectiveValue(msgspec.Struct, kw_only=True, frozen=True):
-    value: Any
+class EffectiveNumber(msgspec.Struct, kw_only=True, frozen=True):
+    value: float
+    source: str
+    clamped: bool = False
+
+
+class EffectiveOperators(msgspec.Struct, kw_only=True, frozen=True):
+    value: dict[str, Literal["replace", "mask", "pseudonym"]]
     source: str
     clamped: bool = False
 
@@ -472,6 +487,15 @@ class KnowledgeBaseDeletedOut(msgspec.Struct, kw_only=True, frozen=True):
     deleted: KnowledgeBaseRemoved
 
 
+class KnowledgeBaseEffective(msgspec.Struct, kw_only=True, frozen=True):
+    top_k: EffectiveCount
+    score_threshold: EffectiveNumber
+    keyword_floor: EffectiveNumber
+    grounding_floor: EffectiveNumber
+    drop_copies: EffectiveFlag
+    fusion: EffectiveFusion
+
+
 class KnowledgeBaseList(msgspec.Struct, kw_only=True, frozen=True):
     knowledge_bases: list[KnowledgeBaseOut]
 
@@ -482,7 +506,7 @@ class KnowledgeBaseOut(msgspec.Struct, kw_only=True, frozen=True):
     storage: str
     collection: str
     settings: dict[str, Any]
-    effective: dict[str, EffectiveValue]
+    effective: KnowledgeBaseEffective
 
 
 class KnowledgeBaseRemoved(msgspec.Struct, kw_only=True, frozen=True):
