@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 from kbgate_client import Client
-from kbgate_client._http import decode, prepare
+from kbgate_client._http import Decoders, prepare
 from kbgate_client.models import BulkDocument, CreateKey, PutAgent, RetrieveIn, RetrieveOut
 from kbgate_client.operations import retrieve
 
@@ -143,9 +143,11 @@ def _client_work(url: str, key: str, questions: list[str], repeats: int = 2000) 
     def client_call() -> None:
         mocked_client.retrieve(AGENT, question)
 
+    decoders = Decoders()
+
     def typed() -> None:
         prepare(retrieve, key, RetrieveIn(agent_id=AGENT, question=question), {}, None)
-        decode(RetrieveOut, content)
+        decoders.decode(RetrieveOut, content)
 
     def plain() -> None:
         json.dumps(body).encode()

@@ -86,18 +86,21 @@ def ndjson(lines: Any) -> bytes:
     return b"".join(_ENCODER.encode(line) + b"\n" for line in lines)
 
 
-_DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+class Decoders:
+    """One msgspec decoder per answer type, made on first use (a client holds one)."""
 
+    def __init__(self) -> None:
+        self._made: dict[type[Any], msgspec.json.Decoder[Any]] = {}
 
-def decode(kind: type[R], content: bytes) -> R:
-    """An answer's body as `kind` (bytes as they came)."""
-    if kind is bytes:
-        return content  # type: ignore[return-value]  # `kind` is bytes here, so R is
-    decoder = _DECODERS.get(kind)
-    if decoder is None:
-        decoder = _DECODERS[kind] = msgspec.json.Decoder(kind)
-    result: R = decoder.decode(content)
-    return result
+    def decode(self, kind: type[R], content: bytes) -> R:
+        """An answer's body as `kind` (bytes as they came)."""
+        if kind is bytes:
+            return content  # type: ignore[return-value]  # `kind` is bytes here, so R is
+        decoder = self._made.get(kind)
+        if decoder is None:
+            decoder = self._made[kind] = msgspec.json.Decoder(kind)
+        result: R = decoder.decode(content)
+        return result
 
 
 def retry_after_s(response: httpx.Response) -> float | None:

@@ -13,9 +13,9 @@ import httpx
 
 from kbgate_client import operations as op
 from kbgate_client._http import (
+    Decoders,
     Prepared,
     Retries,
-    decode,
     ndjson,
     prepare,
     refusal,
@@ -103,6 +103,7 @@ class Client:
         self._owns_http = http is None
         self._key = key
         self.retries = retries or Retries()
+        self._decoders = Decoders()
 
     def __repr__(self) -> str:
         return (
@@ -141,7 +142,7 @@ class Client:
         """Call one operation of `kbgate_client.operations`; its answer, typed."""
         prepared = prepare(operation, self._key, body, params or {}, query)
         response = self._send(prepared)
-        return decode(operation.answer, response.content)
+        return self._decoders.decode(operation.answer, response.content)
 
     def request(
         self,
@@ -348,7 +349,7 @@ class Client:
             with self._stream(prepared) as response:
                 for line in response.iter_lines():
                     if line.strip():
-                        yield decode(BulkDocumentResult, line.encode("utf-8"))
+                        yield self._decoders.decode(BulkDocumentResult, line.encode("utf-8"))
         except httpx.HTTPError as error:
             raise _unreachable(prepared, error) from None
 
