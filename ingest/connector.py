@@ -35,7 +35,7 @@ from ingest.extract import ExtractionError, extract, is_supported
 from ingest.payload import Classification, is_valid_id
 
 if TYPE_CHECKING:
-    from kbgate_client import ProblemError
+    from kbgate_client import ProblemError, TransportError
     from kbgate_client.models import BulkDocument, BulkDocumentResult
 
 T = TypeVar("T")
@@ -416,26 +416,29 @@ class HttpSink:
                 reason = str(error)  # the whole request was refused: every upload with it
                 break
             except TransportError as error:
-                if answered:
-                    reason = f"the answer was cut off: {error}"
-                    break
-                if error.timed_out and attempt < self._retries:
+                retry = not answered and error.timed_out and attempt < self._retries
+                if retry:
                     continue  # nothing answered yet: the same documents again
-                if not error.timed_out and await self._alive():
-                    # The gateway is up but dropped this request: it refuses a body over
-                    # its size limit by closing the connection before reading it.
-                    size = sum(len(line.text) for line in lines) / 1e6
-                    reason = (
-                        f"the gateway closed the connection while receiving this document "
-                        f"({size:.1f} MB of text): probably over its size limit"
-                    )
-                    break
-                raise SinkUnavailableError(
-                    f"cannot reach the gateway at {self._base}: {error}"
-                ) from None
+                reason = await self._lost(error, bool(answered), lines)
+                break
         for number, upload in enumerate(uploads, start=1):
             if number not in answered:
                 yield PutResult(upload, None, reason)
+
+    async def _lost(self, error: TransportError, answered: bool, lines: list[BulkDocument]) -> str:
+        """Why a bulk write's uploads without a result failed, when its answer was lost;
+        SinkUnavailableError when the gateway is gone."""
+        if answered:
+            return f"the answer was cut off: {error}"
+        if not error.timed_out and await self._alive():
+            # The gateway is up but dropped this request: it refuses a body over its size
+            # limit by closing the connection before reading it.
+            size = sum(len(line.text) for line in lines) / 1e6
+            return (
+                f"the gateway closed the connection while receiving this document "
+                f"({size:.1f} MB of text): probably over its size limit"
+            )
+        raise SinkUnavailableError(f"cannot reach the gateway at {self._base}: {error}")
 
     async def delete_document(self, document_id: str) -> int:
         from kbgate_client import NotFoundError, ProblemError
@@ -462,8 +465,8 @@ class HttpSink:
 
 
 async def _unusable(call: Awaitable[T], base: str) -> T:
-    """The call's answer; a refused key, or a gateway that stays busy or unreachable, as
-    SinkUnavailableError (other refusals, and timeouts, pass as they are)."""
+    """The call's answer; a refused key, or a gateway that stays busy, unreachable or
+    silent, as SinkUnavailableError (other refusals pass as they are)."""
     from kbgate_client import ProblemError, TransportError
 
     try:
@@ -471,8 +474,6 @@ async def _unusable(call: Awaitable[T], base: str) -> T:
     except ProblemError as error:
         raise _unusable_error(error) or error from None
     except TransportError as error:
-        if error.timed_out:
-            raise
         raise SinkUnavailableError(f"cannot reach the gateway at {base}: {error}") from None
 
 
