@@ -12,14 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from gateway.retrieval.kb_plan import KbPlan
 from ingest.index import Index, Leg, LegKind, RankedPoint, SparseVector
 from ingest.keyword_scale import attainable_keyword_score, relative_keyword_score
 from ingest.payload import Scope
-
-if TYPE_CHECKING:
-    from gateway.retrieval.plan import KbPlan
 
 #: what a best keyword share (0..1) adds to a best cosine in `joint_score`
 JOINT_KEYWORD_WEIGHT = 0.2
@@ -63,7 +60,7 @@ class KeywordBest:
     share: float
 
 
-def keyword_bests(
+async def keyword_bests(
     index: Index, collection: str, scope: Scope, found: Sequence[tuple[Leg, Sequence[RankedPoint]]]
 ) -> list[KeywordBest]:
     """Each keyword leg's best hit with its share (none for a leg that found nothing): one
@@ -75,7 +72,7 @@ def keyword_bests(
     ]
     if not keyword:
         return []
-    idf = index.keyword_idf(collection, scope, [leg for leg, _ in keyword])
+    idf = await index.keyword_idf(collection, scope, [leg for leg, _ in keyword])
     return [
         KeywordBest(leg, hit, tuple(term_idf), keyword_share(hit.score, leg, term_idf))
         for (leg, hit), term_idf in zip(keyword, idf, strict=True)
@@ -91,7 +88,7 @@ def words_held(leg: Leg, idf: Sequence[float], terms: frozenset[int]) -> float:
     return held / total if total > 0 else 0.0
 
 
-def holds_the_words(
+async def holds_the_words(
     index: Index, collection: str, scope: Scope, bests: Sequence[KeywordBest]
 ) -> bool:
     """Whether one of these best hits holds `WORDS_HELD` of its question's words (the
@@ -99,7 +96,7 @@ def holds_the_words(
     engine call to read them."""
     if not bests:
         return False
-    held = index.held_terms(collection, scope, [best.hit.point_id for best in bests])
+    held = await index.held_terms(collection, scope, [best.hit.point_id for best in bests])
     for best in bests:
         terms = held.get(best.hit.point_id)
         if terms is None:
@@ -110,7 +107,7 @@ def holds_the_words(
     return False
 
 
-def answers(
+async def answers(
     index: Index, plan: KbPlan, legs: Sequence[Leg], hits: Sequence[Sequence[RankedPoint]]
 ) -> bool:
     """Whether the KB answers, and all its legs' hits are candidates: when its best dense
@@ -128,9 +125,9 @@ def answers(
         return False
     if plan.keyword_floor <= 0:
         return True
-    bests = keyword_bests(index, plan.collection, plan.scope, found)
+    bests = await keyword_bests(index, plan.collection, plan.scope, found)
     share = max((best.share for best in bests), default=0.0)
     if plan.joint_line is not None and joint_score(cosine, share) >= plan.joint_line:
         return True
     strong = [best for best in bests if best.share >= plan.keyword_floor]
-    return holds_the_words(index, plan.collection, plan.scope, strong)
+    return await holds_the_words(index, plan.collection, plan.scope, strong)

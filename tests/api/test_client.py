@@ -33,7 +33,7 @@ from kbgate_client.models import (
 )
 
 from gateway.http.app import create_app
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.api.conftest import PLATFORM_KEY, Gateway, start_gateway
 from tests.support.asgi import asgi_lifespan
 

@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from gateway.http.app import create_app
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
-from gateway.runtime.tracing import Tracing, build_tracing
-from ingest.embedding import Embedder
+from gateway.telemetry import Telemetry, build_logger
+from gateway.tracing import Tracing, build_tracing
+from ingest.embedder.embedding import Embedder
 from settings.config import load_config
 from tests.api.conftest import Gateway, gateway_config
 from tests.api.tenants import provision
