@@ -212,3 +212,48 @@ async def test_expensive_waits_show_in_metrics_by_kind_without_workspaces(
         for queue in ("own", "shared"):
             assert f'kbgate_expensive_wait_seconds_count{{kind="{kind}",queue="{queue}"}}' in text
     assert "alpha" not in text
+
+
+async def test_a_long_text_to_redact_holds_no_run_slot_for_long(
+    concurrent_gateway: Gateway,
+) -> None:
+    """Issue 57: a single string of 100,000 characters (the most /v1/redact takes) was one
+    unit of analysis, seconds on a thread. It is read in slices now: while two of them of
+    workspace A hold both run slots, workspace B's redaction waits at most a slice (under
+    a second, where it waited for one of A's to end); and once A's callers leave, its work
+    stops within a slice."""
+    gateway = concurrent_gateway
+    alpha, beta = await tea_workspace(gateway, "alpha"), await tea_workspace(gateway, "beta")
+    record = "Call Jane Doe at +44 20 7946 0958 or jane.doe@example.com today. "
+    filler = "The pump seals were checked and the bearings were replaced. "
+    text = ((filler * 3 + record) * 500)[:100_000]
+    long_calls = [
+        asyncio.ensure_future(
+            alpha.gw.client.post(
+                "/v1/redact", json={"agent_id": "bot", "text": text}, headers=alpha.headers()
+            )
+        )
+        for _ in range(2)
+    ]
+    try:
+        await asyncio.sleep(0.5)
+        assert gateway.services.expensive.held("alpha") == 2
+        started = time.perf_counter()
+        response = await beta.gw.client.post(
+            "/v1/redact",
+            json={"agent_id": "bot", "text": "Call Jane Doe at jane@example.com."},
+            headers=beta.headers(),
+        )
+        waited = time.perf_counter() - started
+        assert response.status_code == 200, response.text
+        assert "Jane Doe" not in response.json()["text"]
+        assert not any(call.done() for call in long_calls)
+        assert waited < 1.0
+    finally:
+        for call in long_calls:
+            call.cancel()
+        await asyncio.gather(*long_calls, return_exceptions=True)
+    left = time.perf_counter()
+    while gateway.services.expensive.held("alpha") and time.perf_counter() - left < 2.0:  # noqa: ASYNC110 — polls a count no event signals
+        await asyncio.sleep(0.02)
+    assert gateway.services.expensive.held("alpha") == 0
