@@ -408,20 +408,28 @@ class ExpensiveWork:
             raise
 
     def _body(self, job: _Job, work: Callable[[Stop], T], flag: Stop, out: Future[T]) -> None:
-        """The job on its thread: its work, its outcome into `out`, its slot given back."""
+        """The job on its thread: its work, its slot given back (and its wait counted), then
+        its outcome into `out`, so that whoever hears of it sees the slot free."""
         job.thread = threading.get_ident()
+        outcome: list[T] = []
+        error: BaseException | None = None
+        running = False
         try:
-            if not out.set_running_or_notify_cancel():
-                return
-            try:
-                value = work(flag)
-            except BaseException as error:
-                out.set_exception(error)
-            else:
-                out.set_result(value)
+            running = out.set_running_or_notify_cancel()
+            if running:
+                try:
+                    outcome.append(work(flag))
+                except BaseException as failure:
+                    error = failure
         finally:
             flag.bind(None)
             self._shares.finish(job)
+        if not running:
+            return
+        if error is not None:
+            out.set_exception(error)
+        else:
+            out.set_result(outcome[0])
 
     def _release_from(self, loop: asyncio.AbstractEventLoop, tenant_id: str) -> None:
         """Give the slot back on the event loop (the count is the loop's alone)."""
