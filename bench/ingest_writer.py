@@ -116,7 +116,9 @@ class ReplayEmbedder:
     def dense_dim(self) -> int:
         return self._dense_dim
 
-    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
+    def embed_documents(
+        self, texts: Sequence[str], *, lane: str = "", inline: bool = False
+    ) -> list[Embedding]:
         return [self._known[text] for text in texts]
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:

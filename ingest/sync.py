@@ -9,7 +9,10 @@ deletes the old points; readers keep only the newest version of each document
 
 Each passage's text and its document's title are analysed for PII as they are written
 (`PassageAnalyzer`, on a thread of its own while the embedder runs): the spans are stored
-with the passage (`pii`), so that no recognizer runs when the passage is returned.
+with the passage (`pii`), so that no recognizer runs when the passage is returned. A
+short write (`INLINE_PASSAGES`: a single document of a few passages, as an interactive
+PUT sends) is embedded and analysed in the calling thread instead: it then waits for no
+runner behind another workspace's bulk write, and runs at the caller's priority.
 
 Several documents of one KB can be written as one (`put_many`): their passages go to the
 model in one pass (spread over the embedder's workers with no gap between documents) and
@@ -116,6 +119,9 @@ class SyncOutcome:
 EMBED_SLICE = 32
 #: Passages analysed for PII between two pauses of a write.
 ANALYSIS_SLICE = 16
+#: A write of at most this many passages is embedded and analysed in the calling thread
+#: (`DocumentWriter._passages`): a single short document, as an interactive PUT sends.
+INLINE_PASSAGES = 4
 
 
 def _go_on() -> None:
@@ -304,20 +310,15 @@ class DocumentWriter:
         self, target: Target, plans: Sequence[_Plan], *, legacy: bool, pause: Callable[[], None]
     ) -> list[list[Passage]]:
         """Each plan's points: every passage embedded and analysed, nothing written yet."""
-        # The per-passage PII analysis runs on its own thread while the embedder runs: the
-        # model spends much of a call outside the GIL, and the analysis keeps a core busy
-        # meanwhile. Background priority, as the model's runners: turns come first.
-        with ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="pii-analysis", initializer=lower_priority
-        ) as pool:
-            analysing: Future[list[list[PiiAnalysis]]] | None = None
-            if self._analyzer is not None:
-                analysing = pool.submit(_analyse_plans, self._analyzer, plans, pause)
-            embeddings, wholes = self._embed(plans, pause, lane=target.tenant_id)
-            try:
-                analyses = analysing.result() if analysing is not None else None
-            except Exception as error:  # any analyzer failure: nothing has been written yet
-                raise AnalysisFailedError("the PII analyzer failed; nothing was written") from error
+        lane = target.tenant_id
+        if sum(len(plan.texts) for plan in plans) <= INLINE_PASSAGES:
+            # A short write (a single document of a few passages: an interactive PUT) runs
+            # in the calling thread at its priority: no runner or analysis thread to wait
+            # for behind another workspace's bulk write, no hop between threads.
+            embeddings, wholes = self._embed(plans, pause, lane=lane, inline=True)
+            analyses = self._analyse_inline(plans, pause)
+        else:
+            embeddings, wholes, analyses = self._embed_and_analyse(plans, pause, lane=lane)
         indexed_at = self._clock().isoformat()
         return [
             self._points(
@@ -332,8 +333,39 @@ class DocumentWriter:
             for number, plan in enumerate(plans)
         ]
 
-    def _embed(
+    def _embed_and_analyse(
         self, plans: Sequence[_Plan], pause: Callable[[], None], *, lane: str
+    ) -> tuple[list[list[Embedding]], list[SparseVector], list[list[PiiAnalysis]] | None]:
+        """`_embed` on the embedder's runners, and the analysis beside it."""
+        # The per-passage PII analysis runs on its own thread while the embedder runs: the
+        # model spends much of a call outside the GIL, and the analysis keeps a core busy
+        # meanwhile. Background priority, as the model's runners: turns come first.
+        with ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="pii-analysis", initializer=lower_priority
+        ) as pool:
+            analysing: Future[list[list[PiiAnalysis]]] | None = None
+            if self._analyzer is not None:
+                analysing = pool.submit(_analyse_plans, self._analyzer, plans, pause)
+            embeddings, wholes = self._embed(plans, pause, lane=lane)
+            try:
+                analyses = analysing.result() if analysing is not None else None
+            except Exception as error:  # any analyzer failure: nothing has been written yet
+                raise AnalysisFailedError("the PII analyzer failed; nothing was written") from error
+        return embeddings, wholes, analyses
+
+    def _analyse_inline(
+        self, plans: Sequence[_Plan], pause: Callable[[], None]
+    ) -> list[list[PiiAnalysis]] | None:
+        """`_analyse_plans` in the calling thread (None without an analyzer)."""
+        if self._analyzer is None:
+            return None
+        try:
+            return _analyse_plans(self._analyzer, plans, pause)
+        except Exception as error:  # any analyzer failure: nothing has been written yet
+            raise AnalysisFailedError("the PII analyzer failed; nothing was written") from error
+
+    def _embed(
+        self, plans: Sequence[_Plan], pause: Callable[[], None], *, lane: str, inline: bool = False
     ) -> tuple[list[list[Embedding]], list[SparseVector]]:
         """Every plan's passages, `EMBED_SLICE` per embedder call with a pause between
         calls, in the workspace's `lane` of the embedder, and the whole documents' keyword
@@ -347,7 +379,7 @@ class DocumentWriter:
             for start in range(0, len(inputs), EMBED_SLICE):
                 pause()
                 piece = inputs[start : start + EMBED_SLICE]
-                flat.extend(self._embedder.embed_documents(piece, lane=lane))
+                flat.extend(self._embedder.embed_documents(piece, lane=lane, inline=inline))
             pause()
             wholes = self._embedder.embed_document_keywords(whole_inputs)
         except Exception as error:  # any model failure: nothing has been written yet

@@ -25,6 +25,13 @@ another workspace's next job waits at most one unit of work per slot. A job keep
 thread while it waits for a slot again; threads are bounded by admission (at most
 `per_workspace` jobs of each workspace) and by `max_threads`.
 
+Priority. A job submitted while its workspace already has work here (a burst) runs on a
+thread at background CPU priority (`ingest.background`, as ingest's model runners); a
+workspace's single call runs at normal priority. On cores shared with other work, a
+workspace with no backlog (a turn's check, one redaction, one document PUT), and every
+turn, takes the CPU ahead of another workspace's burst, which still has every core no
+one else wants.
+
 Work whose caller gives up (its timeout passes, or the client disconnects) is told so
 through its `Stop` flag, which the long loops check between units (`stop_point`): an
 abandoned thread stops within one unit of work; one not started yet never starts. Its
@@ -51,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from gateway.errors import RateLimitedError
+from ingest.background import lower_priority
 
 T = TypeVar("T")
 
@@ -139,14 +147,21 @@ class _Job:
     slice_began: float = 0.0
     queued_at: float = 0.0
     waited_s: float = 0.0
+    #: submitted while its workspace had other work here (a burst): it runs on a thread
+    #: at background CPU priority
+    burst: bool = False
 
 
 class FairShares:
     """Run slots handed out across workspaces by least slot time; thread-safe."""
 
     def __init__(self, slots: int, max_threads: int, metrics: WaitMetrics | None) -> None:
-        self._pool = ThreadPoolExecutor(
-            max_workers=max_threads, thread_name_prefix="kbgate-expensive"
+        self._pool = _started_pool(max_threads, "kbgate-expensive")
+        #: threads for a burst's jobs, at background CPU priority (`ingest.background`)
+        self._burst_pool = ThreadPoolExecutor(
+            max_workers=max_threads,
+            thread_name_prefix="kbgate-expensive-burst",
+            initializer=lower_priority,
         )
         self._lock = threading.Lock()
         self._free = slots
@@ -178,6 +193,7 @@ class FairShares:
                 self._vtime[job.tenant_id] = max(
                     self._vtime.get(job.tenant_id, 0.0), min(busy, default=0.0)
                 )
+            job.burst = self._jobs[job.tenant_id] > 0
             self._jobs[job.tenant_id] += 1
             self._last_seen[job.tenant_id] = time.perf_counter()
             self._enqueue(job)
@@ -240,6 +256,7 @@ class FairShares:
         for job in unstarted:
             job.cancel()
         self._pool.shutdown(wait=False)
+        self._burst_pool.shutdown(wait=False)
 
     # ---- under the lock ---------------------------------------------------------------
 
@@ -289,7 +306,7 @@ class FairShares:
             if not job.started:
                 job.started = True
                 self._threads += 1
-                self._pool.submit(job.body)
+                (self._burst_pool if job.burst else self._pool).submit(job.body)
 
     def _cap(self, tenant_id: str) -> int:
         """All the slots for a workspace alone; one fewer while another workspace has work
@@ -317,6 +334,18 @@ class FairShares:
                         del self._queues[tenant]
                     return job
         return None
+
+
+def _started_pool(threads: int, prefix: str) -> ThreadPoolExecutor:
+    """A pool whose threads all start now, at the calling thread's CPU priority. A thread
+    inherits its creator's nice value, and a pool starts its threads in whichever thread
+    submits: here a burst's job (background priority) may submit the next one."""
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=prefix)
+    started = threading.Barrier(threads + 1)
+    for _ in range(threads):  # each waits at the barrier: every submit starts a new thread
+        pool.submit(started.wait)
+    started.wait()
+    return pool
 
 
 class ExpensiveWork:
@@ -382,20 +411,28 @@ class ExpensiveWork:
             raise
 
     def _body(self, job: _Job, work: Callable[[Stop], T], flag: Stop, out: Future[T]) -> None:
-        """The job on its thread: its work, its outcome into `out`, its slot given back."""
+        """The job on its thread: its work, its slot given back (and its wait counted), then
+        its outcome into `out`, so that whoever hears of it sees the slot free."""
         job.thread = threading.get_ident()
+        outcome: list[T] = []
+        error: BaseException | None = None
+        running = False
         try:
-            if not out.set_running_or_notify_cancel():
-                return
-            try:
-                value = work(flag)
-            except BaseException as error:
-                out.set_exception(error)
-            else:
-                out.set_result(value)
+            running = out.set_running_or_notify_cancel()
+            if running:
+                try:
+                    outcome.append(work(flag))
+                except BaseException as failure:
+                    error = failure
         finally:
             flag.bind(None)
             self._shares.finish(job)
+        if not running:
+            return
+        if error is not None:
+            out.set_exception(error)
+        else:
+            out.set_result(outcome[0])
 
     def _release_from(self, loop: asyncio.AbstractEventLoop, tenant_id: str) -> None:
         """Give the slot back on the event loop (the count is the loop's alone)."""

@@ -6,8 +6,9 @@ entity types in force, its allow-list and its operators,
 `gateway.safety.passages.redaction_policy`) and
 the same recognizers, run at call time on the expensive-work pool
 (`gateway.access.expensive`). A JSON value's distinct strings are analysed once each, in
-batches; between two batches the work stops once the caller gave up, or gives its run
-slot to another workspace's waiting work. The work a call may ask for is bounded before
+batches, and a long text in slices of `TEXT_SLICE_CHARS`; between two batches or slices
+the work stops once the caller gave up, or gives its run slot to another workspace's
+waiting work. The work a call may ask for is bounded before
 any is done: MAX_EGRESS_CHARS characters (413) and MAX_EGRESS_STRINGS strings (422).
 """
 
@@ -111,10 +112,12 @@ async def redact_egress(
         if is_text:
             if explain:
                 redaction, spans = redactor.redact_explained(
-                    value, entities, policy.allow, policy.operators
+                    value, entities, policy.allow, policy.operators, partial(stop_point, flag)
                 )
                 return redaction.text, redaction.counts, tuple(spans)
-            redaction = redactor.redact(value, entities, policy.allow, policy.operators)
+            redaction = redactor.redact(
+                value, entities, policy.allow, policy.operators, partial(stop_point, flag)
+            )
             return redaction.text, redaction.counts, ()
         redacted, counts = redactor.redact_json(
             value, entities, partial(stop_point, flag), policy.allow, policy.operators

@@ -19,9 +19,10 @@ expensive-work pool, `gateway.access.expensive`).
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway.safety.names import (
@@ -75,6 +76,13 @@ NER_BATCH = 16
 #: passages had a character bound may not be). A longer text is read in slices cut at
 #: whitespace, its spans shifted back: a long text is never a failure.
 MAX_ANALYSIS_CHARS = 100_000
+#: Characters of one text a call-time redaction (`redact`, `redact_explained`) analyses
+#: between two checkpoints (about 0.1 s of analysis on a core of its own). A longer text is read
+#: in slices of this size, each widened by `SLICE_OVERLAP_CHARS` on either side so that
+#: an entity cut by a slice's edge is whole in the widened slice; a name found in one
+#: slice is then looked for in the whole text (`same_names`).
+TEXT_SLICE_CHARS = 2_000
+SLICE_OVERLAP_CHARS = 200
 # One sample of each kind, analysed once at build time so lazy state (compiled
 # patterns, phone metadata, the suffix list, the NER model) is loaded before requests share it.
 _WARM_UP = (
@@ -273,6 +281,7 @@ class Redactor:
         entities: Iterable[str],
         allow: AllowList = NO_ALLOW_LIST,
         operators: Operators | None = None,
+        checkpoint: Callable[[], None] | None = None,
     ) -> tuple[Redaction, list[Detection]]:
         """`redact` and `explain` of one analysis of `text`."""
         operators = operators if operators is not None else self.anonymizer.replace_all
@@ -280,13 +289,35 @@ class Redactor:
         wanted = self._wanted(policy.entities)
         if not wanted or not text.strip():
             return Redaction(text, {}), []
-        found = self._found(text, self._artifacts(text, wanted), wanted)
+        found = self._found_in_slices(text, wanted, checkpoint)
         spans = spans_of(found)
         explained = [
             Detection(d.start, d.end, d.entity_type, d.score, _finder(found, d))
             for d in policy.select(text, spans)
         ]
         return policy.apply(text, spans), explained
+
+    def _found_in_slices(
+        self, text: str, wanted: frozenset[str], checkpoint: Callable[[], None] | None
+    ) -> list[Any]:
+        """`_found` of `text`, read in widened slices of `TEXT_SLICE_CHARS` (`text_slices`)
+        with `checkpoint` called before each; the people found are then named again across
+        the whole text. Whatever `checkpoint` raises stops the work."""
+        if len(text) <= TEXT_SLICE_CHARS:
+            return self._found(text, self._artifacts(text, wanted), wanted)
+        found: list[Any] = []
+        for offset, piece in text_slices(text):
+            if checkpoint is not None:
+                checkpoint()
+            if piece.strip():
+                found += [
+                    _shifted_result(result, offset)
+                    for result in self._found(piece, self._artifacts(piece, wanted), wanted)
+                ]
+        if "PERSON" in wanted:
+            people = [r for r in found if r.entity_type == "PERSON"]
+            found += same_names(text, people, self._gazetteer)
+        return found
 
     def _artifacts(self, text: str, wanted: frozenset[str]) -> Any:
         if wanted & NER_ENTITIES:
@@ -363,12 +394,20 @@ class Redactor:
         entities: Iterable[str],
         allow: AllowList = NO_ALLOW_LIST,
         operators: Operators | None = None,
+        checkpoint: Callable[[], None] | None = None,
     ) -> Redaction:
         """`text` with every detected entity of `entities` replaced by its type's operator
-        (None: `<ENTITY_TYPE>` for all), except values `allow` keeps."""
+        (None: `<ENTITY_TYPE>` for all), except values `allow` keeps. A text longer than
+        `TEXT_SLICE_CHARS` is read in slices, `checkpoint` called before each (whatever it
+        raises stops the work)."""
         operators = operators if operators is not None else self.anonymizer.replace_all
         policy = RedactionPolicy(frozenset(entities), allow, operators=operators)
-        return policy.apply(text, self.analyze(text, policy.entities))
+        if len(text) <= TEXT_SLICE_CHARS:
+            return policy.apply(text, self.analyze(text, policy.entities))
+        wanted = self._wanted(policy.entities)
+        if not wanted or not text.strip():
+            return Redaction(text, {})
+        return policy.apply(text, spans_of(self._found_in_slices(text, wanted, checkpoint)))
 
     def redact_json(
         self,
@@ -427,6 +466,27 @@ def analysis_slices(text: str, bound: int = MAX_ANALYSIS_CHARS) -> list[tuple[in
         slices.append((start, text[start:end]))
         start = end
     return slices
+
+
+def text_slices(
+    text: str, bound: int = TEXT_SLICE_CHARS, overlap: int = SLICE_OVERLAP_CHARS
+) -> list[tuple[int, str]]:
+    """`analysis_slices` of `text`, each widened by `overlap` characters on either side,
+    with the offset of each widened slice."""
+    widened: list[tuple[int, str]] = []
+    for offset, piece in analysis_slices(text, bound):
+        start, end = max(0, offset - overlap), min(len(text), offset + len(piece) + overlap)
+        widened.append((start, text[start:end]))
+    return widened
+
+
+def _shifted_result(result: Any, offset: int) -> Any:
+    """An analyzer result (presidio's or a Detection) moved `offset` characters on."""
+    if isinstance(result, Detection):
+        return replace(result, start=result.start + offset, end=result.end + offset)
+    moved = copy.copy(result)
+    moved.start, moved.end = result.start + offset, result.end + offset
+    return moved
 
 
 #: Strings of a JSON value analysed in one call, and the characters one call takes

@@ -159,9 +159,12 @@ class Embedder(Protocol):
         """Length of every dense vector."""
         ...
 
-    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
+    def embed_documents(
+        self, texts: Sequence[str], *, lane: str = "", inline: bool = False
+    ) -> list[Embedding]:
         """Embed passages to be stored (BM25 weights are term frequencies). Calls of one
-        `lane` (a workspace) queue behind each other, not behind other lanes' calls."""
+        `lane` (a workspace) queue behind each other, not behind other lanes' calls;
+        `inline` ones run in the calling thread, at its priority (a short write)."""
         ...
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
@@ -238,8 +241,10 @@ class FastEmbedder:
         """Passage batches that run at once."""
         return self._workers
 
-    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
-        dense = self._dense_vectors(texts, self._dense.passage_embed, lane=lane)
+    def embed_documents(
+        self, texts: Sequence[str], *, lane: str = "", inline: bool = False
+    ) -> list[Embedding]:
+        dense = self._dense_vectors(texts, self._dense.passage_embed, inline=inline, lane=lane)
         sparse = [_to_sparse(item) for item in self._sparse.passage_embed(list(texts))]
         return _combine(dense, sparse)
 

@@ -41,7 +41,7 @@ BULK_BODY = b"".join(
     + b"\n"
     for n in range(32)
 )
-#: B's calls per phase (each of grounding, redact and PUT).
+#: B's calls per phase (each of grounding, redact, PUT and retrieve).
 ROUNDS = 6
 
 
@@ -84,7 +84,8 @@ async def _flood(call: Callable[[], Awaitable[Any]], stop: asyncio.Event) -> lis
 
 
 async def _b_round(beta: Tenant, n: int) -> dict[str, float]:
-    """B's grounding check, redaction and single-document PUT, each timed (seconds)."""
+    """B's grounding check, redaction, single-document PUT and retrieve, each timed
+    (seconds)."""
     client, headers = beta.gw.client, beta.headers()
     calls: dict[str, Callable[[], Awaitable[Any]]] = {
         "grounding": lambda: client.post(
@@ -105,6 +106,11 @@ async def _b_round(beta: Tenant, n: int) -> dict[str, float]:
             },
             headers=headers,
         ),
+        "retrieve": lambda: client.post(
+            "/v1/retrieve",
+            json={"agent_id": "bot", "question": f"How long does green tea steep ({n})?"},
+            headers=headers,
+        ),
     }
     timings: dict[str, float] = {}
     for name, call in calls.items():
@@ -120,43 +126,64 @@ async def _b_phase(beta: Tenant, offset: int) -> dict[str, list[float]]:
     return {name: [r[name] for r in rounds] for name in rounds[0]}
 
 
+async def _flooded(alpha: Tenant, beta: Tenant, endpoint: str, offset: int) -> dict[str, Any]:
+    """B's phase while A's eight callers loop `endpoint`; B's timings and A's 200s."""
+    stop = asyncio.Event()
+    call = _flood_call(alpha, endpoint)
+    callers = [asyncio.ensure_future(_flood(call, stop)) for _ in range(8)]
+    try:
+        await asyncio.sleep(0.5)
+        flooded = await _b_phase(beta, offset)
+    finally:
+        stop.set()
+        statuses = [status for run in await asyncio.gather(*callers) for status in run]
+    return {"times": flooded, "a_ok": statuses.count(200)}
+
+
+#: How far B's flooded median may stray from its idle median in this test: RATIO x idle
+#: plus SLACK (the PUT: PUT_SLACK, a durable write's flush waits on a shared disk). The
+#: targets (2x, retrieve 1.5x, max 1 s) are measured by `bench.fairness` in a process of
+#: its own; here B's client shares the gateway's process and GIL, and the test must hold on
+#: a 2-core machine loaded several times over. Without fair shares B's calls wait for A's
+#: (the audit: 34 s, 3.5 s and 55 s; a first-come pool, medians of seconds), far past these.
+RATIO = 3.0
+SLACK_S = 0.1
+PUT_SLACK_S = 0.5
+MAX_S = 2.0
+
+
 async def test_a_flood_of_each_expensive_endpoint_leaves_the_others_near_idle(
     concurrent_gateway: Gateway,
 ) -> None:
     """While workspace A floods /v1/redact with big lists, sentence-mode grounding checks
     at the budget and bulk writes (eight callers each, in turn), workspace B's grounding
-    check, redaction and document PUT keep a maximum under a second (the audit saw 34 s,
-    3.5 s and 55 s), the check and redaction a median within 2x their idle median plus
-    50 ms (this test's client shares the gateway's process), the PUT within 2x plus half
-    a second; A's own work goes on (it gets answers, not only 429s)."""
+    check, redaction, document PUT and retrieve keep a median within RATIO x their idle
+    median (the mean of the idle phases just before and after the flood, so a drift of
+    the machine's load affects both alike) plus SLACK_S, and a maximum under MAX_S; A's
+    own work goes on (it gets answers, not only 429s)."""
     gateway = concurrent_gateway
     alpha, beta = await tea_workspace(gateway, "alpha"), await tea_workspace(gateway, "beta")
     await _b_phase(beta, 1000)  # warm-up
-    idle = {name: statistics.median(times) for name, times in (await _b_phase(beta, 0)).items()}
+    idle = [await _b_phase(beta, 0)]
     report: dict[str, dict[str, Any]] = {}
     for phase, endpoint in enumerate(("redact", "grounding", "bulk"), start=1):
-        stop = asyncio.Event()
-        call = _flood_call(alpha, endpoint)
-        callers = [asyncio.ensure_future(_flood(call, stop)) for _ in range(8)]
-        await asyncio.sleep(0.5)
-        flooded = await _b_phase(beta, 100 * phase)
-        stop.set()
-        statuses = [status for run in await asyncio.gather(*callers) for status in run]
-        report[endpoint] = {
-            "a_ok": statuses.count(200),
-            **{
-                name: (round(statistics.median(times), 3), round(max(times), 3))
-                for name, times in flooded.items()
-            },
-        }
+        flooded = await _flooded(alpha, beta, endpoint, 100 * phase)
+        idle.append(await _b_phase(beta, 100 * phase + 50))
+        before, after = idle[-2], idle[-1]
+        report[endpoint] = {"a_ok": flooded["a_ok"]}
+        for name, times in flooded["times"].items():
+            quiet = (statistics.median(before[name]) + statistics.median(after[name])) / 2
+            report[endpoint][name] = (
+                round(quiet, 3),
+                round(statistics.median(times), 3),
+                round(max(times), 3),
+            )
     for endpoint, figures in report.items():
         assert figures["a_ok"] > 0, report
-        for name, (median, worst) in ((k, v) for k, v in figures.items() if k != "a_ok"):
-            assert worst <= 1.0, (endpoint, name, idle, report)
-            # The PUT embeds and analyses beside A's work on two shared cores (and this
-            # test's client shares the gateway's GIL): its median is held to half a second.
-            slack = 0.5 if name == "put" else 0.05
-            assert median <= 2 * idle[name] + slack, (endpoint, name, idle, report)
+        for name, (quiet, median, worst) in ((k, v) for k, v in figures.items() if k != "a_ok"):
+            slack = PUT_SLACK_S if name == "put" else SLACK_S
+            assert median <= RATIO * quiet + slack, (endpoint, name, report)
+            assert worst <= MAX_S, (endpoint, name, report)
 
 
 async def test_many_copies_of_one_string_are_analysed_once(gateway: Gateway) -> None:
@@ -212,3 +239,48 @@ async def test_expensive_waits_show_in_metrics_by_kind_without_workspaces(
         for queue in ("own", "shared"):
             assert f'kbgate_expensive_wait_seconds_count{{kind="{kind}",queue="{queue}"}}' in text
     assert "alpha" not in text
+
+
+async def test_a_long_text_to_redact_holds_no_run_slot_for_long(
+    concurrent_gateway: Gateway,
+) -> None:
+    """Issue 57: a single string of 100,000 characters (the most /v1/redact takes) was one
+    unit of analysis, seconds on a thread. It is read in slices now: while two of them of
+    workspace A hold both run slots, workspace B's redaction waits at most a slice (under
+    a second, where it waited for one of A's to end); and once A's callers leave, its work
+    stops within a slice."""
+    gateway = concurrent_gateway
+    alpha, beta = await tea_workspace(gateway, "alpha"), await tea_workspace(gateway, "beta")
+    record = "Call Jane Doe at +44 20 7946 0958 or jane.doe@example.com today. "
+    filler = "The pump seals were checked and the bearings were replaced. "
+    text = ((filler * 3 + record) * 500)[:100_000]
+    long_calls = [
+        asyncio.ensure_future(
+            alpha.gw.client.post(
+                "/v1/redact", json={"agent_id": "bot", "text": text}, headers=alpha.headers()
+            )
+        )
+        for _ in range(2)
+    ]
+    try:
+        await asyncio.sleep(0.5)
+        assert gateway.services.expensive.held("alpha") == 2
+        started = time.perf_counter()
+        response = await beta.gw.client.post(
+            "/v1/redact",
+            json={"agent_id": "bot", "text": "Call Jane Doe at jane@example.com."},
+            headers=beta.headers(),
+        )
+        waited = time.perf_counter() - started
+        assert response.status_code == 200, response.text
+        assert "Jane Doe" not in response.json()["text"]
+        assert not any(call.done() for call in long_calls)
+        assert waited < 1.0
+    finally:
+        for call in long_calls:
+            call.cancel()
+        await asyncio.gather(*long_calls, return_exceptions=True)
+    left = time.perf_counter()
+    while gateway.services.expensive.held("alpha") and time.perf_counter() - left < 2.0:  # noqa: ASYNC110 — polls a count no event signals
+        await asyncio.sleep(0.02)
+    assert gateway.services.expensive.held("alpha") == 0

@@ -430,3 +430,41 @@ def test_a_text_past_the_analyzer_bound_is_read_in_slices(redactor: Redactor) ->
     assert "".join(piece for _, piece in slices) == "word " * 50_000
     assert all(piece.endswith(" ") for _, piece in slices[:-1])
     assert MAX_ANALYSIS_CHARS < 1_000_000
+
+
+def test_a_long_text_is_redacted_in_slices_with_a_checkpoint_between(with_ner: Redactor) -> None:
+    """Issue 57: a 100,000-character text was one unit of analysis (seconds on one
+    thread). A text longer than TEXT_SLICE_CHARS is read in widened slices, the
+    checkpoint called before each (what it raises stops the work): every email, phone
+    and name is still replaced, those cut by a slice's edge included, and a surname
+    found in one slice is hidden where it is named again slices later."""
+    from gateway.safety.redaction import TEXT_SLICE_CHARS
+
+    filler = "The pump seals were checked and the bearings were replaced. "
+    record = "Call Jane Doe at +44 20 7946 0958 or jane.doe@example.com today. "
+    text = "Dr. Margaret Thompson approved the plan. " + (filler * 3 + record) * 60
+    text += filler * 40 + "In the end Thompson signed it."
+    assert len(text) > 5 * TEXT_SLICE_CHARS
+    calls: list[int] = []
+    redaction = with_ner.redact(text, DEFAULT_PII_ENTITIES, checkpoint=lambda: calls.append(1))
+    assert len(calls) >= len(text) // TEXT_SLICE_CHARS
+    for raw in ("Jane Doe", "7946 0958", "jane.doe@example.com", "Thompson"):
+        assert raw not in redaction.text, raw
+    assert redaction.counts["EMAIL_ADDRESS"] == 60
+    assert redaction.counts["PHONE_NUMBER"] == 60
+    explained, spans = with_ner.redact_explained(text, DEFAULT_PII_ENTITIES)
+    assert explained == redaction
+    assert len(spans) == sum(redaction.counts.values())
+
+    class Stopped(Exception):
+        pass
+
+    def stop_at_the_second() -> None:
+        calls.append(1)
+        if len(calls) > 1:
+            raise Stopped
+
+    calls.clear()
+    with pytest.raises(Stopped):
+        with_ner.redact(text, DEFAULT_PII_ENTITIES, checkpoint=stop_at_the_second)
+    assert len(calls) == 2

@@ -38,15 +38,20 @@ class CountingEmbedder:
         self._inner = inner
         self.document_calls = 0
         self.document_texts = 0
+        #: each call's `inline` flag
+        self.inline: list[bool] = []
 
     @property
     def dense_dim(self) -> int:
         return self._inner.dense_dim
 
-    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
+    def embed_documents(
+        self, texts: Sequence[str], *, lane: str = "", inline: bool = False
+    ) -> list[Embedding]:
         self.document_calls += 1
         self.document_texts += len(texts)
-        return self._inner.embed_documents(texts, lane=lane)
+        self.inline.append(inline)
+        return self._inner.embed_documents(texts, lane=lane, inline=inline)
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
         return self._inner.embed_queries(texts)
@@ -447,3 +452,49 @@ def test_passages_are_stored_with_their_pii_analysis(
     assert counting.document_calls == calls
     again = index.scroll_document(COLLECTION, TARGET.write_scope(), "memo")
     assert [p.payload.pii for p in again] == [p.payload.pii for p in stored]
+
+
+def test_a_short_write_is_embedded_and_analysed_in_the_calling_thread(
+    index: BlockingIndex, embedder: FastEmbedder
+) -> None:
+    """A single document of at most INLINE_PASSAGES passages (an interactive PUT) is
+    embedded and analysed in the writer's own thread, with no runner or analysis thread to
+    queue behind; a longer write goes to the runners with its analysis beside them. Both
+    store the vectors and spans the other path gives."""
+    from ingest.sync import INLINE_PASSAGES
+    from tests.support.redactor import shared_redactor
+
+    redactor = shared_redactor()
+    threads: list[str] = []
+
+    class RecordingAnalyzer:
+        analyzer_version = redactor.analyzer_version
+
+        def analyze_texts(self, texts: Sequence[str]) -> list[Any]:
+            threads.append(threading.current_thread().name)
+            return redactor.analyze_texts(texts)
+
+    counting = CountingEmbedder(embedder)
+    writer = DocumentWriter(index, counting, analyzer=RecordingAnalyzer())
+    text = "Call Margaret Thompson about the seals of pump 4."
+    short = writer.put(TARGET, Document("short", text, Classification.INTERNAL))
+    assert 0 < short.passages <= INLINE_PASSAGES
+    assert counting.inline == [True]
+    assert threads == [threading.current_thread().name]
+
+    counting.inline.clear()
+    threads.clear()
+    long = writer.put(TARGET, Document("long", manual(1, 40), Classification.INTERNAL))
+    assert long.passages > INLINE_PASSAGES
+    assert set(counting.inline) == {False}
+    assert threads
+    assert threading.current_thread().name not in threads
+
+    (stored,) = index.scroll_document(COLLECTION, TARGET.write_scope(), "short")
+    assert stored.payload.pii is not None
+    assert [stored.payload.text[s.start : s.end] for s in stored.payload.pii.text] == [
+        "Margaret Thompson"
+    ]
+    hits = both_legs(index, embedder, text, scope())[0]
+    assert hits[0].payload.document_id == "short"
+    assert hits[0].score > 0.99

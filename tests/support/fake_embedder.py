@@ -31,7 +31,9 @@ class FakeEmbedder:
     def dense_dim(self) -> int:
         return self._dense_dim
 
-    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
+    def embed_documents(
+        self, texts: Sequence[str], *, lane: str = "", inline: bool = False
+    ) -> list[Embedding]:
         self.calls += len(texts)
         return [Embedding(self._dense(text), _sparse(text, query=False)) for text in texts]
 
@@ -71,7 +73,9 @@ class FailingEmbedder:
 
     dense_dim = 384
 
-    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
+    def embed_documents(
+        self, texts: Sequence[str], *, lane: str = "", inline: bool = False
+    ) -> list[Embedding]:
         raise RuntimeError("model unavailable")
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -171,5 +173,43 @@ def test_a_workspace_alone_has_every_slot_and_leaves_one_once_another_has_worked
         assert await asyncio.gather(*burst) == ["a3", "a4"]
         assert max(overlap) == 1  # the burst ran its calls one at a time
         work.close()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="nice values are per thread on Linux only")
+def test_a_burst_runs_at_background_priority_a_single_call_does_not() -> None:
+    """A workspace's call with nothing else of it on the pool runs at the process's CPU
+    priority; a call submitted while its workspace's earlier one still runs (a burst)
+    runs on a thread at background priority, so another workspace's single call and the
+    turns take the cores first."""
+    from ingest.background import BACKGROUND_NICE
+
+    def nice(_: Stop) -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    async def scenario() -> None:
+        work = ExpensiveWork(threads=2, per_workspace=3)
+        gate = threading.Event()
+        base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+        def held(_: Stop) -> int:
+            gate.wait(5)
+            return nice(_)
+
+        try:
+            first = asyncio.create_task(work.run("a", held))
+            await asyncio.sleep(0.05)
+            burst = asyncio.create_task(work.run("a", nice))
+            other = await work.run("b", nice)
+            assert await burst >= BACKGROUND_NICE
+            assert other == base
+            gate.set()
+            assert await first == base
+            await asyncio.sleep(0.1)  # the first job's thread hands its slot back
+            assert await work.run("a", nice) == base  # its burst is over
+        finally:
+            gate.set()
+            work.close()
 
     asyncio.run(scenario())

@@ -94,8 +94,10 @@ class _QueryMemo:
     def dense_dim(self) -> int:
         return self._inner.dense_dim
 
-    def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
-        return self._inner.embed_documents(texts, lane=lane)
+    def embed_documents(
+        self, texts: Sequence[str], *, lane: str = "", inline: bool = False
+    ) -> list[Embedding]:
+        return self._inner.embed_documents(texts, lane=lane, inline=inline)
 
     def embed_document_keywords(self, texts: Sequence[str]) -> list[SparseVector]:
         return self._inner.embed_document_keywords(texts)
