@@ -1,0 +1,54 @@
+"""Technical tokens in the keyword channel: identifiers matched whole and by their parts."""
+
+from __future__ import annotations
+
+import pytest
+
+from ingest.keyword_terms import added_terms, keyword_analysis_applies, keyword_text
+
+
+@pytest.mark.parametrize(
+    ("text", "added"),
+    [
+        ("--prune=now", ["prune_now"]),
+        ("core.untrackedCache", ["core_untrackedcache", "untracked", "cache"]),
+        ("CVE-2023-50387", ["cve_2023_50387"]),
+        ("gpg.fail", ["gpg_fail"]),
+        ("1:9.0p1-1", ["1_9_0p1_1", "9_0p1_1", "9_0p1"]),
+        ("3.0.17-1~deb12u2", ["3_0_17_1_deb12u2", "3_0_17"]),
+        ("metadata_csum_seed", ["metadata", "csum", "seed"]),
+        ("RequiredRSASize", ["required", "rsa", "size"]),
+        ("xmlFreeID", ["xml", "free", "id"]),
+        ("hr_HR-euro.diff", ["hr", "hr", "hr_hr_euro_diff", "euro_diff"]),
+    ],
+)
+def test_identifiers_add_their_joined_form_and_their_parts(text: str, added: list[str]) -> None:
+    """An identifier adds one word joining its parts (and each coarser segment's), a
+    snake_case or camelCase name its parts: the words BM25's own split loses."""
+    assert list(added_terms(text)) == added
+
+
+def test_prose_and_plain_numbers_are_left_alone() -> None:
+    """Text without identifiers is returned as it is: no keyword vector changes for it."""
+    text = "Which bash upload started compiling the shell with hardening flags? Bug #1021082"
+    assert keyword_text(text) == text
+    assert not keyword_analysis_applies(text)
+
+
+def test_trailing_punctuation_is_not_part_of_an_identifier() -> None:
+    """A sentence's full stop or a closing bracket after an identifier changes nothing."""
+    assert list(added_terms("Fixed in (CVE-2022-1271).")) == ["cve_2022_1271"]
+    assert list(added_terms('use "--prune=now",')) == ["prune_now"]
+
+
+def test_each_occurrence_counts() -> None:
+    """Two mentions add the joined word twice, as BM25 counts any repeated word."""
+    assert keyword_text("gpg.fail and gpg.fail") == "gpg.fail and gpg.fail\ngpg_fail gpg_fail"
+
+
+def test_a_long_path_adds_a_bounded_number_of_words() -> None:
+    """A URL or path adds at most eight joined words, none longer than BM25 keeps."""
+    url = "https://www.kernel.org/pub/linux/kernel/v6.x/ChangeLog-6.1.181/a/b/c/d/e/f/g/h"
+    joined = [word for word in added_terms(url) if "_" in word]
+    assert 0 < len(joined) <= 8
+    assert all(len(word) <= 40 for word in joined)
