@@ -15,6 +15,8 @@ vector and the same retrieval quality (docs/benchmarks.md).
 BM25 is fastembed's `Bm25` with the standard English (NLTK) stopwords shipped in
 `ingest/data/english_stopwords.txt`; it needs no model files either. Documents get
 BM25 term-frequency weights, queries get 1s; Qdrant's IDF modifier supplies the IDF.
+Both read a text with its identifiers' joined forms and name parts added
+(`ingest.keyword_terms`).
 
 `KBGATE_EMBEDDING_MODEL` names any fastembed dense model instead; it is fetched
 through fastembed's own cache under the model dir (this path needs the network once).
@@ -54,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ingest.background import lower_priority
 from ingest.index import SparseVector
+from ingest.keyword_terms import keyword_text
 from ingest.lanes import LaneRunner
 
 if TYPE_CHECKING:
@@ -240,7 +243,8 @@ class FastEmbedder:
 
     def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
         dense = self._dense_vectors(texts, self._dense.passage_embed, lane=lane)
-        sparse = [_to_sparse(item) for item in self._sparse.passage_embed(list(texts))]
+        keywords = [keyword_text(text) for text in texts]
+        sparse = [_to_sparse(item) for item in self._sparse.passage_embed(keywords)]
         return _combine(dense, sparse)
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
@@ -248,7 +252,8 @@ class FastEmbedder:
 
     def query_sparse(self, texts: Sequence[str]) -> list[SparseVector]:
         """The questions' BM25 vectors (weights all 1); cheap, in this thread."""
-        return [_to_sparse(item) for item in self._sparse.query_embed(list(texts))]
+        keywords = [keyword_text(text) for text in texts]
+        return [_to_sparse(item) for item in self._sparse.query_embed(keywords)]
 
     def query_dense(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
         """The questions' dense vectors, in this thread.
@@ -276,7 +281,8 @@ class FastEmbedder:
         return [_pooled(model, feed) for feed in prepared.feeds]
 
     def embed_document_keywords(self, texts: Sequence[str]) -> list[SparseVector]:
-        return [_to_sparse(item) for item in self._document_sparse.passage_embed(list(texts))]
+        keywords = [keyword_text(text) for text in texts]
+        return [_to_sparse(item) for item in self._document_sparse.passage_embed(keywords)]
 
     def close(self) -> None:
         """Stop the runner thread once queued batches are done; embedding afterwards raises."""

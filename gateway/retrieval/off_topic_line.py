@@ -51,6 +51,7 @@ from gateway.retrieval.answering import joint_score, keyword_bests, keyword_legs
 from gateway.retrieval.index_calls import call_index
 from ingest.embedding import Embedding
 from ingest.index import Index, IndexUnavailableError, Leg, LegKind, RankedPoint, SparseVector
+from ingest.keyword_terms import KEYWORD_ANALYSIS_VERSION
 from ingest.lru import LruCache
 from ingest.payload import Scope
 from settings.golden import MeasuredLines
@@ -334,7 +335,8 @@ def probe_embeddings(
 ) -> list[Embedding]:
     """The probes' question embeddings, kept beside the models in `path` (about 1 s of CPU
     to compute). Kept ones serve while the first probe, embedded again, still matches its
-    kept embedding and the texts are the same: another model or probe set recomputes them."""
+    kept embedding and the texts and keyword analysis are the same: another model, probe
+    set or analysis recomputes them."""
     texts = [probe.text for probe in probes]
     try:
         kept = _kept_embeddings(json.loads(path.read_text("utf-8")), texts)
@@ -348,6 +350,7 @@ def probe_embeddings(
     written = path.with_suffix(".tmp")
     stored = {
         "texts": texts,
+        "keywords": KEYWORD_ANALYSIS_VERSION,
         "vectors": [embedding.dense for embedding in embeddings],
         "sparse": [[embedding.sparse.indices, embedding.sparse.values] for embedding in embeddings],
     }
@@ -363,6 +366,8 @@ def probe_embeddings(
 def _kept_embeddings(kept: object, texts: list[str]) -> list[Embedding] | None:
     if not isinstance(kept, dict) or kept.get("texts") != texts:
         return None
+    if kept.get("keywords") != KEYWORD_ANALYSIS_VERSION:
+        return None  # keyword vectors of another analysis
     return [
         Embedding(
             tuple(float(x) for x in vector),
