@@ -95,14 +95,21 @@ def _weighed(
     services: Services, plan: KbPlan, legs: Sequence[Leg], found: list[list[RankedPoint]]
 ) -> list[RankedLeg[RankedPoint]]:
     """The KB's ranked legs: newest versions only, nothing unless the KB answers (`answers`),
-    each with its channel weight."""
+    each with its channel weight; a keyword leg that found fewer passages than it asked
+    for is exhaustive (`RankedLeg.exhaustive`)."""
     hits = _current_only(found)
     if not answers(services.index, plan, legs, hits):
         hits = [[] for _ in legs]
     weights = leg_weights(plan, legs)
     return [
-        RankedLeg(plan.kb.kb_id, leg.kind, weights[leg.kind], found)
-        for leg, found in zip(legs, hits, strict=True)
+        RankedLeg(
+            plan.kb.kb_id,
+            leg.kind,
+            weights[leg.kind],
+            kept,
+            exhaustive=leg.kind is not LegKind.DENSE and len(raw) < leg.limit,
+        )
+        for leg, kept, raw in zip(legs, hits, found, strict=True)
     ]
 
 
