@@ -16,7 +16,7 @@ BM25 is fastembed's `Bm25` with the standard English (NLTK) stopwords shipped in
 `ingest/data/english_stopwords.txt`; it needs no model files either. Documents get
 BM25 term-frequency weights, queries get 1s; Qdrant's IDF modifier supplies the IDF.
 Both read a text with its identifiers' joined forms and name parts added
-(`ingest.keyword_terms`).
+(`ingest.keyword_terms`, which weighs a stored text's terms with fastembed's BM25 steps).
 
 `KBGATE_EMBEDDING_MODEL` names any fastembed dense model instead; it is fetched
 through fastembed's own cache under the model dir (this path needs the network once).
@@ -56,11 +56,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ingest.background import lower_priority
 from ingest.index import SparseVector
-from ingest.keyword_terms import keyword_text
+from ingest.keyword_terms import keyword_text, term_weights
 from ingest.lanes import LaneRunner
 
 if TYPE_CHECKING:
     from fastembed import SparseTextEmbedding, TextEmbedding
+    from fastembed.sparse.bm25 import Bm25
     from fastembed.sparse.sparse_embedding_base import SparseEmbedding
 
 #: The name the assembled model is registered under in fastembed (not a hub repo).
@@ -222,7 +223,10 @@ class FastEmbedder:
         self._dense_dim = dense_dim
         self._batch_size = batch_size
         self._sparse = _load_bm25(k=bm25_k, b=bm25_b, avg_len=bm25_avg_len)
-        self._document_sparse = _load_bm25(k=bm25_k, b=bm25_b, avg_len=BM25_DOCUMENT_AVG_LEN)
+        self._bm25 = _bm25_model(self._sparse)
+        self._document_bm25 = _bm25_model(
+            _load_bm25(k=bm25_k, b=bm25_b, avg_len=BM25_DOCUMENT_AVG_LEN)
+        )
         # Started on the first batches; see the class docstring.
         self._runner = LaneRunner(
             workers, thread_name_prefix="kbgate-embed", initializer=lower_priority
@@ -243,9 +247,7 @@ class FastEmbedder:
 
     def embed_documents(self, texts: Sequence[str], *, lane: str = "") -> list[Embedding]:
         dense = self._dense_vectors(texts, self._dense.passage_embed, lane=lane)
-        keywords = [keyword_text(text) for text in texts]
-        sparse = [_to_sparse(item) for item in self._sparse.passage_embed(keywords)]
-        return _combine(dense, sparse)
+        return _combine(dense, [term_weights(self._bm25, text) for text in texts])
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
         return _combine(self.query_dense(texts), self.query_sparse(texts))
@@ -281,8 +283,7 @@ class FastEmbedder:
         return [_pooled(model, feed) for feed in prepared.feeds]
 
     def embed_document_keywords(self, texts: Sequence[str]) -> list[SparseVector]:
-        keywords = [keyword_text(text) for text in texts]
-        return [_to_sparse(item) for item in self._document_sparse.passage_embed(keywords)]
+        return [term_weights(self._document_bm25, text) for text in texts]
 
     def close(self) -> None:
         """Stop the runner thread once queued batches are done; embedding afterwards raises."""
@@ -673,6 +674,16 @@ def _load_bm25(*, k: float, b: float, avg_len: float) -> SparseTextEmbedding:
         b=b,
         avg_len=avg_len,
     )
+
+
+def _bm25_model(embedding: SparseTextEmbedding) -> Bm25:
+    """The `Bm25` behind fastembed's wrapper, whose steps `ingest.keyword_terms` runs."""
+    from fastembed.sparse.bm25 import Bm25
+
+    model = embedding.model
+    if not isinstance(model, Bm25):
+        raise TypeError(f"expected fastembed's Bm25, got {type(model).__name__}")
+    return model
 
 
 def _to_sparse(item: SparseEmbedding) -> SparseVector:

@@ -23,12 +23,26 @@ Questions and passages go through the same function, so an identifier in a quest
 matches a passage holding it exactly through its joined word (rare, so weighed high by
 the IDF), and one holding its parts apart through the parts alone. Prose without such
 tokens is returned unchanged.
+
+A stored text's weights (`term_weights`) count the added words like the words they were
+read from, but not in its length: BM25 normalises a term's weight by the text's length,
+and a text full of identifiers is no longer for being read two ways (Lucene's BM25 leaves
+tokens at the position of another out of the length the same way). A passage holding a
+rare option once then keeps the weight it had, rather than losing some to its joined
+forms.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ingest.index import SparseVector
+
+if TYPE_CHECKING:
+    from fastembed.sparse.bm25 import Bm25
 
 #: Bump when what `keyword_text` adds changes: stored keyword vectors are then made again
 #: (`ingest.sync` puts it in each document's version).
@@ -104,3 +118,28 @@ def _humps(token: str) -> Iterator[str]:
             humps = _HUMP.findall(part)
             if len(humps) >= 2:
                 yield from (hump.lower() for hump in humps)
+
+
+def term_weights(bm25: Bm25, text: str) -> SparseVector:
+    """fastembed's BM25 weights of a stored text (`Bm25.passage_embed`'s), with the words
+    `added_terms` finds counted as terms but not in the text's length."""
+    from fastembed.common.utils import remove_non_alphanumeric
+
+    words = _analysed(bm25, remove_non_alphanumeric(text))
+    counts = Counter(words)
+    counts.update(_analysed(bm25, " ".join(added_terms(text))))
+    length = bm25.k * (1 - bm25.b + bm25.b * len(words) / bm25.avg_len)
+    weights = {
+        bm25.compute_token_id(term): found * (bm25.k + 1) / (found + length)
+        for term, found in counts.items()
+    }
+    ordered = sorted(weights.items())
+    return SparseVector(
+        indices=tuple(index for index, _ in ordered),
+        values=tuple(value for _, value in ordered),
+    )
+
+
+def _analysed(bm25: Bm25, text: str) -> list[str]:
+    """fastembed's BM25 words of `text`: split, stopwords out, stemmed (its own steps)."""
+    return bm25._stem(bm25.tokenizer.tokenize(text))

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
-from ingest.keyword_terms import added_terms, keyword_analysis_applies, keyword_text
+from ingest.keyword_terms import added_terms, keyword_analysis_applies, keyword_text, term_weights
+
+if TYPE_CHECKING:
+    from fastembed.sparse.bm25 import Bm25
 
 
 @pytest.mark.parametrize(
@@ -52,3 +57,35 @@ def test_a_long_path_adds_a_bounded_number_of_words() -> None:
     joined = [word for word in added_terms(url) if "_" in word]
     assert 0 < len(joined) <= 8
     assert all(len(word) <= 40 for word in joined)
+
+
+def _bm25() -> Bm25:
+    from ingest.embedding import BM25_AVG_LEN, _bm25_model, _load_bm25
+
+    return _bm25_model(_load_bm25(k=1.2, b=0.75, avg_len=BM25_AVG_LEN))
+
+
+def test_weights_of_plain_text_are_fastembeds() -> None:
+    """A text with nothing added is weighed exactly as fastembed's BM25 weighs it."""
+    bm25 = _bm25()
+    text = "Enable all hardening flags when compiling the shell (Closes: #1021082)."
+    (expected,) = bm25.passage_embed([text])
+    weights = term_weights(bm25, text)
+    assert dict(zip(weights.indices, weights.values, strict=True)) == pytest.approx(
+        dict(zip(expected.indices.tolist(), expected.values.tolist(), strict=True))
+    )
+
+
+def test_added_words_count_as_terms_but_not_in_the_length() -> None:
+    """An identifier's joined form is a term of its own; the words beside it keep the
+    weight they have in the same text without it (the length counts words only)."""
+    bm25 = _bm25()
+    plain = term_weights(bm25, "Run gc with prune now to drop loose objects")
+    option = term_weights(bm25, "Run gc with --prune=now to drop loose objects")
+    joined = bm25.compute_token_id("prune_now")
+    assert joined in option.indices
+    assert joined not in plain.indices
+    loose = bm25.compute_token_id("loos")
+    assert dict(zip(option.indices, option.values, strict=True))[loose] == pytest.approx(
+        dict(zip(plain.indices, plain.values, strict=True))[loose]
+    )
