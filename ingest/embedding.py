@@ -56,13 +56,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ingest.background import lower_priority
 from ingest.index import SparseVector
-from ingest.keyword_terms import keyword_text, term_weights
+from ingest.keyword_terms import question_weights, term_weights
 from ingest.lanes import LaneRunner
 
 if TYPE_CHECKING:
     from fastembed import SparseTextEmbedding, TextEmbedding
     from fastembed.sparse.bm25 import Bm25
-    from fastembed.sparse.sparse_embedding_base import SparseEmbedding
 
 #: The name the assembled model is registered under in fastembed (not a hub repo).
 MINILM_MODEL_NAME = "kbgate/all-MiniLM-L6-v2-int8"
@@ -169,7 +168,7 @@ class Embedder(Protocol):
         ...
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
-        """Embed search questions (BM25 weights are all 1)."""
+        """Embed search questions (BM25 weights: 1 for their words)."""
         ...
 
     def embed_document_keywords(self, texts: Sequence[str]) -> list[SparseVector]:
@@ -222,8 +221,7 @@ class FastEmbedder:
         self._workers = workers
         self._dense_dim = dense_dim
         self._batch_size = batch_size
-        self._sparse = _load_bm25(k=bm25_k, b=bm25_b, avg_len=bm25_avg_len)
-        self._bm25 = _bm25_model(self._sparse)
+        self._bm25 = _bm25_model(_load_bm25(k=bm25_k, b=bm25_b, avg_len=bm25_avg_len))
         self._document_bm25 = _bm25_model(
             _load_bm25(k=bm25_k, b=bm25_b, avg_len=BM25_DOCUMENT_AVG_LEN)
         )
@@ -253,9 +251,9 @@ class FastEmbedder:
         return _combine(self.query_dense(texts), self.query_sparse(texts))
 
     def query_sparse(self, texts: Sequence[str]) -> list[SparseVector]:
-        """The questions' BM25 vectors (weights all 1); cheap, in this thread."""
-        keywords = [keyword_text(text) for text in texts]
-        return [_to_sparse(item) for item in self._sparse.query_embed(keywords)]
+        """The questions' BM25 vectors (their words at weight 1, what
+        `ingest.keyword_terms` adds at less); cheap, in this thread."""
+        return [question_weights(self._bm25, text) for text in texts]
 
     def query_dense(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
         """The questions' dense vectors, in this thread.
@@ -684,16 +682,6 @@ def _bm25_model(embedding: SparseTextEmbedding) -> Bm25:
     if not isinstance(model, Bm25):
         raise TypeError(f"expected fastembed's Bm25, got {type(model).__name__}")
     return model
-
-
-def _to_sparse(item: SparseEmbedding) -> SparseVector:
-    pairs = sorted(
-        zip(item.indices.tolist(), item.values.tolist(), strict=True), key=lambda p: p[0]
-    )
-    return SparseVector(
-        indices=tuple(int(index) for index, _ in pairs),
-        values=tuple(float(value) for _, value in pairs),
-    )
 
 
 def _combine(dense: list[tuple[float, ...]], sparse: list[SparseVector]) -> list[Embedding]:

@@ -25,6 +25,13 @@ matches a passage holding it exactly through its joined word (rare, so weighed h
 the IDF), and one holding its parts apart through the parts alone. Prose without such
 tokens is returned unchanged.
 
+In a question (`question_weights`) the added words weigh `ADDED_WEIGHT`, its own words
+1: an identifier held whole still lifts a passage well above one holding its parts apart
+(a joined form is rare, its IDF high), while the floors' statistics, which ask which of
+the question's words a passage or the KB holds (`gateway.retrieval.answering`), count its
+own words only (`is_own_word`): a question's "dark-mode", written "dark mode" in the KB,
+is no word the KB lacks.
+
 A stored text's weights (`term_weights`) count the added words like the words they were
 read from, but not in its length: BM25 normalises a term's weight by the text's length,
 and a text full of identifiers is no longer for being read two ways (Lucene's BM25 leaves
@@ -48,6 +55,8 @@ if TYPE_CHECKING:
 #: Bump when what `keyword_text` adds changes: stored keyword vectors are then made again
 #: (`ingest.sync` puts it in each document's version).
 KEYWORD_ANALYSIS_VERSION = 1
+#: A question's weight of a word `added_terms` found in it (its own words weigh 1).
+ADDED_WEIGHT = 0.5
 #: Separators inside one identifier, coarsest first: each level's segments are joined
 #: again (`1:9.0p1-1` → `9.0p1-1` → `9.0p1`).
 _LEVELS = ("=:/@#", "-+~", "._")
@@ -143,6 +152,26 @@ def term_weights(bm25: Bm25, text: str) -> SparseVector:
         indices=tuple(index for index, _ in ordered),
         values=tuple(value for _, value in ordered),
     )
+
+
+def question_weights(bm25: Bm25, text: str) -> SparseVector:
+    """A question's BM25 vector: each of its words once at weight 1 (fastembed's
+    `query_embed`), each added word that is not one of them at `ADDED_WEIGHT`."""
+    from fastembed.common.utils import remove_non_alphanumeric
+
+    own = {bm25.compute_token_id(word) for word in _analysed(bm25, remove_non_alphanumeric(text))}
+    added = {bm25.compute_token_id(word) for word in _analysed(bm25, " ".join(added_terms(text)))}
+    weights = dict.fromkeys(own, 1.0) | dict.fromkeys(added - own, ADDED_WEIGHT)
+    ordered = sorted(weights.items())
+    return SparseVector(
+        indices=tuple(index for index, _ in ordered),
+        values=tuple(value for _, value in ordered),
+    )
+
+
+def is_own_word(weight: float) -> bool:
+    """Whether a question term of this weight (`question_weights`) is one of its words."""
+    return weight > ADDED_WEIGHT
 
 
 def _analysed(bm25: Bm25, text: str) -> list[str]:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+import numpy as np
 import pytest
 
+from gateway.retrieval.answering import UNKNOWN_WORDS_MARGIN
+from ingest.embedding import Embedder
 from tests.api.conftest import Gateway
-from tests.api.tenants import provision
+from tests.api.tenants import Tenant, provision
 
 pytestmark = pytest.mark.anyio
 
@@ -121,3 +127,50 @@ async def test_a_bug_number_finds_the_one_entry_that_holds_it(engine_gateway: Ga
     await tenant.agent("bot", ["kb"])
     body = (await tenant.retrieve("bot", "#1110254")).json()
     assert body["passages"][0]["document_id"] == "openssl-3.0.17"
+
+
+PROXY_CHANGELOG = {
+    "haproxy-2.6": "haproxy (2.6.12-1) bookworm; urgency=medium\n\n"
+    "  * New upstream release: TLS session resumption fixed for backends behind a proxy.\n",
+    "haproxy-2.4": "haproxy (2.4.22-1) bullseye; urgency=medium\n\n"
+    "  * Terminate TLS on the frontend and forward plain HTTP to the backend servers.\n",
+    "curl-7.88": "curl (7.88.1-10) bookworm; urgency=medium\n\n"
+    "  * Fix a crash when a proxy closes the TLS connection early.\n",
+    "openssl-3.0": "openssl (3.0.11-1) bookworm; urgency=medium\n\n"
+    "  * New upstream release with fixes for TLS 1.3 session tickets.\n",
+}
+
+
+async def test_a_question_about_a_product_the_kb_never_names_abstains(
+    gateway: Gateway, embedder: Embedder
+) -> None:
+    """Under measured lines, a question whose best passage passes the dense line by a
+    little answers only if the KB holds its words: "nginx", which no passage holds, is
+    over a quarter of the question's weight; the same question about haproxy is answered."""
+    tenant = await provision(gateway, "acme", "support")
+    await tenant.kb("kb", keyword_floor=0.3)  # the platform's (the fixture's is 0)
+    for doc_id, text in PROXY_CHANGELOG.items():
+        await tenant.doc("kb", doc_id, text)
+    await tenant.agent("bot", ["kb"])
+    passages = np.array([e.dense for e in embedder.embed_documents(list(PROXY_CHANGELOG.values()))])
+    for product, abstains in (("nginx", True), ("haproxy", False)):
+        question = f"How can {product} resume TLS sessions?"
+        cosine = float((passages @ np.array(embedder.embed_queries([question])[0].dense)).max())
+        body = await _settled(tenant, question)
+        line = body["effective"]["per_knowledge_base"]["kb"]["score_threshold"]
+        assert line <= cosine
+        assert body["abstained"] is abstains
+        if abstains:
+            assert cosine < line + UNKNOWN_WORDS_MARGIN
+
+
+async def _settled(tenant: Tenant, question: str) -> dict[str, Any]:
+    """The turn's body once the KB's off-topic line is measured."""
+    for _ in range(200):
+        body: dict[str, Any] = (await tenant.retrieve("bot", question)).json()
+        if body["effective"]["per_knowledge_base"]["kb"]["sources"]["score_threshold"] != (
+            "platform"
+        ):
+            return body
+        await asyncio.sleep(0.05)
+    raise AssertionError("the KB's line was never measured")

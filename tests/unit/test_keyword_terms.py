@@ -6,7 +6,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ingest.keyword_terms import added_terms, keyword_analysis_applies, keyword_text, term_weights
+from ingest.keyword_terms import (
+    ADDED_WEIGHT,
+    added_terms,
+    is_own_word,
+    keyword_analysis_applies,
+    keyword_text,
+    question_weights,
+    term_weights,
+)
 
 if TYPE_CHECKING:
     from fastembed.sparse.bm25 import Bm25
@@ -92,3 +100,17 @@ def test_added_words_count_as_terms_but_not_in_the_length() -> None:
     assert dict(zip(option.indices, option.values, strict=True))[loose] == pytest.approx(
         dict(zip(plain.indices, plain.values, strict=True))[loose]
     )
+
+
+def test_a_questions_added_words_weigh_less_than_its_own() -> None:
+    """A question's own words weigh 1, as fastembed's question vectors do; what the
+    analysis adds weighs `ADDED_WEIGHT`, and only its own words count as its words."""
+    bm25 = _bm25()
+    vector = question_weights(bm25, "Which release fixed CVE-2022-1271?")
+    weights = dict(zip(vector.indices, vector.values, strict=True))
+    (plain,) = bm25.query_embed(["Which release fixed CVE-2022-1271?"])
+    assert {term: weights[term] for term in plain.indices.tolist()} == dict.fromkeys(
+        plain.indices.tolist(), 1.0
+    )
+    assert weights[bm25.compute_token_id("cve_2022_1271")] == ADDED_WEIGHT
+    assert [is_own_word(weight) for weight in (1.0, ADDED_WEIGHT)] == [True, False]
