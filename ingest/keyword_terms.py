@@ -15,8 +15,7 @@ BM25 then counts like any other:
   `@` or `_` adds its parts joined by `_` (a word BM25 keeps whole: `cve_2023_50387`,
   `core_untrackedcache`), and the same for each of its segments at the coarser
   separators (`1:9.0p1-1` adds `1_9_0p1_1`, `9_0p1_1` and `9_0p1`; `a.b=c` adds `a_b_c`
-  and `a_b`); words of letters joined by hyphens alone are English ("use-after-free")
-  and add nothing, unless written as an option (`--harden-unknown-additional`);
+  and `a_b`);
 - a snake_case name adds its parts (`metadata`, `csum`, `seed`) and a camelCase one its
   humps (`required`, `rsa`, `size`).
 
@@ -71,9 +70,6 @@ _WORD = re.compile(r"\w+")
 #: lower-case word, an upper-case run, or digits kept with the letters before them
 _HUMP = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+\d*|[A-Z]+\d*|\d+")
 _CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
-#: a hyphenated English word ("use-after-free", "rcp-style"): its words are its parts,
-#: not an identifier (unless an option: "--harden-unknown-additional")
-_HYPHENATED = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
 #: fastembed's BM25 drops longer words (its `token_max_length`)
 _LONGEST = 40
 #: joined words one identifier may add (a long path or URL stops here)
@@ -99,8 +95,7 @@ def added_terms(text: str) -> Iterator[str]:
         for word in _WORD.findall(token):
             if "_" in word:
                 yield from (part.lower() for part in _ALNUM.findall(word))
-        option = text[match.start() - 1 : match.start()] == "-"
-        if not _WORD.fullmatch(token) and (option or not _HYPHENATED.fullmatch(token)):
+        if not _WORD.fullmatch(token):
             yield from _joined(token)
         yield from _humps(token)
 
