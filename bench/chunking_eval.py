@@ -34,10 +34,11 @@ from tokenizers import Tokenizer
 from bench.beir_corpus import CorpusDoc, load_corpus
 from bench.ingest_throughput import peak_rss_mb
 from ingest.chunking import ChunkingParams, chunk_text
-from ingest.embedding import MAX_TOKENS, FastEmbedder, assemble_minilm, build_embedder
+from ingest.embedder.embedding import MAX_TOKENS, FastEmbedder, assemble_minilm, build_embedder
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.index import EdgeIndex
 from ingest.index import Leg, LegKind
 from ingest.payload import Classification, Scope
-from ingest.qdrant_edge import EdgeIndex
 from ingest.sync import Document, DocumentWriter, Target, embedding_input
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -124,7 +125,7 @@ def evaluate(
         clearance=Classification.RESTRICTED,
     )
     with tempfile.TemporaryDirectory(prefix="kbgate-chunking-") as tmp:
-        index = EdgeIndex(Path(tmp))
+        index = BlockingIndex(EdgeIndex(Path(tmp)))
         writer = DocumentWriter(index, embedder, chunking=params)
         started = time.perf_counter()
         for doc in docs:

@@ -37,7 +37,7 @@ from gateway.admin import lifecycle, provisioning, transfer
 from gateway.admin.knowledge import put_agent, put_knowledge_base, target_of
 from gateway.http.archive_records import RULES
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from ingest.index import Passage, SparseVector
 from ingest.payload import Classification, PassagePayload, Scope, text_checksum
 from ingest.sync import Target, point_id
@@ -107,26 +107,26 @@ def _passages(rng: random.Random, target: Target, documents: int) -> list[Passag
 async def _workspace(
     services: Services, rng: random.Random, tenant_id: str, documents_per_kb: int
 ) -> None:
-    await provisioning.create_workspace(services, "bench", tenant_id, None)
+    await provisioning.create_workspace(services.store, "bench", tenant_id, None)
     admin = _admin("bench", tenant_id)
     for kb_id, storage in KBS.items():
         kb, _ = await put_knowledge_base(
-            services, admin, kb_id, name=kb_id, storage=storage, settings={}
+            services.knowledge, admin, kb_id, name=kb_id, storage=storage, settings={}
         )
         target = target_of(kb)
-        services.index.ensure_collection(target.collection)
+        await services.index.ensure_collection(target.collection)
         passages = _passages(rng, target, documents_per_kb)
         for start in range(0, len(passages), 256):
-            services.index.upsert(target.collection, passages[start : start + 256])
-    await put_agent(services, admin, "bot", list(KBS)[:3], {})
-    await put_agent(services, admin, "helper", list(KBS)[2:], {})
+            await services.index.upsert(target.collection, passages[start : start + 256])
+    await put_agent(services.knowledge, admin, "bot", list(KBS)[:3], {})
+    await put_agent(services.knowledge, admin, "helper", list(KBS)[2:], {})
 
 
 async def _extras(services: Services, tenant_id: str) -> None:
     """Keys, settings changes and turn records, as a workspace in use has them."""
     for _ in range(5):
         await provisioning.create_key(
-            services, org_id="bench", tenant_id=tenant_id, roles=["retrieve"], clearance=None
+            services.store, org_id="bench", tenant_id=tenant_id, roles=["retrieve"], clearance=None
         )
     for value in (4, 5, 6):
         await services.store.update_workspace_settings(
@@ -148,11 +148,11 @@ async def _extras(services: Services, tenant_id: str) -> None:
         )
 
 
-def _counts(services: Services, tenant_id: str, org_id: str = "bench") -> dict[str, int]:
+async def _counts(services: Services, tenant_id: str, org_id: str = "bench") -> dict[str, int]:
     scope = Scope.of(org_id=org_id, tenant_id=tenant_id, kb_ids=list(KBS), clearance="restricted")
     return {
-        "org": services.index.count(f"kb_org_{org_id}", scope),
-        "shared": services.index.count("kb_shared", scope),
+        "org": await services.index.count(f"kb_org_{org_id}", scope),
+        "shared": await services.index.count("kb_shared", scope),
     }
 
 
@@ -161,7 +161,7 @@ async def _run(data_dir: Path, seed: int, passages: int) -> dict[str, Any]:
     services = await build_services(config, Telemetry(build_logger("WARNING")))
     rng = random.Random(seed)
     try:
-        await provisioning.create_org(services, "bench")
+        await provisioning.create_org(services.store, services.index, "bench")
         per_kb = passages // PASSAGES_PER_DOCUMENT // len(KBS)
         started = time.perf_counter()
         await _workspace(services, rng, "gone", per_kb)
@@ -169,31 +169,37 @@ async def _run(data_dir: Path, seed: int, passages: int) -> dict[str, Any]:
         await _extras(services, "gone")
         written_s = time.perf_counter() - started
         started = time.perf_counter()
-        await asyncio.to_thread(services.index.optimize)
+        await services.index.optimize()
         optimize_s = time.perf_counter() - started
-        before_gone, before_stay = _counts(services, "gone"), _counts(services, "stay")
+        before_gone, before_stay = await _counts(services, "gone"), await _counts(services, "stay")
 
         archive = data_dir / "gone.kbgate.ndjson.gz"
         started = time.perf_counter()
-        workspace = await transfer.exportable(services, provisioning.PLATFORM, "bench", "gone")
+        workspace = await transfer.exportable(
+            services.store, provisioning.PLATFORM, "bench", "gone"
+        )
         with archive.open("wb") as out:
-            async for chunk in transfer.export_chunks(services, workspace):
+            async for chunk in transfer.export_chunks(services.transfer, workspace):
                 out.write(chunk)
         export_s = time.perf_counter() - started
 
-        await provisioning.create_org(services, "moved")
+        await provisioning.create_org(services.store, services.index, "moved")
         started = time.perf_counter()
         with archive.open("rb") as spooled:
-            imported = await transfer.import_workspace(services, "moved", "gone2", spooled, RULES)
+            imported = await transfer.import_workspace(
+                services.transfer, "moved", "gone2", spooled, RULES
+            )
         import_s = time.perf_counter() - started
 
         started = time.perf_counter()
-        removal = await lifecycle.delete_workspace(services, "bench", "gone", provisioning.PLATFORM)
+        removal = await lifecycle.delete_workspace(
+            services.deletions, "bench", "gone", provisioning.PLATFORM
+        )
         delete_s = time.perf_counter() - started
-        after_gone, after_stay = _counts(services, "gone"), _counts(services, "stay")
+        after_gone, after_stay = await _counts(services, "gone"), await _counts(services, "stay")
         _check(after_gone == {"org": 0, "shared": 0}, f"left behind: {after_gone}")
         _check(after_stay == before_stay, f"neighbour moved: {before_stay} -> {after_stay}")
-        moved = _counts(services, "gone2", "moved")
+        moved = await _counts(services, "gone2", "moved")
         _check(moved["org"] == before_gone["org"], f"imported {moved}, exported {before_gone}")
         return {
             "passages": sum(before_gone.values()),

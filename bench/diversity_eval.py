@@ -123,21 +123,24 @@ async def _rankings(run: PreparedRun, settings: dict[str, Any], *, drop_copies: 
     from gateway.retrieval.turn import fused_and_capped, retrieve
 
     session = run.session
-    services, principal = session.services, session.principal
-    await put_knowledge_base(services, principal, session.kb_id, name=session.kb_id,
+    principal, retrieval = session.principal, session.retrieval
+    await put_knowledge_base(session.knowledge, principal, session.kb_id, name=session.kb_id,
                              storage="org", settings=settings)  # fmt: skip
     found: dict[str, list[str]] = {}
     for qid, question in run.questions().items():
         if drop_copies:
-            result = await retrieve(services, principal, "eval-agent", question, [])
+            result = await retrieve(retrieval, principal, "eval-agent", question, [])
             documents = [c.hit.payload.document_id for c in result.candidates]
         else:
-            context = await plan_turn(services, principal, "eval-agent")
-            embeddings = await embed_queries(services, principal.tenant_id, [question])
-            legs = await search_plans(
-                services, context.plans, embeddings, leg_limit=services.config.leg_limit
+            context = await plan_turn(session.planning, principal, "eval-agent")
+            config = retrieval.config
+            embeddings = await embed_queries(
+                retrieval.questions, config.embed_timeout_s, principal.tenant_id, [question]
             )
-            _, kept = fused_and_capped(services, context.plans, legs)
+            legs = await search_plans(
+                retrieval.search, context.plans, embeddings, leg_limit=config.leg_limit
+            )
+            _, kept = fused_and_capped(config, context.plans, legs)
             documents = [c.hit.ref.document_id for c in kept]
         found[qid] = [session.beir_ids.get(doc, doc) for doc in dict.fromkeys(documents)]
     return found

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from bench.engines import COLLECTION, _passages, _sparse, _unit
-from ingest.embedding import build_embedder
+from ingest.embedder.embedding import build_embedder
+from ingest.engines.edge.engine import EdgeEngine
 from ingest.index import Leg, LegKind
 from ingest.payload import Scope
-from ingest.qdrant_edge import EdgeIndex
 
 RESULTS = Path(__file__).parent / "results" / "edge_gil.json"
 QUESTION = "Does vitamin D supplementation reduce the risk of fractures in older adults?"
@@ -77,7 +77,7 @@ def measure(size: int, calls: int, model_dir: Path) -> dict[str, Any]:
     scope = Scope(org_id="bench", tenant_id="t0", kb_ids=frozenset({"kb0"}))
     queries = [(_unit(rng), _sparse(rng, 8)) for _ in range(64)]
     with tempfile.TemporaryDirectory() as scratch:
-        index = EdgeIndex(Path(scratch))
+        index = EdgeEngine(Path(scratch))
         index.ensure_collection(COLLECTION)
         passages = _passages(size, seed=size)
         for start in range(0, len(passages), 512):

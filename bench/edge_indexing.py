@@ -1,4 +1,4 @@
-"""What indexing an Edge collection (`EdgeIndex.optimize`) does to a turn's ranking call.
+"""What indexing an Edge collection (`EdgeEngine.optimize`) does to a turn's ranking call.
 
 Copies every point of a data dir's collection (vectors and payloads, nothing re-embedded)
 into two fresh Edge stores: one left in plain segments, searched exactly, as a gateway
@@ -24,11 +24,13 @@ from typing import Any
 from qdrant_edge import EdgeShard, ScrollRequest
 
 from bench.turn_latency import AGENT, DATASET, PLATFORM_KEY, _principal, _read_jsonl
+from gateway.retrieval.kb_plan import KbPlan
 from gateway.retrieval.legs import legs_for
-from gateway.retrieval.plan import KbPlan, plan_turn
+from gateway.retrieval.plan import plan_turn
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
-from ingest.embedding import Embedding
+from gateway.telemetry import Telemetry, build_logger
+from ingest.embedder.embedding import Embedding
+from ingest.engines.edge.engine import EDGE_DIR, EdgeEngine
 from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
@@ -38,7 +40,6 @@ from ingest.index import (
     SparseVector,
 )
 from ingest.payload import from_payload
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from settings.config import load_config
 
 RESULTS = Path(__file__).parent / "results" / "edge_indexing.json"
@@ -51,7 +52,7 @@ async def _plan_and_questions(data_dir: Path, count: int) -> tuple[KbPlan, list[
     )
     services = await build_services(config, Telemetry(build_logger("WARNING")))
     try:
-        plan = (await plan_turn(services, _principal(), AGENT)).plans[0]
+        plan = (await plan_turn(services.planning, _principal(), AGENT)).plans[0]
         questions = [q["text"] for q in _read_jsonl(DATASET / "queries.jsonl")][:count]
         return plan, services.embedder.embed_queries(questions)
     finally:
@@ -104,7 +105,7 @@ def main() -> None:
     plan, questions = asyncio.run(_plan_and_questions(args.data_dir, args.queries))
     passages = _passages(args.data_dir / EDGE_DIR / plan.collection)
     with tempfile.TemporaryDirectory() as plain_dir, tempfile.TemporaryDirectory() as indexed_dir:
-        plain, indexed = EdgeIndex(Path(plain_dir)), EdgeIndex(Path(indexed_dir))
+        plain, indexed = EdgeEngine(Path(plain_dir)), EdgeEngine(Path(indexed_dir))
         for store in (plain, indexed):
             for start in range(0, len(passages), 500):
                 store.upsert(plan.collection, passages[start : start + 500])
@@ -144,7 +145,7 @@ def main() -> None:
             kind: round(statistics.mean(values), 4) for kind, values in overlap.items() if values
         },
         "notes": "plain: points in plain segments, searched exactly (what a serving gateway "
-        "writes); indexed: after EdgeIndex.optimize (what a gateway start leaves). Times "
+        "writes); indexed: after EdgeEngine.optimize (what a gateway start leaves). Times "
         "interleaved per question in one run; the Scope filter of the bench's KB applies.",
     }
     args.output.write_text(json.dumps(result, indent=2) + "\n")

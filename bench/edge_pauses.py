@@ -7,8 +7,8 @@ collection of a store (`bench.scale`'s 1M store's `kb_shared`, say), side by sid
   against on disk (the swap of an index build waits for such a load), alternated;
 - `listing` and `deletion`: a median tenant's dense search every 2 ms while another thread
   lists the largest tenant's documents in a loop, or deletes its Scope once; one facet or
-  one filtered delete (as the adapter did) against `EdgeIndex.document_ids` and
-  `EdgeIndex.delete_scope` (pages). Reported: the search's wait (its time plus any wait
+  one filtered delete (as the adapter did) against `EdgeEngine.document_ids` and
+  `EdgeEngine.delete_scope` (pages). Reported: the search's wait (its time plus any wait
   for the GIL before it), median and worst, and the listing's or deletion's own time.
 
     uv run python -m bench.edge_pauses /tmp/kbgate-scale/store-1000000/qdrant-edge/kb_shared
@@ -47,9 +47,8 @@ from qdrant_edge import (
 )
 
 from gateway.runtime.memory import bound_allocator
-from ingest.edge_build import copy_shard
+from ingest.engines.edge.engine import EDGE_DIR, EdgeEngine, _scope_filter
 from ingest.payload import Classification, PayloadKey, Scope
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex, _scope_filter
 
 RESULTS = Path(__file__).parent / "results" / "edge_pauses.json"
 SEARCH_EVERY_S = 0.002
@@ -59,7 +58,7 @@ def _copy(source: Path, target: Path) -> None:
     """A copy of the collection, written back to disk (a fresh copy's dirty pages would be
     written out by Edge's first flush, holding the GIL)."""
     shutil.rmtree(target, ignore_errors=True)
-    copy_shard(source, target)  # as the gateway copies a shard to index it
+    shutil.copytree(source, target)
     os.sync()
 
 
@@ -104,18 +103,18 @@ def loads(source: Path, scratch: Path, rounds: int) -> dict[str, Any]:
 
 
 class _Store:
-    """An EdgeIndex over a scratch copy of the collection, and the two tenants measured."""
+    """An EdgeEngine over a scratch copy of the collection, and the two tenants measured."""
 
     def __init__(self, source: Path, scratch: Path) -> None:
         self.collection = source.name
         _copy(source, scratch / EDGE_DIR / self.collection)
-        self.index = EdgeIndex(scratch)
+        self.index = EdgeEngine(scratch)
         anyone = Scope(org_id="o", tenant_id="t", kb_ids=frozenset({"k"}))
         self.index.count(self.collection, anyone)  # opens the shard
-        held = self.index._existing(self.collection)  # the benchmark reads the raw shard
+        held = self.index.existing_shard(self.collection)  # the benchmark reads the raw shard
         if held is None:
             raise RuntimeError(f"no collection {self.collection!r} in the copy")
-        self.shard = held.shard
+        self.shard = held
         every = FacetRequest(key=PayloadKey.TENANT_ID, limit=10_000, exact=True)
         tenants = self.shard.facet(every).hits
         ranked = sorted(tenants, key=lambda hit: -hit.count)

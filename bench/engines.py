@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from ingest.index import Index, Leg, LegKind, Passage, SparseVector, org_collection
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.index import EdgeIndex
+from ingest.engines.server.index import ServerIndex
+from ingest.index import Leg, LegKind, Passage, SparseVector, org_collection
 from ingest.payload import PassagePayload, Scope
-from ingest.qdrant_edge import EdgeIndex
-from ingest.qdrant_server import ServerIndex
 
 RESULTS = Path(__file__).parent / "results" / "engines.json"
 PLOT = RESULTS.with_suffix(".png")
@@ -81,7 +82,7 @@ def _passages(size: int, seed: int) -> list[Passage]:
     return passages
 
 
-def _fill(index: Index, passages: list[Passage]) -> float:
+def _fill(index: BlockingIndex, passages: list[Passage]) -> float:
     started = time.perf_counter()
     index.ensure_collection(COLLECTION)
     for start in range(0, len(passages), 512):
@@ -89,7 +90,9 @@ def _fill(index: Index, passages: list[Passage]) -> float:
     return time.perf_counter() - started
 
 
-def _query(index: Index, scope: Scope, dense: tuple[float, ...], sparse: SparseVector) -> float:
+def _query(
+    index: BlockingIndex, scope: Scope, dense: tuple[float, ...], sparse: SparseVector
+) -> float:
     legs = [
         Leg(kind=LegKind.DENSE, dense=dense, limit=100),
         Leg(kind=LegKind.KEYWORD, sparse=sparse, limit=100),
@@ -104,11 +107,11 @@ def measure(size: int, queries: int) -> dict[str, object]:
     rng = np.random.default_rng(7)
     picker = random.Random(7)
     with tempfile.TemporaryDirectory() as scratch:
-        indexed = EdgeIndex(Path(scratch) / "indexed")
-        engines: dict[str, Index] = {
-            "qdrant-edge": EdgeIndex(Path(scratch) / "plain"),
+        indexed = BlockingIndex(EdgeIndex(Path(scratch) / "indexed"))
+        engines: dict[str, BlockingIndex] = {
+            "qdrant-edge": BlockingIndex(EdgeIndex(Path(scratch) / "plain")),
             "qdrant-edge-indexed": indexed,
-            "qdrant-client-local": ServerIndex.local(None),
+            "qdrant-client-local": BlockingIndex(ServerIndex.local(None)),
         }
         fill = {name: round(_fill(index, passages), 2) for name, index in engines.items()}
         started = time.perf_counter()

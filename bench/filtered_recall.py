@@ -1,9 +1,9 @@
 """Dense-leg recall@10 under a full Scope filter once Edge's HNSW graph is built.
 
-Writes a synthetic shared collection through kbgate's own adapter (`EdgeIndex.upsert`
+Writes a synthetic shared collection through kbgate's own adapter (`EdgeEngine.upsert`
 with `Passage` objects, so payloads and payload indexes are kbgate's: keyword indexes
 on the Scope keys, `tenantId` the tenant key) under Edge's default indexing config (as
-`kbgate serve` runs it), builds the indexes with `EdgeIndex.optimize`, then searches
+`kbgate serve` runs it), builds the indexes with `EdgeEngine.optimize`, then searches
 the shard directly with the adapter's own Scope filter (`_scope_filter`) under several
 `SearchParams`, against `SearchParams(exact=True)`.
 
@@ -36,9 +36,9 @@ import numpy as np
 import numpy.typing as npt
 from qdrant_edge import AcornSearchParams, EdgeShard, Query, QueryRequest, SearchParams
 
+from ingest.engines.edge.engine import EDGE_DIR, EdgeEngine, _scope_filter
 from ingest.index import DENSE_VECTOR, SHARED_COLLECTION, Passage, SparseVector
 from ingest.payload import CLASSIFICATION_ORDER, Classification, PassagePayload, Scope
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex, _scope_filter
 
 DIM = 384
 TENANTS = 1000
@@ -152,7 +152,7 @@ def _batches(corpus: Corpus) -> Iterator[list[Passage]]:
 
 def build(corpus: Corpus, data_dir: Path) -> dict[str, Any]:
     """Write and index the collection through the adapter; its timings and shape."""
-    index = EdgeIndex(data_dir, dense_dim=DIM)
+    index = EdgeEngine(data_dir, dense_dim=DIM)
     started = time.perf_counter()
     for passages in _batches(corpus):
         index.upsert(SHARED_COLLECTION, passages)
@@ -365,8 +365,8 @@ def main() -> None:
         },
         "rows": rows,
         "notes": "Synthetic clustered vectors (not text embeddings), written through "
-        "EdgeIndex.upsert with Edge's default indexing config and indexed with "
-        "EdgeIndex.optimize; searched one query at a time on the shard with the adapter's "
+        "EdgeEngine.upsert with Edge's default indexing config and indexed with "
+        "EdgeEngine.optimize; searched one query at a time on the shard with the adapter's "
         "Scope filter, limit 10. 'near': queries near a scope point; 'any': near any "
         "point. exact_matches_numpy: share of queries whose exact top 10 equals a numpy "
         "brute force over the scope's points; queries_short_of_10: queries that returned fewer "

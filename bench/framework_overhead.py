@@ -41,7 +41,7 @@ from bench.turn_latency import AGENT, DATASET, PLATFORM_KEY, RESULTS, _principal
 from gateway.http.app import create_app
 from gateway.retrieval import turn
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from settings.config import load_config
 
 Call = Callable[[str, str, bytes], Awaitable[tuple[int, bytes]]]
@@ -106,6 +106,8 @@ async def _measure(data_dir: Path, questions: list[str], repeats: int) -> dict[s
         "KBGATE_MODEL_CACHE_DIR": str(data_dir / "models"),
         "KBGATE_RATE_LIMIT_PER_S": "100000",
         "KBGATE_RATE_LIMIT_BURST": "100000",
+        "KBGATE_RATE_LIMIT_WORKSPACE_PER_S": "100000",
+        "KBGATE_RATE_LIMIT_WORKSPACE_BURST": "100000",
     }
     config = load_config(env, data_dir=data_dir)
     services = await build_services(config, Telemetry(build_logger("WARNING")))
@@ -135,13 +137,13 @@ async def _measure(data_dir: Path, questions: list[str], repeats: int) -> dict[s
                 # The same words, not the same text: each question embedded once per path.
                 passes: list[tuple[list[float], Awaitable[object]]] = [
                     (asgi, call("POST", "/v1/retrieve", body(question))),
-                    (direct, real(services, principal, AGENT, question + " ", [])),
+                    (direct, real(services.retrieval, principal, AGENT, question + " ", [])),
                 ]
                 for times, pending in passes if position % 2 else passes[::-1]:
                     started = time.perf_counter()
                     await pending
                     times.append(time.perf_counter() - started)
-            canned_result = await real(services, principal, AGENT, "what do cells do", [])
+            canned_result = await real(services.retrieval, principal, AGENT, "what do cells do", [])
 
             async def canned_turn(*_: Any, **__: Any) -> turn.TurnResult:
                 return canned_result

@@ -53,16 +53,16 @@ def keyword_statistics(run: PreparedRun) -> dict[str, Any]:
     documents (`bm25_document`), read from the stored vectors; and the points of each."""
     from qdrant_edge import ScrollRequest
 
-    index: Any = run.session.services.index
+    index: Any = run.session.index
     collection = "kb_org_eval"
-    held = index._existing(collection)
+    held = index.engine.existing_shard(collection)
     passages: Counter[int] = Counter()
     documents: Counter[int] = Counter()
     counts = {"points": 0, "bm25": 0, "bm25_document": 0}
     offset = None
     kb = run.session.kb_id
     while True:
-        records, offset = held.shard.scroll(
+        records, offset = held.scroll(
             ScrollRequest(
                 offset=offset,
                 limit=1000,
@@ -86,21 +86,21 @@ def keyword_statistics(run: PreparedRun) -> dict[str, Any]:
     return {"counts": counts, "passages": passages, "documents": documents}
 
 
-def _verify_idf(run: PreparedRun, stats: dict[str, Any], questions: dict[Any, str]) -> None:
+async def _verify_idf(run: PreparedRun, stats: dict[str, Any], questions: dict[Any, str]) -> None:
     """Recompute a few engine BM25 scores from stored vectors and the statistics, so the
     replay's IDF is the engine's: ln(1 + (N - n + 0.5) / (n + 0.5))."""
     import math
 
     from qdrant_edge import HasIdCondition, ScrollRequest
 
-    from ingest.qdrant_edge import _scope_filter
+    from ingest.engines.edge.engine import _scope_filter
 
-    services = run.session.services
-    index: Any = services.index
-    held = index._existing("kb_org_eval")
-    embedder = services.embedder
+    session = run.session
+    index: Any = session.index
+    held = index.engine.existing_shard("kb_org_eval")
     for text in list(questions.values())[:3]:
-        sparse = embedder.embed_queries([text])[0].sparse
+        embedded = await session.retrieval.questions.embed(session.principal.tenant_id, [text])
+        sparse = embedded[0].sparse
         for kind, name, table in (
             ("keyword", SPARSE_VECTOR, stats["passages"]),
             ("document_keyword", DOCUMENT_SPARSE_VECTOR, stats["documents"]),
@@ -109,9 +109,9 @@ def _verify_idf(run: PreparedRun, stats: dict[str, Any], questions: dict[Any, st
 
             plan_scope = _eval_scope(run)
             leg = Leg(kind=LegKind(kind), sparse=sparse, limit=3)
-            result = index.rank("kb_org_eval", plan_scope, [leg])
+            result = index.engine.rank("kb_org_eval", plan_scope, [leg])
             for hit in result.legs[0]:
-                records, _ = held.shard.scroll(
+                records, _ = held.scroll(
                     ScrollRequest(
                         limit=1,
                         filter=_scope_filter(plan_scope, HasIdCondition({hit.point_id})),
@@ -139,13 +139,13 @@ def _save_dense_vectors(run: PreparedRun, path: Path) -> None:
     import numpy as np
     from qdrant_edge import ScrollRequest
 
-    index: Any = run.session.services.index
-    held = index._existing("kb_org_eval")
+    index: Any = run.session.index
+    held = index.engine.existing_shard("kb_org_eval")
     beir = run.session.beir_ids
     ids, documents, vectors, texts = [], [], [], []
     offset = None
     while True:
-        records, offset = held.shard.scroll(
+        records, offset = held.scroll(
             ScrollRequest(
                 offset=offset,
                 limit=1000,
@@ -191,9 +191,9 @@ async def collect(dataset: Path, data_dir: Path, out: Path, offtopic: Path) -> d
             progress=_stderr,
         )
         session = run.session
-        services, principal = session.services, session.principal
+        principal, retrieval = session.principal, session.retrieval
         await put_knowledge_base(
-            services, principal, session.kb_id, name=session.kb_id, storage="org",
+            session.knowledge, principal, session.kb_id, name=session.kb_id, storage="org",
             settings=ranking_settings({}, "hybrid"),
         )  # fmt: skip
         stats = keyword_statistics(run)
@@ -202,12 +202,16 @@ async def collect(dataset: Path, data_dir: Path, out: Path, offtopic: Path) -> d
         questions.update(
             {("off", qid): text for qid, text in _offtopic_questions(offtopic).items()}
         )
-        _verify_idf(run, stats, questions)
+        await _verify_idf(run, stats, questions)
         rows = []
         for number, ((group, qid), text) in enumerate(questions.items(), start=1):
-            context = await plan_turn(services, principal, "eval-agent")
-            embeddings = await embed_queries(services, principal.tenant_id, [text])
-            legs = await search_plans(services, context.plans, embeddings, leg_limit=EVAL_LEG_LIMIT)
+            context = await plan_turn(session.planning, principal, "eval-agent")
+            embeddings = await embed_queries(
+                retrieval.questions, retrieval.config.embed_timeout_s, principal.tenant_id, [text]
+            )
+            legs = await search_plans(
+                retrieval.search, context.plans, embeddings, leg_limit=EVAL_LEG_LIMIT
+            )
             tokens = list(embeddings[0].sparse.indices)
             rows.append(
                 {

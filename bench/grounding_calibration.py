@@ -1,7 +1,7 @@
 """Calibrate the grounding floor on the golden set.
 
 Uses the SciFact store that `bench.turn_latency` builds (same data dir), and scores
-three kinds of answers through the real post-check (`gateway.safety.postcheck`):
+three kinds of answers through the real post-check (`gateway.retrieval.postcheck`):
 
 (a) supported: two consecutive sentences restating a passage of a stored abstract;
 (b) other domain: answers about cooking, sport, travel, software, history;
@@ -28,9 +28,9 @@ from typing import Any
 
 from bench.turn_latency import AGENT, DATASET, KB, _prepare, _principal, _read_jsonl
 from gateway.admin import knowledge
+from gateway.retrieval.postcheck import grounding_check
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
-from gateway.safety.postcheck import grounding_check
+from gateway.telemetry import Telemetry, build_logger
 from ingest.chunking import split_sentences
 from settings.config import load_config
 
@@ -81,7 +81,7 @@ async def _score(
     for answer in answers:
         started = time.perf_counter()
         grounding = await grounding_check(
-            services, _principal(), AGENT, answer, by_sentence=by_sentence
+            services.grounding, _principal(), AGENT, answer, by_sentence=by_sentence
         )
         results.append(
             {
@@ -128,7 +128,9 @@ async def main() -> None:
     services = await build_services(config, Telemetry(build_logger("WARNING")))
     try:
         await _prepare(services, args.data_dir, args.limit_docs)
-        stored = set(await knowledge.list_documents(services, _principal(), KB))
+        stored = set(
+            await knowledge.list_documents(services.store, services.index, _principal(), KB)
+        )
         corpus = [d for d in _read_jsonl(DATASET / "corpus.jsonl") if str(d["_id"]) in stored]
         answers = _answers(corpus, args.answers, args.seed)
         scored = {

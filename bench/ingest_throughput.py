@@ -42,7 +42,7 @@ import httpx
 
 from bench.beir_corpus import CorpusDoc, load_corpus
 from ingest.chunking import ChunkingParams, chunk_text
-from ingest.embedding import build_embedder
+from ingest.embedder.embedding import build_embedder
 from ingest.sync import embedding_input
 from tests.support.redis_server import free_port
 from tests.support.workspace_http import workspace_headers

@@ -49,10 +49,11 @@ from typing import Any
 
 from bench.beir_corpus import CorpusDoc, load_corpus
 from ingest.chunking import ChunkingParams, chunk_text
-from ingest.embedding import Embedding, FastEmbedder, build_embedder
+from ingest.embedder.embedding import Embedding, FastEmbedder, build_embedder
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.index import EdgeIndex
 from ingest.index import SparseVector
 from ingest.payload import Classification
-from ingest.qdrant_edge import EdgeIndex
 from ingest.sync import Document, DocumentWriter, PassageAnalyzer, Target, embedding_input
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -155,7 +156,10 @@ def _one_run(
         tempfile.TemporaryDirectory(prefix="kbgate-bench-") as live_dir,
         tempfile.TemporaryDirectory(prefix="kbgate-bench-") as replay_dir,
     ):
-        live, replayed = EdgeIndex(Path(live_dir)), EdgeIndex(Path(replay_dir))
+        live, replayed = (
+            BlockingIndex(EdgeIndex(Path(live_dir))),
+            BlockingIndex(EdgeIndex(Path(replay_dir))),
+        )
         writer = DocumentWriter(live, embedder, chunking=params)
         replay_writer = DocumentWriter(replayed, replay, chunking=params)
         for start in range(0, len(docs), block):
@@ -223,7 +227,10 @@ def _pii_run(
         tempfile.TemporaryDirectory(prefix="kbgate-bench-") as plain_dir,
         tempfile.TemporaryDirectory(prefix="kbgate-bench-") as pii_dir,
     ):
-        plain, analysed = EdgeIndex(Path(plain_dir)), EdgeIndex(Path(pii_dir))
+        plain, analysed = (
+            BlockingIndex(EdgeIndex(Path(plain_dir))),
+            BlockingIndex(EdgeIndex(Path(pii_dir))),
+        )
         writers = {
             "ingest": DocumentWriter(plain, embedder),
             "ingest_pii": DocumentWriter(analysed, embedder, analyzer=analyzer),
@@ -269,7 +276,9 @@ def _pii_main(args: argparse.Namespace, docs: Sequence[CorpusDoc]) -> int:
         rss_loaded = rss_mb()
         rss.phase = "warm_up"
         _put_all(
-            DocumentWriter(EdgeIndex(Path(tempfile.mkdtemp())), embedder, analyzer=analyzer),
+            DocumentWriter(
+                BlockingIndex(EdgeIndex(Path(tempfile.mkdtemp()))), embedder, analyzer=analyzer
+            ),
             docs[:4],
         )
         runs = [

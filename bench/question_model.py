@@ -1,6 +1,6 @@
 """The questions' integer model against the packaged one: fidelity and cost, side by side.
 
-Both ONNX files come from one assembled model folder (`ingest.embedding.assemble_minilm`):
+Both ONNX files come from one assembled model folder (`ingest.embedder.embedding.assemble_minilm`):
 `model.onnx` as packaged (int8 weights, fp32 arithmetic; passages use it) and
 `model_questions.onnx`, its re-quantization for onnxruntime's integer kernels (questions
 use it). Each gets a single-thread session with the CPU arena off, as the gateway's
@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from bench.beir_corpus import load_corpus
 from ingest.chunking import chunk_text
-from ingest.embedding import MAX_TOKENS, MINILM_QUESTION_FILE, assemble_minilm
+from ingest.embedder.embedding import MAX_TOKENS, MINILM_QUESTION_FILE, assemble_minilm
 
 RESULTS = Path(__file__).parent / "results" / "question_model.json"
 BLOCK = 25

@@ -41,8 +41,8 @@ from gateway.access.auth import Principal, authenticate
 from gateway.http.app import create_app
 from gateway.retrieval import turn
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
 from gateway.safety.redaction import Redactor
+from gateway.telemetry import Telemetry, build_logger
 from settings.config import load_config
 from settings.resolve import DEFAULT_PII_ENTITIES
 
@@ -172,7 +172,7 @@ async def _in_process(
         question = QUESTIONS[i % len(QUESTIONS)]
         for agent in ("on", "off") if i % 2 else ("off", "on"):
             started = time.perf_counter()
-            result = await turn.retrieve(services, principal, agent, question, [])
+            result = await turn.retrieve(services.retrieval, principal, agent, question, [])
             totals[agent].append((time.perf_counter() - started) * 1000)
             if agent == "on":
                 redact_stage.append(result.timings_ms["redact"])

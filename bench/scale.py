@@ -19,11 +19,12 @@ For each size, in one run:
    to measure from its first turn, and the tiny workspace's turns (one caller, back to
    back) while they are measured, against after.
 5. **Index maintenance**: a burst of writes into the largest workspace (2% of the store,
-   at least 10,000 passages: enough for Edge to index), then a gateway start, which builds
-   their indexes before it serves (its time to live and the build it logged); then a
-   second burst built while serving (`EdgeIndex.index_written`: a child process indexes
-   a copy, which is swapped in) beside a turn's ranking calls: the worst call is the
-   longest a turn waited.
+   at least 10,000 passages: enough for Edge to index) beside a turn's ranking calls
+   through the Index port (the worst call is the longest a turn waited; then the call's
+   median with the burst searched exactly, as it is until the next start), then a gateway
+   start, which builds their indexes before it serves (its time to live and the build it
+   logged), and the same ranking call on the indexed store: what building while serving
+   would buy.
 
 Stores are kept in the work dir and reused while their manifest matches (phase 5 changes
 a store: the next run builds it again).
@@ -58,23 +59,31 @@ from bench.scale_corpus import (
     plan_documents,
     scifact_questions,
 )
-from bench.scale_engine import ScopeCase, build_beside_turns, measure_recall, shards_shape
+from bench.scale_engine import (
+    ScopeCase,
+    measure_recall,
+    rank_median_ms,
+    shards_shape,
+    writes_beside_turns,
+)
 from bench.scale_plot import figure
 from bench.turn_latency import _Caller, _summary
 from gateway.access.auth import Principal
 from gateway.admin import knowledge, provisioning
 from gateway.runtime.memory import bound_allocator
-from gateway.runtime.services import Services, build_embedder, build_services, for_a_command
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.runtime.services import Services, build_embedder, build_services
 from gateway.safety.redaction import Redactor
-from ingest.embedding import Embedder
+from gateway.telemetry import Telemetry, build_logger
+from ingest.embedder.embedding import Embedder
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.engine import EDGE_DIR, EdgeEngine
+from ingest.engines.edge.index import EdgeIndex
 from ingest.index import Leg, LegKind
 from ingest.payload import CLASSIFICATION_ORDER, Classification, Scope
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from ingest.sync import DocumentWriter
 from settings.config import load_config
 from settings.records import Role
-from settings.sqlite_store import SqliteStore
+from settings.stores.sqlite.store import SqliteStore
 from tests.support.gateway_process import GatewayProcess
 
 RESULTS = Path(__file__).parent / "results"
@@ -161,7 +170,7 @@ async def build(
 ) -> dict[str, Any]:
     """Provision every record, write every passage, index; the manifest with figures."""
     shutil.rmtree(store.data_dir, ignore_errors=True)
-    config = for_a_command(load_config(env, data_dir=store.data_dir))  # as `kbgate ingest` runs
+    config = load_config(env, data_dir=store.data_dir)  # as `kbgate ingest` runs
     services = await build_services(
         config, Telemetry(build_logger("WARNING")), embedder=embedder, redactor=redactor
     )
@@ -170,17 +179,19 @@ async def build(
         keys = await _provision(services, store)
         provision_s = time.perf_counter() - started
         started = time.perf_counter()
-        stream = PassageStream(store.plan, store.layout, store.base, services.writer, store.seed)
+        stream = PassageStream(
+            store.plan, store.layout, store.base, services.documents.writer, store.seed
+        )
         written = 0
         for collection, passages in stream.batches():
-            services.index.upsert(collection, passages)
+            await services.index.upsert(collection, passages)
             written += len(passages)
             if written % 50_000 < len(passages):
                 rate = written / (time.perf_counter() - started)
                 print(f"  {store.size}: wrote {written} ({rate:.0f}/s)", file=sys.stderr)
         upsert_s = time.perf_counter() - started
         started = time.perf_counter()
-        services.index.optimize()
+        await services.index.optimize()
         optimize_s = time.perf_counter() - started
     finally:
         await services.close()
@@ -205,19 +216,24 @@ async def _provision(services: Services, store: Store) -> dict[str, str]:
     """Every org, workspace and KB through the gateway core; a key for each turn scope."""
     layout = store.layout
     for org in layout.orgs:
-        await provisioning.create_org(services, org)
+        await provisioning.create_org(services.store, services.index, org)
     for workspace, kbs in enumerate(layout.workspace_kbs):
         org = layout.workspace_org[workspace]
-        await provisioning.create_workspace(services, org, layout.tenant(workspace), None)
+        await provisioning.create_workspace(services.store, org, layout.tenant(workspace), None)
         principal = _principal(layout, workspace)
         for kb in kbs:
             await knowledge.put_knowledge_base(
-                services, principal, kb.kb_id, name=kb.kb_id, storage=kb.storage, settings={}
+                services.knowledge,
+                principal,
+                kb.kb_id,
+                name=kb.kb_id,
+                storage=kb.storage,
+                settings={},
             )
     keys = {}
     for name, workspace in turn_workspaces(store.plan).items():
         secret, _ = await provisioning.create_key(
-            services,
+            services.store,
             org_id=layout.workspace_org[workspace],
             tenant_id=layout.tenant(workspace),
             roles=["admin", "retrieve"],
@@ -274,7 +290,7 @@ def recall_cases(store: Store, per_kind: int) -> list[ScopeCase]:
 def engine_phases(store: Store, embedder: Embedder, per_kind: int) -> dict[str, Any]:
     """Recall of every leg under full Scopes, and the shards' shape."""
     result: dict[str, Any] = {"shards": shards_shape(store.data_dir)}
-    index = EdgeIndex(store.data_dir)
+    index = EdgeEngine(store.data_dir)
     try:
         started = time.perf_counter()
         result["recall"] = measure_recall(
@@ -306,7 +322,7 @@ def _burst(store: Store, number: int) -> Plan:
     )
 
 
-def _write(store: Store, index: EdgeIndex, embedder: Embedder, plan: Plan) -> float:
+def _write(store: Store, index: BlockingIndex, embedder: Embedder, plan: Plan) -> float:
     stream = PassageStream(plan, store.layout, store.base, DocumentWriter(index, embedder), 99)
     started = time.perf_counter()
     for collection, passages in stream.batches():
@@ -315,56 +331,58 @@ def _write(store: Store, index: EdgeIndex, embedder: Embedder, plan: Plan) -> fl
 
 
 def maintenance_phase(store: Store, env: dict[str, str], embedder: Embedder) -> dict[str, Any]:
-    """What indexing a burst of writes costs, both ways it could run:
+    """What a burst of writes costs the turns, with builds at start only:
 
-    - at the next start (what `kbgate serve` does): a burst is written, then a gateway
-      started; its time to live and the build it logged (`index_optimized`);
-    - while serving (what `kbgate serve` does for what it is written): a start's work
-      (`EdgeIndex.optimize`: nothing left to build, the large collections handed to
-      host processes), another burst, then `EdgeIndex.index_written` on a thread beside
-      a turn's ranking calls (the largest workspace's): the worst call is the longest a
-      turn waited.
+    - while serving: the burst written beside a turn's ranking calls (the largest
+      workspace's, through the Index port); the worst call is the longest a turn waited,
+      and the median after it is what turns pay until the next start (searched exactly);
+    - at the next start (what `kbgate serve` does): a gateway started, its time to live
+      and the build it logged (`index_optimized`); then the same ranking call on the
+      indexed store: what a build while serving would have bought.
     """
     store.save({**(store.manifest() or {}), "changed": "maintenance bursts written"})
     workspace = turn_workspaces(store.plan)["largest"]
     target = store.layout.target(workspace, 0)
-    index = EdgeIndex(store.data_dir)
+    kbs = store.layout.workspace_kbs[workspace]
+    scope = Scope.of(
+        org_id=target.org_id,
+        tenant_id=target.tenant_id,
+        kb_ids=[kb.kb_id for kb in kbs if kb.storage == kbs[0].storage],
+    )
+    (question,) = embedder.embed_queries(["What causes insulin resistance in adipose tissue?"])
+    legs = [
+        Leg(LegKind.DENSE, dense=question.dense, limit=40),
+        Leg(LegKind.KEYWORD, sparse=question.sparse, limit=40),
+        Leg(LegKind.DOCUMENT_KEYWORD, sparse=question.sparse, limit=40),
+    ]
+    burst = _burst(store, 0)
+    index = BlockingIndex(EdgeIndex(store.data_dir))
     try:
-        first = _burst(store, 0)
-        first_s = _write(store, index, embedder, first)
+        beside = writes_beside_turns(
+            index,
+            lambda: _write(store, index, embedder, burst),
+            target.collection,
+            scope,
+            legs=legs,
+            rounds=30,
+        )
     finally:
         index.close()
     gateway, start_s = _start(store.data_dir, env)
     gateway.stop()
-    index = EdgeIndex(store.data_dir)
+    index = BlockingIndex(EdgeIndex(store.data_dir))
     try:
-        index.optimize()  # as a start does: nothing to build, the large collections hosted
-        second = _burst(store, 1)
-        second_s = _write(store, index, embedder, second)
-        kbs = store.layout.workspace_kbs[workspace]
-        scope = Scope.of(
-            org_id=target.org_id,
-            tenant_id=target.tenant_id,
-            kb_ids=[kb.kb_id for kb in kbs if kb.storage == kbs[0].storage],
-        )
-        (question,) = embedder.embed_queries(["What causes insulin resistance in adipose tissue?"])
-        legs = [
-            Leg(LegKind.DENSE, dense=question.dense, limit=40),
-            Leg(LegKind.KEYWORD, sparse=question.sparse, limit=40),
-            Leg(LegKind.DOCUMENT_KEYWORD, sparse=question.sparse, limit=40),
-        ]
-        beside = build_beside_turns(index, target.collection, scope, legs, rounds=30)
+        indexed_ms = rank_median_ms(index, target.collection, scope, legs, rounds=30)
     finally:
         index.close()
     return {
         "into": f"{target.tenant_id}/{target.kb_id} ({target.collection})",
+        "while_serving": {"passages_written": burst.total, **beside},
         "at_start": {
-            "passages_written": first.total,
-            "upsert_s": first_s,
             "start_to_live_s": round(start_s, 1),
             "index_optimized_ms": _logged_build_ms(gateway),
+            "rank_median_ms_indexed": indexed_ms,
         },
-        "while_serving": {"passages_written": second.total, "upsert_s": second_s, **beside},
         "shards_after": shards_shape(store.data_dir),
     }
 
@@ -392,28 +410,6 @@ def _rss(pid: int) -> dict[str, int]:
         if name in {"VmRSS", "VmHWM", "RssAnon", "RssFile"}:
             fields[name] = round(int(value.split()[0]) / 1024)
     return fields
-
-
-def _with_hosts(pid: int) -> dict[str, int]:
-    """The memory of a process and its children (the hosts of its large collections), in
-    MiB: resident in all, and proportional (each shared page split between its holders)."""
-    pids = [pid, *_children(pid)]
-    kib = {"Rss": 0, "Pss": 0}
-    for each in pids:
-        for line in Path(f"/proc/{each}/smaps_rollup").read_text().splitlines():
-            name, _, value = line.partition(":")
-            if name in kib:
-                kib[name] += int(value.split()[0])
-    return {
-        "processes": len(pids),
-        "rss": round(kib["Rss"] / 1024),
-        "pss": round(kib["Pss"] / 1024),
-    }
-
-
-def _children(pid: int) -> list[int]:
-    tasks = Path(f"/proc/{pid}/task").iterdir()
-    return [int(child) for task in tasks for child in (task / "children").read_text().split()]
 
 
 def _disk_mib(path: Path) -> int:
@@ -632,14 +628,12 @@ def turn_phase(
         eight = _turns(gateway.url, _turn_work(store, keys, per_scope, 1), 8)
         minor, major = (now - then for now, then in zip(_faults(gateway.pid), faults, strict=True))
         rss_end = _rss(gateway.pid)
-        with_hosts = _with_hosts(gateway.pid)
     finally:
         gateway.stop()
     return {
         "start_to_live_s": round(start_s, 1),
         "rss_mib_after_start": rss_start,
         "rss_mib_after_turns": rss_end,
-        "mib_with_hosts_after_turns": with_hosts,
         "page_faults_per_turn": {
             "minor": round(minor / (one["n"] + eight["n"]), 1),
             "major": round(major / (one["n"] + eight["n"]), 2),

@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ingest.chunking import ChunkingParams, chunk_text
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from ingest.index import Passage, SparseVector, Storage
 from ingest.payload import CLASSIFICATION_ORDER, Classification, PassagePayload, text_checksum
 from ingest.sync import Document, DocumentWriter, Target, embedding_input, point_id

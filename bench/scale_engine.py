@@ -1,10 +1,12 @@
 """The in-process measures of `bench.scale`: recall of each leg under full Scopes against
-exact search, the shards' shape, and what an index build does to turns running beside it.
+exact search, the shards' shape, and what a burst of writes does to turns running beside
+it.
 
-Both open the store with `EdgeIndex` as the gateway does (its defaults), so the legs sent
-are the adapter's own (`EdgeIndex.rank`, one leg per call); the exact reference is the
-same request with `SearchParams(exact=True)` (and the same per-scope IDF on keyword legs)
-on the adapter's shard.
+Recall opens the store with `EdgeEngine` as the gateway does (its defaults), so the legs
+sent are the adapter's own (`EdgeEngine.rank`, one leg per call); the exact reference is
+the same request with `SearchParams(exact=True)` (and the same per-scope IDF on keyword
+legs) on the adapter's shard. The burst's turns call the Index port (`EdgeIndex` through
+`BlockingIndex`: a worker thread and a deadline per call, as the gateway calls it).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from qdrant_edge import (
 )
 from qdrant_edge import SparseVector as EdgeSparse
 
-from ingest.embedding import Embedding
+from ingest.embedder.embedding import Embedding
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.engine import EDGE_DIR, EdgeEngine, _scope_filter
 from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
@@ -37,7 +41,6 @@ from ingest.index import (
     SparseVector,
 )
 from ingest.payload import Scope
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex, _scope_filter
 
 TOP = 10
 #: a returned point counts when its score reaches the exact 10th score (ties: near copies
@@ -66,7 +69,7 @@ def shards_shape(data_dir: Path) -> dict[str, dict[str, int]]:
     in turn: call it while nothing else holds the data dir)."""
     shape = {}
     for path in sorted((data_dir / EDGE_DIR).iterdir()):
-        if not path.is_dir():  # a swapped collection's pointer (`ingest.edge_build`)
+        if not path.is_dir():  # a pointer file older releases left (`ingest.engines.edge.shards`)
             continue
         shard = EdgeShard.load(str(path))
         try:
@@ -118,13 +121,13 @@ def _recall(found: Sequence[float], exact: Sequence[float]) -> float | None:
 
 
 def measure_recall(
-    index: EdgeIndex, cases: Sequence[ScopeCase], embed: Callable[[list[str]], list[Embedding]]
+    index: EdgeEngine, cases: Sequence[ScopeCase], embed: Callable[[list[str]], list[Embedding]]
 ) -> list[dict[str, Any]]:
     """Per case and leg: mean and worst recall@10 of the adapter's search against exact
     search, and the median time of the adapter's call and of the exact one."""
     rows = []
     for case in cases:
-        held = index._existing(case.collection)  # bench only: the exact reference's shard
+        held = index.existing_shard(case.collection)  # the exact reference's shard
         if held is None:
             continue
         recalls: dict[str, list[float]] = {kind.value: [] for kind in LegKind}
@@ -136,7 +139,7 @@ def measure_recall(
                 (found,) = index.rank(case.collection, case.scope, [leg]).legs
                 times[leg.kind.value].append(time.perf_counter() - started)
                 started = time.perf_counter()
-                exact = _exact(held.shard, case.scope, leg)
+                exact = _exact(held, case.scope, leg)
                 exact_times[leg.kind.value].append(time.perf_counter() - started)
                 recall = _recall([point.score for point in found], exact)
                 if recall is not None:
@@ -169,44 +172,57 @@ def _median_ms(values: Sequence[float]) -> float | None:
     return round(statistics.median(values) * 1000, 2) if values else None
 
 
-def build_beside_turns(
-    index: EdgeIndex, collection: str, scope: Scope, legs: Sequence[Leg], rounds: int
+def writes_beside_turns(
+    index: BlockingIndex,
+    write: Callable[[], object],
+    collection: str,
+    scope: Scope,
+    *,
+    legs: Sequence[Leg],
+    rounds: int,
 ) -> dict[str, Any]:
-    """What an index build does to the turns around it: the ranking call of a turn (all
-    legs) before, during and after `EdgeIndex.index_written`, run on a thread of its own
-    as the serving gateway runs it (the build in a child process, then the indexed copy
-    loaded and swapped in). The worst call during the build is the longest a turn waited."""
+    """What a burst of writes does to the turns around it: the ranking call of a turn (all
+    legs, through the Index port as the serving gateway calls it) before, during and after
+    `write` runs on a thread of its own. The worst call during the writes is the longest a
+    turn waited; after, the burst is searched exactly (no build while serving)."""
     before = _calls(index, collection, scope, legs, rounds)
     done = threading.Event()
     outcome: dict[str, Any] = {}
 
-    def build() -> None:
+    def writing() -> None:
         started = time.perf_counter()
-        builds = index.index_written()
-        outcome["swapped"] = list(builds.collections)
-        outcome["copy_load_ms"] = builds.longest_load_ms
-        outcome["build_s"] = round(time.perf_counter() - started, 2)
-        done.set()
+        try:
+            write()
+        finally:
+            outcome["write_s"] = round(time.perf_counter() - started, 2)
+            done.set()
 
-    builder = threading.Thread(target=build, name="bench-index-written")
-    builder.start()
+    writer = threading.Thread(target=writing, name="bench-burst")
+    writer.start()
     during: list[float] = []
     while not done.is_set():
         during.extend(_calls(index, collection, scope, legs, 1))
-    builder.join()
+    writer.join()
     after = _calls(index, collection, scope, legs, rounds)
     return {
         **outcome,
         "rank_median_ms_before": _median_ms(before),
-        "rank_median_ms_after": _median_ms(after),
-        "calls_during_build": len(during),
+        "calls_during_writes": len(during),
         "rank_median_ms_during": _median_ms(during),
-        "worst_call_during_build_ms": round(max(during, default=0.0) * 1000, 1),
+        "worst_call_during_writes_ms": round(max(during, default=0.0) * 1000, 1),
+        "rank_median_ms_after_unindexed": _median_ms(after),
     }
 
 
+def rank_median_ms(
+    index: BlockingIndex, collection: str, scope: Scope, legs: Sequence[Leg], rounds: int
+) -> float | None:
+    """The median ranking call (all legs), in ms."""
+    return _median_ms(_calls(index, collection, scope, legs, rounds))
+
+
 def _calls(
-    index: EdgeIndex, collection: str, scope: Scope, legs: Sequence[Leg], rounds: int
+    index: BlockingIndex, collection: str, scope: Scope, legs: Sequence[Leg], rounds: int
 ) -> list[float]:
     times = []
     for _ in range(rounds):

@@ -60,10 +60,13 @@ import httpx
 from gateway.access.auth import Principal
 from gateway.admin import knowledge, provisioning
 from gateway.errors import ConflictError
+from gateway.retrieval.kb_plan import KbPlan
 from gateway.retrieval.legs import legs_for
-from gateway.retrieval.plan import KbPlan, plan_turn
+from gateway.retrieval.plan import plan_turn
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
+from ingest.engines.edge.engine import EdgeEngine
+from ingest.engines.edge.index import EdgeIndex
 from ingest.payload import Classification
 from settings.config import load_config
 from settings.records import Role
@@ -74,6 +77,13 @@ RESULTS = Path(__file__).parent / "results"
 PLATFORM_KEY = "bench-platform-key-turn-latency"
 ORG, TENANT, KB, AGENT = "bench", "scifact", "scifact", "bench-agent"
 AGENT_REDACTING = "bench-agent-redacting"
+#: The bench's callers are never rate limited, per key or per workspace.
+_UNLIMITED = {
+    "KBGATE_RATE_LIMIT_PER_S": "100000",
+    "KBGATE_RATE_LIMIT_BURST": "100000",
+    "KBGATE_RATE_LIMIT_WORKSPACE_PER_S": "100000",
+    "KBGATE_RATE_LIMIT_WORKSPACE_BURST": "100000",
+}
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -85,10 +95,10 @@ async def _prepare(services: Services, data_dir: Path, limit: int | None) -> str
     """Provision once, ingest (skipping unchanged documents), return a retrieve key."""
     key_file = data_dir / "bench-key.txt"
     try:
-        await provisioning.create_org(services, ORG)
-        await provisioning.create_workspace(services, ORG, TENANT, None)
+        await provisioning.create_org(services.store, services.index, ORG)
+        await provisioning.create_workspace(services.store, ORG, TENANT, None)
         secret, _ = await provisioning.create_key(
-            services,
+            services.store,
             org_id=ORG,
             tenant_id=TENANT,
             roles=["admin", "ingest", "retrieve"],
@@ -99,14 +109,14 @@ async def _prepare(services: Services, data_dir: Path, limit: int | None) -> str
         secret = key_file.read_text().strip()
     principal = _principal()
     await knowledge.put_knowledge_base(
-        services, principal, KB, name="SciFact", storage="org", settings={}
+        services.knowledge, principal, KB, name="SciFact", storage="org", settings={}
     )
-    await knowledge.put_agent(services, principal, AGENT, [KB], {})
+    await knowledge.put_agent(services.knowledge, principal, AGENT, [KB], {})
     corpus = _read_jsonl(DATASET / "corpus.jsonl")[:limit]
     started = time.perf_counter()
     for position, doc in enumerate(corpus, start=1):
         await knowledge.put_document(
-            services,
+            services.documents,
             principal,
             KB,
             str(doc["_id"]),
@@ -119,7 +129,7 @@ async def _prepare(services: Services, data_dir: Path, limit: int | None) -> str
             rate = position / (time.perf_counter() - started)
             print(f"  ingested {position}/{len(corpus)} ({rate:.1f} docs/s)", file=sys.stderr)
     # As a gateway started on this data dir would, before the floor is measured.
-    await asyncio.to_thread(services.index.optimize)
+    await services.index.optimize()
     return secret
 
 
@@ -136,22 +146,31 @@ def _principal() -> Principal:
 def _floor_step(services: Services, plan: KbPlan, question: str) -> None:
     """The engine work of one turn: embed the question, rank its KB, read `top_k` payloads
     (here the dense leg's first)."""
+    engine = _engine(services)
     embeddings = services.embedder.embed_queries([question])
     legs = legs_for(
         plan,
         embeddings,
         services.config.leg_limit,
-        document_keywords=services.index.document_keywords(plan.collection),
+        document_keywords=engine.document_keywords(plan.collection),
     )
-    ranked = services.index.rank(plan.collection, plan.scope, legs)
+    ranked = engine.rank(plan.collection, plan.scope, legs)
     chosen = [point.point_id for point in ranked.legs[0][: plan.top_k.value]]
-    services.index.fetch(plan.collection, plan.scope, chosen)
+    engine.fetch(plan.collection, plan.scope, chosen)
+
+
+def _engine(services: Services) -> EdgeEngine:
+    """The embedded engine the floor calls directly (no worker thread, no deadline)."""
+    index = services.index
+    if not isinstance(index, EdgeIndex):
+        raise SystemExit("the turn benchmark measures the embedded engine (Qdrant Edge)")
+    return index.engine
 
 
 async def _floor(services: Services, questions: list[str]) -> tuple[list[float], float]:
     """Per question, in-process and sequential, the engine work a turn cannot avoid.
     Latencies (ms) and the CPU time of this process (all threads) per question (ms)."""
-    context = await plan_turn(services, _principal(), AGENT)
+    context = await plan_turn(services.planning, _principal(), AGENT)
     plan = context.plans[0]
     latencies = []
     cpu = time.process_time()
@@ -168,7 +187,7 @@ async def _parallel_floor(
     """The same engine work from `concurrency` threads at once, each question once: what
     this machine's cores give with no HTTP, framework or turn logic. Questions per second
     and CPU time per question (ms)."""
-    context = await plan_turn(services, _principal(), AGENT)
+    context = await plan_turn(services.planning, _principal(), AGENT)
     plan = context.plans[0]
     cpu = time.process_time()
     started = time.perf_counter()
@@ -425,7 +444,9 @@ async def main() -> None:
     services = await build_services(config, Telemetry(build_logger("WARNING")))
     try:
         key = await _prepare(services, args.data_dir, args.limit)
-        documents = len(await knowledge.list_documents(services, _principal(), KB))
+        documents = len(
+            await knowledge.list_documents(services.store, services.index, _principal(), KB)
+        )
         _ = await _floor(services, questions[:20])  # warm-up
         floor_before, cpu_before = await _floor(services, questions)
         parallel_before = {
@@ -554,7 +575,7 @@ async def _alternated_passes(
         print(f"  HTTP redaction on and off alternated, concurrency {concurrency}", file=sys.stderr)
         gateway = GatewayProcess(
             args.data_dir,
-            {**env, "KBGATE_RATE_LIMIT_PER_S": "100000", "KBGATE_RATE_LIMIT_BURST": "100000"},
+            {**env, **_UNLIMITED},
         )
         gateway.start()
         try:
@@ -633,7 +654,7 @@ async def _floor_beside(
         load_config(env, data_dir=copy), Telemetry(build_logger("WARNING"))
     )
     try:
-        plan = (await plan_turn(services, _principal(), AGENT)).plans[0]
+        plan = (await plan_turn(services.planning, _principal(), AGENT)).plans[0]
         yield lambda question: _floor_step(services, plan, question)
     finally:
         await services.close()
@@ -653,7 +674,7 @@ async def _passes(
     interleaves the floor with the distinct pass's requests (one caller)."""
     gateway = GatewayProcess(
         data_dir,
-        {**env, "KBGATE_RATE_LIMIT_PER_S": "100000", "KBGATE_RATE_LIMIT_BURST": "100000"},
+        {**env, **_UNLIMITED},
     )
     gateway.start()
     try:

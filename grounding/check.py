@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ingest.chunking import split_sentences
-from ingest.embedding import Embedder
-from ingest.index import Hit, Index, IndexUnavailableError, Leg, LegKind
+from ingest.embedder.embedding import Embedder
+from ingest.engines.blocking import BlockingIndex
+from ingest.index import Hit, IndexUnavailableError, Leg, LegKind
 from ingest.payload import Scope
 
 TOP_MATCHES = 3
@@ -73,7 +74,7 @@ class Grounding:
 def check(
     answer: str,
     targets: Sequence[Target] | None,
-    index: Index,
+    index: BlockingIndex,
     embedder: Embedder,
     *,
     default_floor: float,
@@ -134,7 +135,7 @@ class _Verdict:
 
 
 def _top_matches(
-    vector: tuple[float, ...], targets: Sequence[Target], index: Index
+    vector: tuple[float, ...], targets: Sequence[Target], index: BlockingIndex
 ) -> list[tuple[Hit, float]]:
     """The best matches over every target, each with the floor of its KB."""
     scored: list[tuple[Hit, float]] = []

@@ -1,10 +1,16 @@
 """The Index port: what kbgate asks of a vector engine, always through a Scope.
 
-Two adapters implement it: `ingest.qdrant_edge.EdgeIndex` (embedded, the default)
-and `ingest.qdrant_server.ServerIndex` (qdrant-client: a server, a cluster, or
-local mode for fast tests). Both run the same contract tests.
+Two adapters implement it, each in its folder under `ingest/engines/`:
+`ingest.engines.edge.index.EdgeIndex` (Qdrant Edge embedded in this process, the
+default) and `ingest.engines.server.index.ServerIndex` (qdrant-client's
+`AsyncQdrantClient`: a server, a cluster, or local mode for fast tests). Both run the
+same contract tests.
 
-The port is synchronous; the gateway calls it off the event loop.
+The port is asynchronous and every call is bounded: an engine call that does not answer
+within the adapter's deadline (writes and a collection's creation or removal: a longer
+one, `ingest.engines.common.WRITE_TIMEOUT_S`) raises `IndexTimeoutError` (an
+`IndexUnavailableError`, answered 503) while the caller's event loop goes on. Code that
+runs in a worker thread calls the port through `ingest.engines.blocking.BlockingIndex`.
 """
 
 from __future__ import annotations
@@ -168,31 +174,24 @@ class QueryResult:
 class RankResult:
     """The ranked points of each leg, in the order the legs were given, and how many
     dense legs were searched again exactly because their first answer was weak
-    (`ingest.index_common.EXACT_CHECK_BELOW`)."""
+    (`ingest.engines.common.EXACT_CHECK_BELOW`)."""
 
     legs: tuple[tuple[RankedPoint, ...], ...] = field(default_factory=tuple)
     exact_checks: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class IndexBuilds:
-    """What `Index.index_written` did: the collections swapped for their indexed copies,
-    the longest load of such a copy, in ms (Qdrant Edge holds the GIL while it loads
-    one: the whole process stands still for that long), and how many host processes
-    that had died it started again (Qdrant Edge's hosts of large collections)."""
-
-    collections: tuple[str, ...] = ()
-    longest_load_ms: float = 0.0
-    hosts_started_again: int = 0
 
 
 class IndexUnavailableError(RuntimeError):
     """The engine could not be reached or did not answer in time."""
 
 
+class IndexTimeoutError(IndexUnavailableError):
+    """An engine call did not answer within its deadline. The call may still finish (a
+    write then takes effect); the request that made it is answered 503."""
+
+
 class DiskFullError(IndexUnavailableError):
     """A write refused, nothing written: the embedded engine's disk is down to the free
-    space it keeps (`ingest.edge_disk`). The figures are for operators' logs, never for an
+    space it keeps (`ingest.engines.edge.disk`). The figures are for operators' logs, never for an
     answer: they move with every workspace's writes."""
 
     def __init__(self, *, free_mb: int, needed_mb: int, reserve_mb: int) -> None:
@@ -212,106 +211,98 @@ class IncompatibleServerError(RuntimeError):
 class Index(Protocol):
     """A vector engine seen through Scopes only. No method takes a raw filter."""
 
-    #: Whether every call holds the GIL from start to end (an in-process engine whose
-    #: binding never releases it). A worker thread then buys a turn no concurrency and
-    #: costs it two thread hops, so the turn calls `rank` and `fetch` directly, without a
-    #: timeout (none could fire before such a call returns): those calls are unbounded.
-    holds_the_gil: bool
-
-    def ensure_collection(self, collection: str) -> None:
+    async def ensure_collection(self, collection: str) -> None:
         """Create the collection (vectors, payload indexes) if it does not exist."""
 
-    def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
+    async def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
         """Write points; durable when this returns."""
 
-    def document_keywords(self, collection: str) -> bool:
+    async def document_keywords(self, collection: str) -> bool:
         """Whether the collection stores whole-document BM25 vectors, so document keyword
         legs can run on it (collections created before they existed do not)."""
 
-    def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
+    async def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
         """Run every leg inside the scope, in one engine call where the engine allows."""
 
-    def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
+    async def rank(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> RankResult:
         """`query` reading only each hit's `PassageRef`: the ranking step of a turn."""
 
-    def keyword_idf(
+    async def keyword_idf(
         self, collection: str, scope: Scope, legs: Sequence[Leg]
     ) -> tuple[tuple[float, ...], ...]:
         """For each leg, the IDF of each of its question's terms as that keyword leg
         computes it over the Scope (`ingest.keyword_scale.bm25_idf`, a term no point
         holds counting n = 0); () for a dense leg. What a keyword floor is scaled by."""
 
-    def fetch(
+    async def fetch(
         self, collection: str, scope: Scope, point_ids: Sequence[str]
     ) -> dict[str, PassagePayload]:
         """The payloads of those points that exist inside the scope, by point id."""
 
-    def held_terms(
+    async def held_terms(
         self, collection: str, scope: Scope, point_ids: Sequence[str]
     ) -> dict[str, HeldTerms]:
         """The BM25 terms each of those points inside the scope holds, by point id: what
         tells whether a keyword hit holds a question's words."""
 
-    def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
+    async def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
         """Points inside the scope (optionally of one document)."""
 
-    def scroll_document(
+    async def scroll_document(
         self, collection: str, scope: Scope, document_id: str
     ) -> list[StoredPassage]:
         """Every point of one document inside the scope, ordered by passage index."""
 
-    def document_ids(self, collection: str, scope: Scope) -> set[str]:
+    async def document_ids(self, collection: str, scope: Scope) -> set[str]:
         """The distinct document ids inside the scope."""
 
-    def delete_points(self, collection: str, scope: Scope, point_ids: Sequence[str]) -> int:
+    async def delete_points(self, collection: str, scope: Scope, point_ids: Sequence[str]) -> int:
         """Delete the given points, but only those inside the scope; returns how many."""
 
-    def delete_document(self, collection: str, scope: Scope, document_id: str) -> int:
+    async def delete_document(self, collection: str, scope: Scope, document_id: str) -> int:
         """Delete every point of one document inside the scope; returns how many."""
 
-    def delete_scope(self, collection: str, scope: Scope) -> int:
+    async def delete_scope(self, collection: str, scope: Scope) -> int:
         """Delete every point inside the scope; returns how many (0 when the collection
         does not exist)."""
 
-    def passages_page(
+    async def passages_page(
         self, collection: str, scope: Scope, offset: str | None, limit: int
     ) -> tuple[list[Passage], str | None]:
         """One page of the points inside the scope, with their vectors, as `upsert` takes
         them; and the offset of the next page (None after the last). Start with None."""
 
-    def drop_collection(self, collection: str) -> int | None:
+    async def drop_collection(self, collection: str) -> int | None:
         """Remove an organization's collection and every point in it (once the org's
         workspaces are deleted); returns how many points it still held, None when there
         was no such collection. ValueError for `kb_shared`, which is never dropped."""
 
-    def backfill_org(self, collection: str, scope: Scope) -> int:
+    async def backfill_org(self, collection: str, scope: Scope) -> int:
         """Set `orgId = scope.org_id` on points inside the (non-strict) scope that lack it."""
 
-    def stale_pii_page(
+    async def stale_pii_page(
         self, collection: str, scope: Scope, analyzer: str, offset: str | None, limit: int
     ) -> tuple[list[StoredPassage], str | None]:
         """One page of the points inside the scope whose PII analysis is missing or was made
         by another analyzer than `analyzer`, and the next page's offset (None after the
         last). Start with None; points analysed meanwhile drop out of later pages."""
 
-    def set_pii(self, collection: str, scope: Scope, analyses: Mapping[str, PiiAnalysis]) -> int:
+    async def set_pii(
+        self, collection: str, scope: Scope, analyses: Mapping[str, PiiAnalysis]
+    ) -> int:
         """Store each point's PII analysis (`pii`) on it, for the points inside the scope;
         other payload keys stay. Returns how many points were inside the scope."""
 
-    def optimize(self) -> list[str]:
+    async def optimize(self) -> list[str]:
         """Build the search indexes (HNSW, compact sparse indexes) of every collection's
         large unindexed segments; return the collections that changed. Blocking and slow
-        (seconds per 10,000 passages): run it only while no turn is served. Raises
+        (seconds per 10,000 passages), so it has no deadline: run it only while no turn
+        is served (a start's work, before the first turn). Raises
         `IndexUnavailableError` after trying every collection if any failed; searches
         still answer (exactly) where it did."""
 
-    def index_written(self) -> IndexBuilds:
-        """While serving: build the search indexes of collections that took many writes,
-        without stopping reads or writes for long; answer the collections that changed.
-        Raises `IndexUnavailableError` after trying every collection if any failed."""
-
-    def ping(self) -> None:
+    async def ping(self) -> None:
         """Raise `IndexUnavailableError` when the engine cannot answer."""
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Release files, sockets and threads."""

@@ -29,7 +29,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-#: fastembed's BM25 k1 (`ingest.embedding`): a term's weight in a passage stays below k1 + 1.
+#: fastembed's BM25 k1 (`ingest.embedder.embedding`): a term's weight in a passage stays
+#: below k1 + 1.
 BM25_K1 = 1.2
 
 

@@ -1,6 +1,6 @@
 """Technical tokens for the keyword channel: identifiers matched whole and by their parts.
 
-fastembed's BM25 (`ingest.embedding`) lowercases a text and splits it at every character
+fastembed's BM25 (`ingest.embedder.embedding`) lowercases a text and splits it at every character
 that is not a word character (letters, digits, `_`). An identifier such as
 `CVE-2023-50387`, `--prune=now`, `core.untrackedCache`, `gpg.fail` or `1:9.0p1-1` reaches
 the index only as its parts (`cve`, `2023`, `50387`), each far commoner than the

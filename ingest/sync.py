@@ -16,7 +16,8 @@ model in one pass (spread over the embedder's workers with no gap between docume
 to the index in one upsert, so one durable flush serves them all.
 
 Everything here is synchronous and CPU- or engine-bound: the gateway runs it in
-worker threads. A write takes a `pause` callable, called between two units of work
+worker threads, which call the index through `BlockingIndex` (each call bounded by the
+index's deadline). A write takes a `pause` callable, called between two units of work
 (`EMBED_SLICE` passages embedded, `ANALYSIS_SLICE` passages analysed, from either
 thread): the gateway's expensive-work pool lends the write's run slot to another
 workspace there. A write is never stopped half-way: `pause` only waits.
@@ -35,8 +36,9 @@ from typing import Literal, Protocol
 
 from ingest.background import lower_priority
 from ingest.chunking import ChunkingParams, char_bound_applies, chunk_document
-from ingest.embedding import Embedder, Embedding
-from ingest.index import Index, Passage, SparseVector, StoredPassage, collection_for
+from ingest.embedder.embedding import Embedder, Embedding
+from ingest.engines.blocking import BlockingIndex
+from ingest.index import Passage, SparseVector, StoredPassage, collection_for
 from ingest.keyword_terms import KEYWORD_ANALYSIS_VERSION, keyword_analysis_applies
 from ingest.payload import (
     Classification,
@@ -150,7 +152,7 @@ class DocumentWriter:
 
     def __init__(
         self,
-        index: Index,
+        index: BlockingIndex,
         embedder: Embedder,
         *,
         chunking: ChunkingParams | None = None,
@@ -160,7 +162,8 @@ class DocumentWriter:
     ) -> None:
         """Without an `analyzer`, passages are written with no PII analysis (as before it
         existed): the gateway then analyses them when they are first returned."""
-        self._index = index
+        #: the index the writer's calls go to, from the thread it runs in
+        self.index = index
         self._embedder = embedder
         self._analyzer = analyzer
         self._chunking = chunking or ChunkingParams()
@@ -233,13 +236,13 @@ class DocumentWriter:
         changed = [plan for plan in plans if not plan.unchanged]
         written: dict[str, SyncOutcome] = {}
         if changed:
-            self._index.ensure_collection(target.collection)
+            self.index.ensure_collection(target.collection)
             points = self._passages(target, changed, legacy=legacy, pause=pause)
-            self._index.upsert(target.collection, [p for group in points for p in group])
+            self.index.upsert(target.collection, [p for group in points for p in group])
             stale = [plan.stale(group) for plan, group in zip(changed, points, strict=True)]
             if any(stale):
                 old = [point for gone in stale for point in gone]
-                self._index.delete_points(target.collection, scope, old)
+                self.index.delete_points(target.collection, scope, old)
             for plan, group, gone in zip(changed, points, stale, strict=True):
                 written[plan.document.document_id] = SyncOutcome("indexed", len(group), len(gone))
         return [
@@ -249,10 +252,10 @@ class DocumentWriter:
 
     def delete(self, target: Target, document_id: str) -> int:
         """Remove every passage of the document from both legs; returns how many."""
-        return self._index.delete_document(target.collection, target.write_scope(), document_id)
+        return self.index.delete_document(target.collection, target.write_scope(), document_id)
 
     def _plan(self, target: Target, scope: Scope, document: Document) -> _Plan:
-        existing = self._index.scroll_document(target.collection, scope, document.document_id)
+        existing = self.index.scroll_document(target.collection, scope, document.document_id)
         return _Plan(
             document=document,
             version=self.version_of(document),
@@ -278,7 +281,7 @@ class DocumentWriter:
             return
         texts = [stored.payload.text for stored in existing]
         analyses = _analyses(analyzer, document.title, texts, pause)
-        self._index.set_pii(
+        self.index.set_pii(
             target.collection,
             target.write_scope(),
             {stored.point_id: found for stored, found in zip(existing, analyses, strict=True)},

@@ -24,7 +24,8 @@ from settings.store import SettingsStore, StoreUnavailableError
 T = TypeVar("T")
 
 #: the cache partition of credentials, and what a revocation announces (no tenant id is
-#: empty; the Redis store publishes the same value, `redis_store.CREDENTIALS_CHANGED`)
+#: empty; the Redis store publishes the same value,
+#: `settings.stores.redis.store.CREDENTIALS_CHANGED`)
 CREDENTIALS = ""
 
 
@@ -45,17 +46,29 @@ class CachedSettings:
         *,
         clock: Callable[[], float] = time.monotonic,
         on_stale_read: Callable[[], None] | None = None,
+        on_fallback: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
         self._staleness_s = staleness_s
         self._clock = clock
         self._on_stale_read = on_stale_read
+        self._on_fallback = on_fallback
         self._entries: dict[tuple[str, Hashable], _Entry] = {}
 
     async def workspace(self, tenant_id: str) -> Workspace | None:
         return await self._read(
             (tenant_id, "workspace"), lambda: self._store.get_workspace(tenant_id)
         )
+
+    async def workspace_or_none(self, tenant_id: str) -> Workspace | None:
+        """The workspace, or None when the store cannot be read and nothing is cached
+        (`on_fallback` is called): the settings rules then fall back to their safe defaults."""
+        try:
+            return await self.workspace(tenant_id)
+        except StoreUnavailableError:
+            if self._on_fallback is not None:
+                self._on_fallback()
+            return None
 
     async def pseudonym_key(self, tenant_id: str) -> bytes | None:
         """The workspace's pseudonym key, cached beside its record (and made stale with it)."""

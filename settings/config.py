@@ -80,18 +80,14 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     qdrant_replication_factor: int = 1
     qdrant_write_consistency: int = 1
     #: Qdrant Edge indexes a segment once its vectors pass this size (KB); None: Edge's
-    #: default (10,000 KB, about 6,500 passages); 0: never. See `ingest.qdrant_edge`.
+    #: default (10,000 KB, about 6,500 passages); 0: never. See `ingest.engines.edge.index`.
     edge_indexing_threshold_kb: int | None = None
     #: Threads in each Qdrant Edge shard's search pool; None: one per core. See
-    #: `ingest.qdrant_edge`.
+    #: `ingest.engines.edge.index`.
     edge_search_threads: int | None = None
-    #: Points from which a collection's indexed copy is loaded and served by a process of
-    #: its own, not the gateway's (which would stop while it loads); 0: never. See
-    #: `ingest.edge_host`.
-    edge_host_from_points: int = 10_000
     #: Free disk (MiB) the embedded engine's writes and index builds leave on the data
     #: dir's disk: a write that would start below it is refused (503). See
-    #: `ingest.edge_disk`.
+    #: `ingest.engines.edge.disk`.
     min_free_disk_mb: int = 512
     redis_url: str | None = None
     redis_timeout_s: float = 2.0
@@ -101,15 +97,16 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     #: A bearer token for GET /metrics alone; None: only the platform key reads /metrics.
     metrics_key: str | None = None
     embedding_model: str | None = None
-    #: onnxruntime threads of one passage run; None: one (`ingest.embedding.PASSAGE_THREADS`).
+    #: onnxruntime threads of one passage run; None: one
+    #: (`ingest.embedder.embedding.PASSAGE_THREADS`).
     embedding_threads: int | None = None
     #: Passage runs side by side; None: as many as fill the cores with `embedding_threads`.
     embedding_workers: int | None = None
-    #: Questions get their own single-thread session: see `ingest.embedding.QUERY_THREADS`.
+    #: Questions get their own single-thread session: see `ingest.embedder.embedding.QUERY_THREADS`.
     #: The bundled model's questions always do (its integer re-quantization); for a named
     #: model, 0 shares the passages' session (no second copy of the model in memory).
     embedding_query_threads: int = 1
-    #: One passage per model run: see `ingest.embedding.DEFAULT_BATCH_SIZE`.
+    #: One passage per model run: see `ingest.embedder.embedding.DEFAULT_BATCH_SIZE`.
     embedding_batch_size: int = 1
     embed_timeout_s: float = 30.0
     # Bounded caches, 0 turns one off.
@@ -130,8 +127,6 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     settings_history_days: int = 0
     #: How often the retention sweep purges expired turn records and old settings changes.
     retention_sweep_s: float = 300.0
-    #: How often the gateway looks for collections written enough to index while serving.
-    index_check_s: float = 30.0
     max_question_chars: int = 2000
     max_document_bytes: int = 5 * 1024 * 1024
     max_body_bytes: int = 8 * 1024 * 1024
@@ -254,7 +249,6 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "QDRANT_WRITE_CONSISTENCY": ("qdrant_write_consistency", _parse_int),
     "EDGE_INDEXING_THRESHOLD_KB": ("edge_indexing_threshold_kb", _parse_int),
     "EDGE_SEARCH_THREADS": ("edge_search_threads", _parse_int),
-    "EDGE_HOST_FROM_POINTS": ("edge_host_from_points", _parse_int),
     "MIN_FREE_DISK_MB": ("min_free_disk_mb", _parse_int),
     "REDIS_URL": ("redis_url", _parse_url),
     "REDIS_TIMEOUT_S": ("redis_timeout_s", _parse_float),
@@ -278,7 +272,6 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "TURN_TTL_MAX_S": ("turn_ttl_max_s", _parse_int),
     "SETTINGS_HISTORY_DAYS": ("settings_history_days", _parse_int),
     "RETENTION_SWEEP_S": ("retention_sweep_s", _parse_float),
-    "INDEX_CHECK_S": ("index_check_s", _parse_float),
     "MAX_QUESTION_CHARS": ("max_question_chars", _parse_int),
     "MAX_DOCUMENT_BYTES": ("max_document_bytes", _parse_int),
     "MAX_BODY_BYTES": ("max_body_bytes", _parse_int),
@@ -339,11 +332,6 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
         "EDGE_SEARCH_THREADS",
         "must be 1..256",
     ),
-    (
-        lambda c: c.edge_host_from_points >= 0,
-        "EDGE_HOST_FROM_POINTS",
-        "must be 0 (never) or more",
-    ),
     (lambda c: c.min_free_disk_mb >= 0, "MIN_FREE_DISK_MB", "must be 0 (no reserve) or more"),
     (
         lambda c: c.embedding_threads is None or c.embedding_threads >= 1,
@@ -375,7 +363,6 @@ _RULES: tuple[tuple[Callable[[Config], bool], str, str], ...] = (
     ),
     (lambda c: c.settings_history_days >= 0, "SETTINGS_HISTORY_DAYS", "must be 0 or more"),
     (lambda c: c.retention_sweep_s > 0, "RETENTION_SWEEP_S", "must be positive"),
-    (lambda c: c.index_check_s > 0, "INDEX_CHECK_S", "must be positive"),
     (lambda c: c.max_question_chars > 0, "MAX_QUESTION_CHARS", "must be positive"),
     (lambda c: c.max_document_bytes > 0, "MAX_DOCUMENT_BYTES", "must be positive"),
     (lambda c: c.max_body_bytes >= 1024, "MAX_BODY_BYTES", "must be at least 1024"),

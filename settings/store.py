@@ -1,6 +1,6 @@
 """The SettingsStore port: records and settings, embedded (SQLite) or deployed (Redis).
 
-Both adapters (`settings.sqlite_store.SqliteStore`, `settings.redis_store.RedisStore`)
+Both adapters (`settings.stores.sqlite.store.SqliteStore`, `settings.stores.redis.store.RedisStore`)
 pass the same contract tests and follow the same rules (`settings.store_rules`). All
 methods are coroutines; the SQLite adapter runs its statements off the event loop.
 
@@ -46,6 +46,24 @@ class NotEmptyError(StoreError):
 
 class StoreUnavailableError(StoreError):
     """The backing service did not answer in time, or refused."""
+
+
+class TurnRecords(Protocol):
+    """The part of the store the retrieval turn and citation checks use: turn records."""
+
+    async def put_turn(self, turn: TurnRecord, ttl_s: int) -> None: ...
+
+    async def get_turn(self, tenant_id: str, turn_id: str) -> TurnRecord | None: ...
+
+
+class LinesStore(Protocol):
+    """The part of the store the off-topic lines use (`gateway.retrieval.off_topic_line`)."""
+
+    async def put_measured_lines(self, lines: MeasuredLines) -> None: ...
+
+    async def get_measured_lines(
+        self, tenant_id: str, kb_id: str, scope: str
+    ) -> MeasuredLines | None: ...
 
 
 class SettingsStore(Protocol):

@@ -1,7 +1,7 @@
 """What both SettingsStores do alike, whatever they store in: records as msgspec JSON,
 the conflicts that are errors (and what they say), how a settings change becomes a
 workspace and its history, and whose turn a turn record is. Each store
-(`settings.sqlite_store`, `settings.redis_store`) keeps only its storage calls.
+(`settings.stores.sqlite.store`, `settings.stores.redis.store`) keeps only its storage calls.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.embedding import FastEmbedder, build_embedder
+from ingest.embedder.embedding import FastEmbedder, build_embedder
 from tests.support.redis_server import RedisServer
 
 

@@ -68,7 +68,7 @@ MIN_THREADS = 32
 
 
 class WaitMetrics(Protocol):
-    """Where the waiting times go (`gateway.runtime.telemetry.Telemetry`)."""
+    """Where the waiting times go (`gateway.telemetry.Telemetry`)."""
 
     def observe_expensive_wait(self, kind: str, queue: str, seconds: float) -> None: ...
 

@@ -31,6 +31,7 @@ from gateway.access.auth import Principal
 from gateway.access.expensive import pause_point
 from gateway.admin import write_guard
 from gateway.admin.knowledge import (
+    Documents,
     check_id,
     check_text,
     knowledge_base_of,
@@ -38,7 +39,6 @@ from gateway.admin.knowledge import (
     target_of,
 )
 from gateway.errors import GatewayError, NotFoundError
-from gateway.runtime.services import Services
 from ingest.index import IndexUnavailableError
 from ingest.screening import screen
 from ingest.sync import AnalysisFailedError, Document, EmbeddingFailedError, SyncOutcome
@@ -132,20 +132,20 @@ class _Group:
         )
 
 
-async def open_bulk_write(services: Services, principal: Principal, kb_id: str) -> BulkWrite:
+async def open_bulk_write(documents: Documents, principal: Principal, kb_id: str) -> BulkWrite:
     """The caller's bulk write into `kb_id`, once the key, the KB and the workspace pass
     (ForbiddenError, NotFoundError: before any line is read)."""
     require_full_clearance(principal)
-    kb = await knowledge_base_of(services, principal, kb_id)
-    await write_guard.require_live_workspace(services, principal.tenant_id)
-    return BulkWrite(services, kb)
+    kb = await knowledge_base_of(documents.store, principal, kb_id)
+    await write_guard.require_live_workspace(documents.store, principal.tenant_id)
+    return BulkWrite(documents, kb)
 
 
 class BulkWrite:
     """One request's documents into one KB (see the module docstring)."""
 
-    def __init__(self, services: Services, kb: KnowledgeBase) -> None:
-        self._services = services
+    def __init__(self, documents: Documents, kb: KnowledgeBase) -> None:
+        self._documents = documents
         self._kb = kb
         #: the first dependency failure; every later document fails with it, unwritten
         self._broken: Exception | None = None
@@ -201,7 +201,7 @@ class BulkWrite:
             return LineResult(line.line, None, "failed", error=line.error)
         try:
             check_id(line.document_id, "document_id")
-            check_text(self._services, line.text)
+            check_text(self._documents.config, line.text)
         except GatewayError as error:
             return LineResult(line.line, line.document_id, "failed", error=error)
         verdict = screen(line.classification)
@@ -215,10 +215,10 @@ class BulkWrite:
             )
             return _Pending(line.line, document)
         try:
-            await self._services.store.add_held_back(self._kb.tenant_id, self._kb.kb_id)
+            await self._documents.store.add_held_back(self._kb.tenant_id, self._kb.kb_id)
         except StoreUnavailableError as error:
             return LineResult(line.line, line.document_id, "failed", error=error)
-        self._services.telemetry.count("documents_held_back")
+        self._documents.telemetry.count("documents_held_back")
         return LineResult(line.line, line.document_id, "held_back", reason=verdict.reason)
 
     async def _write(self, group: _Group) -> list[LineResult]:
@@ -245,18 +245,18 @@ class BulkWrite:
         went meanwhile (NotFoundError)."""
         if self._broken is not None:
             raise self._broken
-        services, kb = self._services, self._kb
+        writes, kb = self._documents, self._kb
         target = target_of(kb)
         async with AsyncExitStack() as locks:
             for document_id in sorted({doc.document_id for doc in documents}):
                 key = (kb.tenant_id, kb.kb_id, document_id)
-                await locks.enter_async_context(services.document_locks.hold(key))
-            with services.telemetry.stage("ingest_documents"):
+                await locks.enter_async_context(writes.locks.hold(key))
+            with writes.telemetry.stage("ingest_documents"):
                 # A write is never stopped half-way: its Stop flag is read only to pause
                 # there (another workspace's work takes the run slot meanwhile).
-                outcomes = await services.expensive.run(
+                outcomes = await writes.expensive.run(
                     kb.tenant_id,
-                    lambda flag: services.writer.put_many(
+                    lambda flag: writes.writer.put_many(
                         target, documents, pause=partial(pause_point, flag)
                     ),
                     kind="ingest",
@@ -264,22 +264,28 @@ class BulkWrite:
                 )
             await self._take_back_if_gone(documents)
         for outcome in outcomes:
-            services.telemetry.count(f"documents_{outcome.status}")
+            writes.telemetry.count(f"documents_{outcome.status}")
             if outcome.status == "indexed":
-                services.telemetry.count("passages_written", outcome.passages)
+                writes.telemetry.count("passages_written", outcome.passages)
         return outcomes
 
     async def _take_back_if_gone(self, documents: Sequence[Document]) -> None:
         """`write_guard.take_back_if_gone` for the group: the KB's check once, and when it
         is gone every document taken back; NotFoundError then."""
         target = target_of(self._kb)
+        writes = self._documents
         try:
             await write_guard.take_back_if_gone(
-                self._services, self._kb, target, documents[0].document_id
+                writes.store,
+                writes.writer,
+                writes.telemetry,
+                self._kb,
+                target,
+                document_id=documents[0].document_id,
             )
         except NotFoundError:
             for document in documents[1:]:
-                await asyncio.to_thread(self._services.writer.delete, target, document.document_id)
+                await asyncio.to_thread(writes.writer.delete, target, document.document_id)
             raise
 
 

@@ -13,8 +13,10 @@ from datetime import UTC, datetime, timedelta
 
 from gateway.access.auth import Principal
 from gateway.errors import ConflictError, InvalidInputError, NotFoundError
-from gateway.runtime.services import Services
+from gateway.telemetry import Telemetry
+from settings.cache import CachedSettings
 from settings.records import ApiKey, KeyEvent, Role
+from settings.store import SettingsStore
 
 #: the longest lifetime a key may be given through `ttl_s` (ten years)
 MAX_TTL_S = 10 * 365 * 24 * 3600
@@ -70,10 +72,10 @@ def _matches(org_id: str, tenant_id: str, org: str | None, tenant: str | None) -
 
 
 async def list_keys(
-    services: Services, principal: Principal, org_id: str | None, tenant_id: str | None
+    store: SettingsStore, principal: Principal, org_id: str | None, tenant_id: str | None
 ) -> list[ApiKey]:
     """The keys the caller may see, filtered by org and workspace, ordered by id."""
-    keys = await services.store.list_api_keys()
+    keys = await store.list_api_keys()
     return [
         key
         for key in keys
@@ -82,28 +84,34 @@ async def list_keys(
     ]
 
 
-async def revoke_key(services: Services, principal: Principal, key_id: str) -> ApiKey:
+async def revoke_key(
+    store: SettingsStore,
+    settings: CachedSettings,
+    telemetry: Telemetry,
+    principal: Principal,
+    key_id: str,
+) -> ApiKey:
     """Delete a key the caller may see; NotFoundError for unknown and foreign ids alike."""
-    found = await services.store.get_api_key(key_id)
+    found = await store.get_api_key(key_id)
     if found is None or not _sees(principal, found.org_id, found.tenant_id):
         raise NotFoundError("no such key")
     if Role.PLATFORM.value in found.roles:
         raise ConflictError(
             "the platform key is rotated by setting KBGATE_PLATFORM_KEY", field="key_id"
         )
-    revoked = await services.store.revoke_api_key(key_id, key_event("revoked", found, principal))
+    revoked = await store.revoke_api_key(key_id, key_event("revoked", found, principal))
     if revoked is None:
         raise NotFoundError("no such key")
-    services.settings.invalidate_credentials()
-    services.telemetry.count("keys_revoked")
+    settings.invalidate_credentials()
+    telemetry.count("keys_revoked")
     return revoked
 
 
 async def key_history(
-    services: Services, principal: Principal, org_id: str | None, tenant_id: str | None
+    store: SettingsStore, principal: Principal, org_id: str | None, tenant_id: str | None
 ) -> list[KeyEvent]:
     """Key creations and revocations the caller may see, oldest first."""
-    events = await services.store.key_history()
+    events = await store.key_history()
     return [
         event
         for event in events

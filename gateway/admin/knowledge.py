@@ -23,8 +23,9 @@ from typing import Any
 import msgspec
 
 from gateway.access.auth import Principal
-from gateway.access.expensive import pause_point
+from gateway.access.expensive import ExpensiveWork, pause_point
 from gateway.admin import write_guard
+from gateway.admin.write_guard import KeyedLocks
 from gateway.errors import (
     ConflictError,
     ForbiddenError,
@@ -32,22 +33,46 @@ from gateway.errors import (
     NotFoundError,
     PayloadTooLargeError,
 )
-from gateway.runtime.services import Services
-from ingest.index import SHARED_COLLECTION, Storage, collection_for, org_collection
+from gateway.retrieval.off_topic_line import OffTopicLines
+from gateway.telemetry import Telemetry
+from ingest.index import SHARED_COLLECTION, Index, Storage, collection_for, org_collection
 from ingest.payload import is_valid_id
 from ingest.screening import screen
-from ingest.sync import Document, SyncOutcome, Target
+from ingest.sync import Document, DocumentWriter, SyncOutcome, Target
+from settings.cache import CachedSettings
+from settings.config import Config
 from settings.records import AdminChange, Agent, KnowledgeBase
-from settings.resolve import (
-    Resolved,
-    resolve_drop_copies,
-    resolve_fusion,
-    resolve_grounding_floor,
-    resolve_kb_cap,
-    resolve_keyword_floor,
-    resolve_score_threshold,
-    resolve_top_k,
-)
+from settings.resolve import Resolved, resolve_kb_cap
+from settings.store import SettingsStore
+
+
+@dataclass(frozen=True, slots=True)
+class Knowledge:
+    """What managing a workspace's KBs and agents uses: their records and history in the
+    store, the settings cache their changes invalidate, the index their passages live in,
+    the measured off-topic lines a deleted KB's Scopes drop, counts and the platform's
+    config."""
+
+    store: SettingsStore
+    settings: CachedSettings
+    index: Index
+    lines: OffTopicLines
+    telemetry: Telemetry
+    config: Config
+
+
+@dataclass(frozen=True, slots=True)
+class Documents:
+    """What writing and deleting documents uses: the KB and workspace records in the
+    store, the writer (model and index), one lock per document, the expensive-work pool
+    embedding runs on, counts and the platform's config (the document size limit)."""
+
+    store: SettingsStore
+    writer: DocumentWriter
+    locks: KeyedLocks
+    expensive: ExpensiveWork
+    telemetry: Telemetry
+    config: Config
 
 
 def _now() -> str:
@@ -72,17 +97,19 @@ def require_full_clearance(principal: Principal) -> None:
         )
 
 
-async def knowledge_base_of(services: Services, principal: Principal, kb_id: str) -> KnowledgeBase:
+async def knowledge_base_of(
+    store: SettingsStore, principal: Principal, kb_id: str
+) -> KnowledgeBase:
     """The caller's KB, or NotFoundError (unknown and foreign alike)."""
-    kb = await services.store.get_knowledge_base(principal.tenant_id, kb_id)
+    kb = await store.get_knowledge_base(principal.tenant_id, kb_id)
     if kb is None:
         raise NotFoundError("no such knowledge base")
     return kb
 
 
-async def knowledge_bases(services: Services, principal: Principal) -> list[KnowledgeBase]:
+async def knowledge_bases(store: SettingsStore, principal: Principal) -> list[KnowledgeBase]:
     """Every KB of the caller's workspace, by id."""
-    found = await services.store.list_knowledge_bases(principal.tenant_id)
+    found = await store.list_knowledge_bases(principal.tenant_id)
     return sorted(found, key=lambda kb: kb.kb_id)
 
 
@@ -110,7 +137,7 @@ def _agent_fields(agent: Agent) -> dict[str, Any]:
 
 
 async def _audit(
-    services: Services,
+    store: SettingsStore,
     principal: Principal,
     kind: str,
     object_id: str,
@@ -119,7 +146,7 @@ async def _audit(
     fields: list[str],
     knowledge_base_ids: list[str] | None = None,
 ) -> None:
-    await services.store.record_admin_change(
+    await store.record_admin_change(
         AdminChange(
             at=_now(),
             key_id=principal.key_id,
@@ -134,7 +161,7 @@ async def _audit(
 
 
 async def admin_history(
-    services: Services,
+    store: SettingsStore,
     principal: Principal,
     *,
     kind: str | None = None,
@@ -144,7 +171,7 @@ async def admin_history(
     ("knowledge_base" or "agent") and `object_id` when given."""
     return [
         change
-        for change in await services.store.admin_history(principal.tenant_id)
+        for change in await store.admin_history(principal.tenant_id)
         if kind in (None, change.kind) and object_id in (None, change.object_id)
     ]
 
@@ -153,7 +180,7 @@ async def admin_history(
 
 
 async def put_knowledge_base(
-    services: Services,
+    knowledge: Knowledge,
     principal: Principal,
     kb_id: str,
     *,
@@ -167,11 +194,10 @@ async def put_knowledge_base(
     they would be left behind in the old collection.
     """
     check_id(kb_id, "kb_id")
-    existing = await services.store.get_knowledge_base(principal.tenant_id, kb_id)
+    existing = await knowledge.store.get_knowledge_base(principal.tenant_id, kb_id)
     if existing is not None and existing.storage != storage:
         require_full_clearance(principal)
-        passages = await asyncio.to_thread(
-            services.index.count,
+        passages = await knowledge.index.count(
             collection_for(existing.storage, existing.org_id),
             target_of(existing).write_scope(),
         )
@@ -188,12 +214,12 @@ async def put_knowledge_base(
         created_at=existing.created_at if existing else _now(),
         settings={key: value for key, value in settings.items() if value is not None},
     )
-    created = await services.store.put_knowledge_base(kb)
-    services.settings.invalidate(principal.tenant_id)
+    created = await knowledge.store.put_knowledge_base(kb)
+    knowledge.settings.invalidate(principal.tenant_id)
     fields = _changed_fields(_kb_fields(existing) if existing else None, _kb_fields(kb))
     if created or fields:
         action = "created" if created else "changed"
-        await _audit(services, principal, "knowledge_base", kb_id, action, fields=fields)
+        await _audit(knowledge.store, principal, "knowledge_base", kb_id, action, fields=fields)
     return kb, created
 
 
@@ -207,34 +233,32 @@ class KnowledgeBaseRemoval:
 
 
 async def delete_knowledge_base(
-    services: Services, principal: Principal, kb_id: str
+    knowledge: Knowledge, principal: Principal, kb_id: str
 ) -> KnowledgeBaseRemoval:
     """Delete a KB of the caller's workspace: its passages, its place in the workspace's
     agents, then its record. NotFoundError for unknown and foreign ids alike."""
     require_full_clearance(principal)
-    kb = await knowledge_base_of(services, principal, kb_id)
+    kb = await knowledge_base_of(knowledge.store, principal, kb_id)
     target = target_of(kb)
-    documents = await asyncio.to_thread(
-        services.index.document_ids, target.collection, target.write_scope()
-    )
-    passages = await purge_passages(services, kb)
-    detached = await detach_from_agents(services, kb, principal)
-    await services.store.delete_knowledge_base(kb.tenant_id, kb.kb_id)
+    documents = await knowledge.index.document_ids(target.collection, target.write_scope())
+    passages = await purge_passages(knowledge.index, kb)
+    detached = await detach_from_agents(knowledge.store, kb, principal)
+    await knowledge.store.delete_knowledge_base(kb.tenant_id, kb.kb_id)
     # Its golden set, evaluations and measured lines; a running evaluation stops at its
     # next progress write.
-    services.off_topic_lines.forget(kb.tenant_id, kb.kb_id)
-    await services.store.delete_calibration(kb.tenant_id, kb.kb_id)
-    services.settings.invalidate(kb.tenant_id)
-    await _audit(services, principal, "knowledge_base", kb.kb_id, "deleted", fields=[])
+    knowledge.lines.forget(kb.tenant_id, kb.kb_id)
+    await knowledge.store.delete_calibration(kb.tenant_id, kb.kb_id)
+    knowledge.settings.invalidate(kb.tenant_id)
+    await _audit(knowledge.store, principal, "knowledge_base", kb.kb_id, "deleted", fields=[])
     # Again once the record is gone: a document write that began before it may have landed.
-    passages += await purge_passages(services, kb)
-    services.telemetry.count("knowledge_bases_deleted")
+    passages += await purge_passages(knowledge.index, kb)
+    knowledge.telemetry.count("knowledge_bases_deleted")
     return KnowledgeBaseRemoval(
         passages=passages, documents=len(documents), agents_detached=detached
     )
 
 
-async def purge_passages(services: Services, kb: KnowledgeBase) -> int:
+async def purge_passages(index: Index, kb: KnowledgeBase) -> int:
     """Delete the KB's passages from every collection it can have written to (its
     storage may have changed while it was empty), each through the KB's own Scope."""
     scope = target_of(kb).write_scope()
@@ -243,21 +267,21 @@ async def purge_passages(services: Services, kb: KnowledgeBase) -> int:
     )
     removed = 0
     for collection in collections:
-        removed += await asyncio.to_thread(services.index.delete_scope, collection, scope)
+        removed += await index.delete_scope(collection, scope)
     return removed
 
 
-async def detach_from_agents(services: Services, kb: KnowledgeBase, principal: Principal) -> int:
+async def detach_from_agents(store: SettingsStore, kb: KnowledgeBase, principal: Principal) -> int:
     """Take the KB out of every agent of its workspace that lists it (each change in the
     history, by `principal`); returns how many."""
     detached = 0
-    for agent in await services.store.list_agents(kb.tenant_id):
+    for agent in await store.list_agents(kb.tenant_id):
         if kb.kb_id not in agent.knowledge_base_ids:
             continue
         kept = [kb_id for kb_id in agent.knowledge_base_ids if kb_id != kb.kb_id]
-        await services.store.put_agent(msgspec.structs.replace(agent, knowledge_base_ids=kept))
+        await store.put_agent(msgspec.structs.replace(agent, knowledge_base_ids=kept))
         await _audit(
-            services,
+            store,
             principal,
             "agent",
             agent.agent_id,
@@ -269,46 +293,27 @@ async def detach_from_agents(services: Services, kb: KnowledgeBase, principal: P
     return detached
 
 
-def knowledge_base_effective(services: Services, kb: KnowledgeBase) -> dict[str, Resolved[Any]]:
-    """The KB's settings resolved alone (no agent override, no Scope): an unset
-    `score_threshold` is the platform default here, which a turn replaces with the KB's
-    off-topic line for its caller (`gateway.retrieval.plan.with_lines`; what the API
-    shows a caller: `gateway.retrieval.plan.knowledge_base_in_force`)."""
-    bounds, defaults = services.config.bounds, services.config.defaults
-    fusion = resolve_fusion(kb.settings)
-    return {
-        "top_k": resolve_top_k(kb.settings, None, bounds, defaults),
-        "score_threshold": resolve_score_threshold(kb.settings, None, bounds, defaults),
-        "keyword_floor": resolve_keyword_floor(kb.settings, defaults),
-        "grounding_floor": resolve_grounding_floor(kb.settings, defaults),
-        "drop_copies": resolve_drop_copies(kb.settings),
-        "fusion": Resolved(
-            {"dense": fusion.value.dense, "keyword": fusion.value.keyword}, fusion.source
-        ),
-    }
-
-
 async def knowledge_base_stats(
-    services: Services, principal: Principal, kb_id: str
+    store: SettingsStore, index: Index, principal: Principal, kb_id: str
 ) -> tuple[int, int, int]:
     """Documents, passages and held-back documents of one KB."""
     require_full_clearance(principal)
-    kb = await knowledge_base_of(services, principal, kb_id)
+    kb = await knowledge_base_of(store, principal, kb_id)
     target = target_of(kb)
     scope = target.write_scope()
-    documents = await asyncio.to_thread(services.index.document_ids, target.collection, scope)
-    passages = await asyncio.to_thread(services.index.count, target.collection, scope)
-    held_back = await services.store.held_back(principal.tenant_id, kb_id)
+    documents = await index.document_ids(target.collection, scope)
+    passages = await index.count(target.collection, scope)
+    held_back = await store.held_back(principal.tenant_id, kb_id)
     return len(documents), passages, held_back
 
 
-async def list_documents(services: Services, principal: Principal, kb_id: str) -> list[str]:
+async def list_documents(
+    store: SettingsStore, index: Index, principal: Principal, kb_id: str
+) -> list[str]:
     require_full_clearance(principal)
-    kb = await knowledge_base_of(services, principal, kb_id)
+    kb = await knowledge_base_of(store, principal, kb_id)
     target = target_of(kb)
-    ids = await asyncio.to_thread(
-        services.index.document_ids, target.collection, target.write_scope()
-    )
+    ids = await index.document_ids(target.collection, target.write_scope())
     return sorted(ids)
 
 
@@ -316,7 +321,7 @@ async def list_documents(services: Services, principal: Principal, kb_id: str) -
 
 
 async def put_agent(
-    services: Services,
+    knowledge: Knowledge,
     principal: Principal,
     agent_id: str,
     kb_ids: list[str],
@@ -327,12 +332,12 @@ async def put_agent(
     if len(set(kb_ids)) != len(kb_ids):
         raise InvalidInputError("a knowledge base is listed twice", field="knowledge_base_ids")
     for kb_id in kb_ids:
-        if await services.store.get_knowledge_base(principal.tenant_id, kb_id) is None:
+        if await knowledge.store.get_knowledge_base(principal.tenant_id, kb_id) is None:
             raise InvalidInputError(
                 "lists a knowledge base that does not exist in this workspace",
                 field="knowledge_base_ids",
             )
-    existing = await services.store.get_agent(principal.tenant_id, agent_id)
+    existing = await knowledge.store.get_agent(principal.tenant_id, agent_id)
     agent = Agent(
         agent_id=agent_id,
         tenant_id=principal.tenant_id,
@@ -340,13 +345,13 @@ async def put_agent(
         created_at=existing.created_at if existing else _now(),
         settings={key: value for key, value in settings.items() if value is not None},
     )
-    created = await services.store.put_agent(agent)
-    services.settings.invalidate(principal.tenant_id)
+    created = await knowledge.store.put_agent(agent)
+    knowledge.settings.invalidate(principal.tenant_id)
     fields = _changed_fields(_agent_fields(existing) if existing else None, _agent_fields(agent))
     if created or fields:
         action = "created" if created else "changed"
         await _audit(
-            services,
+            knowledge.store,
             principal,
             "agent",
             agent_id,
@@ -357,40 +362,40 @@ async def put_agent(
     return agent, created
 
 
-async def agents(services: Services, principal: Principal) -> list[Agent]:
+async def agents(store: SettingsStore, principal: Principal) -> list[Agent]:
     """Every agent of the caller's workspace, by id."""
-    found = await services.store.list_agents(principal.tenant_id)
+    found = await store.list_agents(principal.tenant_id)
     return sorted(found, key=lambda agent: agent.agent_id)
 
 
-async def agent_of(services: Services, principal: Principal, agent_id: str) -> Agent:
-    agent = await services.store.get_agent(principal.tenant_id, agent_id)
+async def agent_of(store: SettingsStore, principal: Principal, agent_id: str) -> Agent:
+    agent = await store.get_agent(principal.tenant_id, agent_id)
     if agent is None:
         raise NotFoundError("no such agent")
     return agent
 
 
-async def delete_agent(services: Services, principal: Principal, agent_id: str) -> Agent:
+async def delete_agent(knowledge: Knowledge, principal: Principal, agent_id: str) -> Agent:
     """Delete an agent of the caller's workspace (its KBs stay); NotFoundError for unknown
     and foreign ids alike."""
-    agent = await agent_of(services, principal, agent_id)
-    if not await services.store.delete_agent(principal.tenant_id, agent_id):
+    agent = await agent_of(knowledge.store, principal, agent_id)
+    if not await knowledge.store.delete_agent(principal.tenant_id, agent_id):
         raise NotFoundError("no such agent")
-    services.settings.invalidate(principal.tenant_id)
-    await _audit(services, principal, "agent", agent_id, "deleted", fields=[])
-    services.telemetry.count("agents_deleted")
+    knowledge.settings.invalidate(principal.tenant_id)
+    await _audit(knowledge.store, principal, "agent", agent_id, "deleted", fields=[])
+    knowledge.telemetry.count("agents_deleted")
     return agent
 
 
 async def capped_knowledge_bases(
-    services: Services, principal: Principal, agent: Agent
+    store: SettingsStore, config: Config, principal: Principal, agent: Agent
 ) -> tuple[list[str], list[str], Resolved[int]]:
     """The agent's KBs a turn queries (first N by the cap rule) and those it skips."""
-    workspace = await services.store.get_workspace(principal.tenant_id)
+    workspace = await store.get_workspace(principal.tenant_id)
     cap = resolve_kb_cap(
         workspace.settings if workspace else None,
-        services.config.bounds,
-        services.config.defaults,
+        config.bounds,
+        config.defaults,
     )
     kb_ids = agent.knowledge_base_ids
     return kb_ids[: cap.value], kb_ids[cap.value :], cap
@@ -399,18 +404,16 @@ async def capped_knowledge_bases(
 # ---- documents ----------------------------------------------------------------------
 
 
-def check_text(services: Services, text: str) -> None:
+def check_text(config: Config, text: str) -> None:
     """A document's text must hold something and stay within the size limit."""
-    if len(text.encode("utf-8")) > services.config.max_document_bytes:
-        raise PayloadTooLargeError(
-            f"text is over {services.config.max_document_bytes} bytes", field="text"
-        )
+    if len(text.encode("utf-8")) > config.max_document_bytes:
+        raise PayloadTooLargeError(f"text is over {config.max_document_bytes} bytes", field="text")
     if not text.strip():
         raise InvalidInputError("must not be empty", field="text")
 
 
 async def put_document(
-    services: Services,
+    documents: Documents,
     principal: Principal,
     kb_id: str,
     document_id: str,
@@ -423,14 +426,14 @@ async def put_document(
     """Screen, then index or leave unchanged. Returns (status, passages, held-back reason).
     NotFoundError also while the workspace or the KB is being deleted (`write_guard`)."""
     require_full_clearance(principal)
-    kb = await knowledge_base_of(services, principal, kb_id)
+    kb = await knowledge_base_of(documents.store, principal, kb_id)
     check_id(document_id, "document_id")
-    await write_guard.require_live_workspace(services, principal.tenant_id)
-    check_text(services, text)
+    await write_guard.require_live_workspace(documents.store, principal.tenant_id)
+    check_text(documents.config, text)
     verdict = screen(classification)
     if verdict.classification is None:
-        await services.store.add_held_back(principal.tenant_id, kb_id)
-        services.telemetry.count("documents_held_back")
+        await documents.store.add_held_back(principal.tenant_id, kb_id)
+        documents.telemetry.count("documents_held_back")
         return "held_back", 0, verdict.reason
     document = Document(
         document_id=document_id,
@@ -439,35 +442,42 @@ async def put_document(
         title=title,
         source=source,
     )
-    async with services.document_locks.hold((principal.tenant_id, kb_id, document_id)):
-        with services.telemetry.stage("ingest_document"):
+    async with documents.locks.hold((principal.tenant_id, kb_id, document_id)):
+        with documents.telemetry.stage("ingest_document"):
             # On the expensive-work pool: embedding a document is seconds of CPU. A write
             # is never stopped half-way: its Stop flag is read only to pause there.
-            outcome: SyncOutcome = await services.expensive.run(
+            outcome: SyncOutcome = await documents.expensive.run(
                 principal.tenant_id,
-                lambda flag: services.writer.put(
+                lambda flag: documents.writer.put(
                     target_of(kb), document, pause=partial(pause_point, flag)
                 ),
                 kind="ingest",
                 wait=True,
             )
-        await write_guard.take_back_if_gone(services, kb, target_of(kb), document_id)
-    services.telemetry.count(f"documents_{outcome.status}")
+        await write_guard.take_back_if_gone(
+            documents.store,
+            documents.writer,
+            documents.telemetry,
+            kb,
+            target_of(kb),
+            document_id=document_id,
+        )
+    documents.telemetry.count(f"documents_{outcome.status}")
     if outcome.status == "indexed":
-        services.telemetry.count("passages_written", outcome.passages)
+        documents.telemetry.count("passages_written", outcome.passages)
     return outcome.status, outcome.passages, None
 
 
 async def delete_document(
-    services: Services, principal: Principal, kb_id: str, document_id: str
+    documents: Documents, principal: Principal, kb_id: str, document_id: str
 ) -> int:
     """Remove every passage of a document; NotFoundError when it has none here."""
     require_full_clearance(principal)
-    kb = await knowledge_base_of(services, principal, kb_id)
+    kb = await knowledge_base_of(documents.store, principal, kb_id)
     check_id(document_id, "document_id")
-    async with services.document_locks.hold((principal.tenant_id, kb_id, document_id)):
-        deleted = await asyncio.to_thread(services.writer.delete, target_of(kb), document_id)
+    async with documents.locks.hold((principal.tenant_id, kb_id, document_id)):
+        deleted = await asyncio.to_thread(documents.writer.delete, target_of(kb), document_id)
     if deleted == 0:
         raise NotFoundError("no such document")
-    services.telemetry.count("documents_deleted")
+    documents.telemetry.count("documents_deleted")
     return deleted

@@ -26,22 +26,37 @@ Deletions left unfinished by a crash are finished at start (`gateway.admin.upkee
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 
 from gateway.access.auth import Principal
+from gateway.admin.calibration import Calibration
 from gateway.admin.calibration import forget as forget_calibration
 from gateway.admin.keys import key_event
 from gateway.admin.knowledge import purge_passages
 from gateway.errors import ConflictError, NotFoundError
-from gateway.runtime.services import Services
-from ingest.index import org_collection
+from gateway.telemetry import Telemetry
+from ingest.index import Index, org_collection
+from settings.cache import CachedSettings
 from settings.records import DeletionRecord, Role, Workspace
-from settings.store import NotEmptyError
+from settings.store import NotEmptyError, SettingsStore
 
 #: how many times an org deletion sweeps up workspaces created while it ran
 _ORG_SWEEPS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Deletions:
+    """What deleting workspaces and organizations uses: their records, keys and audit in
+    the store, the settings cache (and the credentials) their deletion invalidates, the
+    index their passages and collections live in, their golden sets and evaluations, and
+    counts."""
+
+    store: SettingsStore
+    settings: CachedSettings
+    index: Index
+    calibration: Calibration
+    telemetry: Telemetry
 
 
 @dataclass(slots=True)
@@ -61,15 +76,15 @@ class Removal:
 
 
 async def delete_workspace(
-    services: Services, org_id: str, tenant_id: str, actor: Principal
+    deletions: Deletions, org_id: str, tenant_id: str, actor: Principal
 ) -> Removal:
     """Delete a workspace of the org and everything it owns; NotFoundError when the org has
     no such workspace (any more)."""
-    workspace = await services.store.get_workspace(tenant_id)
+    workspace = await deletions.store.get_workspace(tenant_id)
     if workspace is None or workspace.org_id != org_id:
         raise NotFoundError("no such workspace in this organization")
-    removal = await _remove_workspace(services, workspace, actor)
-    services.telemetry.log.info("workspace_deleted", **_counts(removal))
+    removal = await _remove_workspace(deletions, workspace, actor)
+    deletions.telemetry.log.info("workspace_deleted", **_counts(removal))
     return removal
 
 
@@ -83,70 +98,78 @@ class OrgRemoval:
     collection_dropped: bool = False
 
 
-async def delete_org(services: Services, org_id: str, actor: Principal) -> OrgRemoval:
+async def delete_org(deletions: Deletions, org_id: str, actor: Principal) -> OrgRemoval:
     """Delete an org: each of its workspaces, then its collection, then its record.
     NotFoundError when there is no such org (any more)."""
-    if await services.store.mark_org_deleting(org_id) is None:
+    if await deletions.store.mark_org_deleting(org_id) is None:
         raise NotFoundError("no such organization")
     done = OrgRemoval()
     for _ in range(_ORG_SWEEPS):
-        found = await services.store.list_workspaces(org_id)
+        found = await deletions.store.list_workspaces(org_id)
         if not found:
             break
         for workspace in found:
-            done.removal.add(await _remove_workspace(services, workspace, actor))
+            done.removal.add(await _remove_workspace(deletions, workspace, actor))
             done.workspaces += 1
-    if not await services.store.list_workspaces(org_id):
-        await _drop_collection(services, org_id, done)
+    if not await deletions.store.list_workspaces(org_id):
+        await _drop_collection(deletions.index, org_id, done)
     try:
-        await services.store.delete_org(org_id)
+        await deletions.store.delete_org(org_id)
     except NotEmptyError:
         raise ConflictError(
             "workspaces keep being created in this organization; delete it again", field="org_id"
         ) from None
     counts = {"workspaces": done.workspaces, **_counts(done.removal)}
-    await _audit(services, actor, kind="organization", org_id=org_id, tenant_id="", counts=counts)
-    services.telemetry.log.info("org_deleted", collection_dropped=done.collection_dropped, **counts)
+    await _audit(
+        deletions.store, actor, kind="organization", org_id=org_id, tenant_id="", counts=counts
+    )
+    deletions.telemetry.log.info(
+        "org_deleted", collection_dropped=done.collection_dropped, **counts
+    )
     return done
 
 
-async def _drop_collection(services: Services, org_id: str, done: OrgRemoval) -> None:
-    left = await asyncio.to_thread(services.index.drop_collection, org_collection(org_id))
+async def _drop_collection(index: Index, org_id: str, done: OrgRemoval) -> None:
+    left = await index.drop_collection(org_collection(org_id))
     done.collection_dropped = left is not None
     done.removal.passages += left or 0
 
 
-async def _remove_workspace(services: Services, workspace: Workspace, actor: Principal) -> Removal:
+async def _remove_workspace(
+    deletions: Deletions, workspace: Workspace, actor: Principal
+) -> Removal:
     tenant_id = workspace.tenant_id
-    await services.store.mark_workspace_deleting(tenant_id)
-    services.settings.invalidate(tenant_id)
-    removal = Removal(keys=await _revoke_keys(services, tenant_id, actor))
-    for agent in await services.store.list_agents(tenant_id):
-        removal.agents += await services.store.delete_agent(tenant_id, agent.agent_id)
-    for kb in await services.store.list_knowledge_bases(tenant_id):
-        removal.passages += await purge_passages(services, kb)
-        removal.knowledge_bases += await services.store.delete_knowledge_base(tenant_id, kb.kb_id)
+    await deletions.store.mark_workspace_deleting(tenant_id)
+    deletions.settings.invalidate(tenant_id)
+    removal = Removal(
+        keys=await _revoke_keys(deletions.store, deletions.settings, tenant_id, actor)
+    )
+    for agent in await deletions.store.list_agents(tenant_id):
+        removal.agents += await deletions.store.delete_agent(tenant_id, agent.agent_id)
+    for kb in await deletions.store.list_knowledge_bases(tenant_id):
+        removal.passages += await purge_passages(deletions.index, kb)
+        removal.knowledge_bases += await deletions.store.delete_knowledge_base(tenant_id, kb.kb_id)
         # Again once the record is gone: a document write that began before may have landed.
-        removal.passages += await purge_passages(services, kb)
-    await forget_calibration(services, tenant_id)  # golden sets, evaluations (stopped)
-    removal.turns = await services.store.delete_turns(tenant_id)
-    removal.settings_changes = len(await services.store.settings_history(tenant_id))
-    await services.store.delete_workspace(tenant_id)
-    services.settings.invalidate(tenant_id)
+        removal.passages += await purge_passages(deletions.index, kb)
+    await forget_calibration(deletions.calibration, tenant_id)  # golden sets, evaluations (stopped)
+    removal.turns = await deletions.store.delete_turns(tenant_id)
+    removal.settings_changes = len(await deletions.store.settings_history(tenant_id))
+    await deletions.store.delete_workspace(tenant_id)
+    deletions.settings.invalidate(tenant_id)
     await _audit(
-        services,
+        deletions.store,
         actor,
         kind="workspace",
         org_id=workspace.org_id,
         tenant_id=tenant_id,
         counts=_counts(removal),
     )
-    services.telemetry.count("workspaces_deleted")
+    deletions.telemetry.count("workspaces_deleted")
     return removal
 
 
 async def _audit(
-    services: Services,
+    store: SettingsStore,
     actor: Principal,
     *,
     kind: str,
@@ -154,7 +177,7 @@ async def _audit(
     tenant_id: str,
     counts: dict[str, int],
 ) -> None:
-    await services.store.record_deletion(
+    await store.record_deletion(
         DeletionRecord(
             at=datetime.now(UTC).isoformat(),
             kind=kind,
@@ -166,20 +189,22 @@ async def _audit(
     )
 
 
-async def deletion_history(services: Services) -> list[DeletionRecord]:
+async def deletion_history(store: SettingsStore) -> list[DeletionRecord]:
     """Every completed deletion's audit record, oldest first (platform)."""
-    return await services.store.deletion_history()
+    return await store.deletion_history()
 
 
-async def _revoke_keys(services: Services, tenant_id: str, actor: Principal) -> int:
+async def _revoke_keys(
+    store: SettingsStore, settings: CachedSettings, tenant_id: str, actor: Principal
+) -> int:
     """Revoke every key of the workspace, each audited; returns how many."""
     revoked = 0
-    for key in await services.store.list_api_keys():
+    for key in await store.list_api_keys():
         if key.tenant_id != tenant_id or Role.PLATFORM.value in key.roles:
             continue
         event = key_event("revoked", key, actor)
-        revoked += await services.store.revoke_api_key(key.key_id, event) is not None
-    services.settings.invalidate_credentials()
+        revoked += await store.revoke_api_key(key.key_id, event) is not None
+    settings.invalidate_credentials()
     return revoked
 
 

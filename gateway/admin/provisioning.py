@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from datetime import UTC, datetime
 
 from gateway.access.auth import PLATFORM_KEY_ID, Principal, issue_key
 from gateway.admin.keys import expiry, key_event
 from gateway.errors import ConflictError, InvalidInputError, NotFoundError
-from gateway.runtime.services import Services
-from ingest.index import org_collection
+from ingest.index import Index, org_collection
 from ingest.payload import is_valid_org_id, is_valid_tenant_id
 from settings.records import ApiKey, Lifecycle, Org, Role, Workspace
 from settings.store import (
@@ -41,34 +39,34 @@ def _timestamp(raw: str | None) -> str:
     return parsed.astimezone(UTC).isoformat()
 
 
-async def create_org(services: Services, org_id: str) -> Org:
+async def create_org(store: SettingsStore, index: Index, org_id: str) -> Org:
     if not is_valid_org_id(org_id):
         raise InvalidInputError("must match [a-z0-9][a-z0-9_-]{0,62}", field="org_id")
     org = Org(org_id=org_id, created_at=_now())
     try:
-        await services.store.create_org(org)
+        await store.create_org(org)
     except AlreadyExistsError:
         raise ConflictError("an organization with this id exists", field="org_id") from None
     try:
-        await asyncio.to_thread(services.index.ensure_collection, org_collection(org_id))
+        await index.ensure_collection(org_collection(org_id))
     except BaseException:
-        await _forget_org(services, org_id)
+        await _forget_org(store, org_id)
         raise
     return org
 
 
-async def _forget_org(services: Services, org_id: str) -> None:
+async def _forget_org(store: SettingsStore, org_id: str) -> None:
     """Remove the record of an org whose collection could not be made, so that the failed
     call changed nothing. Kept if a workspace joined it meanwhile, or the store is down:
     its collection is then made at its first write, as both engines do."""
     with contextlib.suppress(NotEmptyError, StoreUnavailableError):
-        await services.store.delete_org(org_id)
+        await store.delete_org(org_id)
 
 
 async def create_workspace(
-    services: Services, org_id: str, tenant_id: str, created_at: str | None
+    store: SettingsStore, org_id: str, tenant_id: str, created_at: str | None
 ) -> Workspace:
-    org = await services.store.get_org(org_id)
+    org = await store.get_org(org_id)
     if org is None:
         raise NotFoundError("no such organization")
     if org.state is Lifecycle.DELETING:
@@ -81,7 +79,7 @@ async def create_workspace(
         )
     workspace = Workspace(tenant_id=tenant_id, org_id=org_id, created_at=_timestamp(created_at))
     try:
-        await services.store.create_workspace(workspace)
+        await store.create_workspace(workspace)
     except AlreadyExistsError:
         raise ConflictError(
             "a workspace with this id exists (ids are compared ignoring case)", field="tenant_id"
@@ -90,7 +88,7 @@ async def create_workspace(
 
 
 async def create_key(
-    services: Services,
+    store: SettingsStore,
     *,
     org_id: str,
     tenant_id: str,
@@ -101,7 +99,7 @@ async def create_key(
     actor: Principal = PLATFORM,
 ) -> tuple[str, ApiKey]:
     """Issue a workspace key and record its creation in the key history."""
-    workspace = await services.store.get_workspace(tenant_id)
+    workspace = await store.get_workspace(tenant_id)
     if workspace is None or workspace.org_id != org_id or workspace.state is Lifecycle.DELETING:
         raise NotFoundError("no such workspace in this organization")
     secret, record = issue_key(
@@ -111,7 +109,7 @@ async def create_key(
         clearance=clearance,
         expires_at=expiry(expires_at, ttl_s, datetime.now(UTC)),
     )
-    await services.store.create_api_key(record, key_event("created", record, actor))
+    await store.create_api_key(record, key_event("created", record, actor))
     return secret, record
 
 

@@ -38,7 +38,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 import msgspec
 
 from gateway.access.auth import Principal
-from gateway.access.expensive import Stop, stop_point
+from gateway.access.expensive import ExpensiveWork, Stop, stop_point
 from gateway.admin import archive, lifecycle, provisioning
 from gateway.admin.knowledge import require_full_clearance, target_of
 from gateway.admin.write_guard import require_live_workspace
@@ -49,8 +49,9 @@ from gateway.errors import (
     NotFoundError,
     PayloadTooLargeError,
 )
-from gateway.runtime.services import Services
-from ingest.embedding import MINILM_MODEL_NAME
+from gateway.telemetry import Telemetry
+from ingest.embedder.embedding import MINILM_MODEL_NAME, Embedder
+from ingest.engines.blocking import BlockingIndex
 from ingest.index import Index, IndexUnavailableError, Passage
 from ingest.payload import (
     Classification,
@@ -61,10 +62,11 @@ from ingest.payload import (
     text_checksum,
 )
 from ingest.sync import Target, point_id
+from settings.cache import CachedSettings
 from settings.config import Config
 from settings.golden import GoldenQuestion, GoldenSet
 from settings.records import Agent, KnowledgeBase, Workspace
-from settings.store import StoreUnavailableError
+from settings.store import SettingsStore, StoreUnavailableError
 
 if TYPE_CHECKING:
     from gateway.safety.redaction import Redactor
@@ -80,16 +82,35 @@ _WRITE_BATCH = 2048
 _ANALYSIS_SLICE = 8
 
 
-def model_id(services: Services) -> str:
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """What export and import use: the workspace's records in the store (and the cache an
+    import invalidates), the index its passages are read from and written to, the model
+    (its dense size), the redactor an unsigned archive's passages are analysed with, the
+    deletion a failed import undoes itself with, counts, the platform's config and the
+    expensive-work pool an import's reading and analysis run on."""
+
+    store: SettingsStore
+    settings: CachedSettings
+    index: Index
+    embedder: Embedder
+    redactor: Redactor
+    deletions: lifecycle.Deletions
+    telemetry: Telemetry
+    config: Config
+    expensive: ExpensiveWork
+
+
+def model_id(config: Config) -> str:
     """The embedding model this deployment writes with (as document versions name it)."""
-    return services.config.embedding_model or MINILM_MODEL_NAME
+    return config.embedding_model or MINILM_MODEL_NAME
 
 
 # ---- export ---------------------------------------------------------------------------
 
 
 async def exportable(
-    services: Services, principal: Principal, org_id: str, tenant_id: str
+    store: SettingsStore, principal: Principal, org_id: str, tenant_id: str
 ) -> Workspace:
     """The workspace the caller may export; NotFoundError for another's or an unknown one,
     ForbiddenError for an admin key below `restricted`."""
@@ -97,24 +118,24 @@ async def exportable(
         require_full_clearance(principal)
         if (principal.org_id, principal.tenant_id) != (org_id, tenant_id):
             raise NotFoundError("no such workspace in this organization")
-    workspace = await services.store.get_workspace(tenant_id)
+    workspace = await store.get_workspace(tenant_id)
     if workspace is None or workspace.org_id != org_id:
         raise NotFoundError("no such workspace in this organization")
-    await require_live_workspace(services, tenant_id)
+    await require_live_workspace(store, tenant_id)
     return workspace
 
 
-async def export_chunks(services: Services, workspace: Workspace) -> AsyncIterator[bytes]:
+async def export_chunks(transfer: Transfer, workspace: Workspace) -> AsyncIterator[bytes]:
     """The archive of the workspace, as gzip chunks (one per page of passages)."""
-    keys = signing_keys(services.config)
+    keys = signing_keys(transfer.config)
     writer = archive.Writer(keys[0] if keys else None)
     tenant_id = workspace.tenant_id
-    kbs = await services.store.list_knowledge_bases(tenant_id)
-    agents = await services.store.list_agents(tenant_id)
-    goldens = [g for kb in kbs if (g := await services.store.get_golden_set(tenant_id, kb.kb_id))]
+    kbs = await transfer.store.list_knowledge_bases(tenant_id)
+    agents = await transfer.store.list_agents(tenant_id)
+    goldens = [g for kb in kbs if (g := await transfer.store.get_golden_set(tenant_id, kb.kb_id))]
     yield writer.add(
         [
-            _manifest(services, workspace),
+            _manifest(transfer, workspace),
             archive.WorkspaceEntry(created_at=workspace.created_at, settings=workspace.settings),
             *map(_kb_entry, kbs),
             *map(_agent_entry, agents),
@@ -122,19 +143,19 @@ async def export_chunks(services: Services, workspace: Workspace) -> AsyncIterat
         ]
     )
     for kb in kbs:
-        async for page in _passage_pages(services.index, target_of(kb)):
+        async for page in _passage_pages(transfer.index, target_of(kb)):
             # encoding and compressing a page is CPU work: off the event loop
             yield await asyncio.to_thread(_encoded, writer, kb.kb_id, page)
     yield writer.finish()
-    services.telemetry.log.info("workspace_exported", **writer.counts)
+    transfer.telemetry.log.info("workspace_exported", **writer.counts)
 
 
-def _manifest(services: Services, workspace: Workspace) -> archive.Manifest:
+def _manifest(transfer: Transfer, workspace: Workspace) -> archive.Manifest:
     return archive.Manifest(
         format=archive.FORMAT,
         version=archive.VERSION,
-        embedding_model=model_id(services),
-        dense_dim=services.embedder.dense_dim,
+        embedding_model=model_id(transfer.config),
+        dense_dim=transfer.embedder.dense_dim,
         payload_keys=archive.payload_keys(),
         exported_at=datetime.now(UTC).isoformat(),
         org_id=workspace.org_id,
@@ -174,8 +195,8 @@ def _encoded(writer: archive.Writer, kb_id: str, page: list[Passage]) -> bytes:
 async def _passage_pages(index: Index, target: Target) -> AsyncIterator[list[Passage]]:
     offset: str | None = None
     while True:
-        page, offset = await asyncio.to_thread(
-            index.passages_page, target.collection, target.write_scope(), offset, _PAGE
+        page, offset = await index.passages_page(
+            target.collection, target.write_scope(), offset, _PAGE
         )
         if page:
             yield page
@@ -291,7 +312,7 @@ class Imported:
 
 
 async def import_workspace(
-    services: Services,
+    transfer: Transfer,
     org_id: str,
     tenant_id: str,
     spooled: IO[bytes],
@@ -302,20 +323,22 @@ async def import_workspace(
     here, unless the archive is signed with this deployment's archive key. A write that
     fails half-way (a dependency down, the index's disk at its reserve) deletes the
     workspace again before the error is answered, so the import can simply be repeated."""
-    contents = await services.expensive.run(
+    contents = await transfer.expensive.run(
         tenant_id,
-        lambda stop: _read_contents(services, spooled, rules, stop),
+        lambda stop: _read_contents(transfer, spooled, rules, stop),
         kind="import",
         wait=True,
     )
-    _require_same_model(services, contents.manifest)
-    await provisioning.create_workspace(services, org_id, tenant_id, contents.workspace_created_at)
+    _require_same_model(transfer, contents.manifest)
+    await provisioning.create_workspace(
+        transfer.store, org_id, tenant_id, contents.workspace_created_at
+    )
     try:
-        written, analysed = await _fill(services, org_id, tenant_id, contents, spooled)
+        written, analysed = await _fill(transfer, org_id, tenant_id, contents, spooled)
     except BaseException:
-        await _undo_import(services, org_id, tenant_id)
+        await _undo_import(transfer, org_id, tenant_id)
         raise
-    services.settings.invalidate(tenant_id)
+    transfer.settings.invalidate(tenant_id)
     imported = Imported(
         knowledge_bases=len(contents.kbs),
         agents=len(contents.agents),
@@ -324,8 +347,8 @@ async def import_workspace(
         pii_analysed=analysed,
         signature=_signature(contents),
     )
-    services.telemetry.count("pii_analysed_at_import", analysed)
-    services.telemetry.log.info("workspace_imported", **dataclasses.asdict(imported))
+    transfer.telemetry.count("pii_analysed_at_import", analysed)
+    transfer.telemetry.log.info("workspace_imported", **dataclasses.asdict(imported))
     return imported
 
 
@@ -336,62 +359,65 @@ def _signature(contents: Contents) -> str:
 
 
 async def _fill(
-    services: Services, org_id: str, tenant_id: str, contents: Contents, spooled: IO[bytes]
+    transfer: Transfer, org_id: str, tenant_id: str, contents: Contents, spooled: IO[bytes]
 ) -> tuple[int, int]:
     """Write the new workspace's settings, records and passages; the passages written and
     those analysed for PII here."""
     if contents.workspace_settings:
-        await services.store.update_workspace_settings(
+        await transfer.store.update_workspace_settings(
             tenant_id,
             contents.workspace_settings,
             key_id=provisioning.PLATFORM.key_id,
             at=datetime.now(UTC).isoformat(),
         )
-    targets = await _put_records(services, org_id, tenant_id, contents)
+    targets = await _put_records(transfer.store, org_id, tenant_id, contents)
     spooled.seek(0)
-    redactor = None if contents.verified else services.redactor
-    bounds = limits(services.config)
-    return await services.expensive.run(
+    redactor = None if contents.verified else transfer.redactor
+    bounds = limits(transfer.config)
+    index = BlockingIndex(transfer.index, asyncio.get_running_loop())
+    return await transfer.expensive.run(
         tenant_id,
-        lambda stop: _write_passages(services, spooled, targets, redactor, bounds, stop=stop),
+        lambda stop: _write_passages(index, spooled, targets, redactor, bounds, stop=stop),
         kind="import",
         wait=True,
     )
 
 
-async def _undo_import(services: Services, org_id: str, tenant_id: str) -> None:
+async def _undo_import(transfer: Transfer, org_id: str, tenant_id: str) -> None:
     """Delete what a failed import created. If that fails too, the workspace stays marked
     for deletion: a DELETE, or the next start, finishes it (`gateway.admin.upkeep`)."""
     try:
-        await lifecycle.delete_workspace(services, org_id, tenant_id, provisioning.PLATFORM)
+        await lifecycle.delete_workspace(
+            transfer.deletions, org_id, tenant_id, provisioning.PLATFORM
+        )
     except (GatewayError, IndexUnavailableError, StoreUnavailableError):
-        services.telemetry.log.warning("workspace_import_undo_failed")
+        transfer.telemetry.log.warning("workspace_import_undo_failed")
         return
-    services.telemetry.log.info("workspace_import_undone")
+    transfer.telemetry.log.info("workspace_import_undone")
 
 
-def _require_same_model(services: Services, manifest: archive.Manifest) -> None:
-    ours = model_id(services)
-    if manifest.embedding_model != ours or manifest.dense_dim != services.embedder.dense_dim:
+def _require_same_model(transfer: Transfer, manifest: archive.Manifest) -> None:
+    ours = model_id(transfer.config)
+    if manifest.embedding_model != ours or manifest.dense_dim != transfer.embedder.dense_dim:
         raise ConflictError(
             f"the archive's vectors come from {manifest.embedding_model!r} "
             f"({manifest.dense_dim} dimensions); this deployment embeds with {ours!r} "
-            f"({services.embedder.dense_dim}): import it into a deployment of that model",
+            f"({transfer.embedder.dense_dim}): import it into a deployment of that model",
             field="embedding_model",
         )
 
 
 def _read_contents(
-    services: Services, spooled: IO[bytes], rules: RecordRules, stop: Stop
+    transfer: Transfer, spooled: IO[bytes], rules: RecordRules, stop: Stop
 ) -> Contents:
     """Read the archive once through, checking every line (on the expensive pool: `stop`
     is checked every `_PAGE` lines); on the first fault
     PayloadTooLargeError (`archive`: past a bound of `limits`, or content over the API's
     size limits) or InvalidInputError (`archive`: anything else)."""
-    config = services.config
+    config = transfer.config
     spooled.seek(0)
     reader = archive.Reader(spooled, limits(config), signing_keys(config))
-    checker = _Checker(config, services.embedder.dense_dim, rules)
+    checker = _Checker(config, transfer.embedder.dense_dim, rules)
     try:
         contents = checker.collect(iter(reader), stop)
     except archive.ArchiveTooLargeError as error:
@@ -571,7 +597,7 @@ class _Checker:
 
 
 async def _put_records(
-    services: Services, org_id: str, tenant_id: str, contents: Contents
+    store: SettingsStore, org_id: str, tenant_id: str, contents: Contents
 ) -> dict[str, Target]:
     """The KBs, agents and golden sets under the new workspace; each KB's write target."""
     targets: dict[str, Target] = {}
@@ -585,10 +611,10 @@ async def _put_records(
             created_at=entry.created_at,
             settings=entry.settings,
         )
-        await services.store.put_knowledge_base(kb)
+        await store.put_knowledge_base(kb)
         targets[kb.kb_id] = target_of(kb)
     for agent in contents.agents.values():
-        await services.store.put_agent(
+        await store.put_agent(
             Agent(
                 agent_id=agent.agent_id,
                 tenant_id=tenant_id,
@@ -598,7 +624,7 @@ async def _put_records(
             )
         )
     for golden in contents.goldens:
-        await services.store.put_golden_set(
+        await store.put_golden_set(
             GoldenSet(
                 tenant_id=tenant_id,
                 kb_id=golden.kb_id,
@@ -612,7 +638,7 @@ async def _put_records(
 
 
 def _write_passages(
-    services: Services,
+    index: BlockingIndex,
     spooled: IO[bytes],
     targets: dict[str, Target],
     redactor: Redactor | None,
@@ -633,8 +659,8 @@ def _write_passages(
             passages = _analysed(redactor, passages, stop)
             analysed += len(passages)
         stop_point(stop)
-        services.index.ensure_collection(collection)
-        services.index.upsert(collection, passages)
+        index.ensure_collection(collection)
+        index.upsert(collection, passages)
         written += len(passages)
 
     for entry in archive.Reader(spooled, bounds):

@@ -1,15 +1,11 @@
 """What the gateway does on its own while it runs: finish deletions a crash left
-unfinished, purge what retention lets go, and index what was written.
+unfinished, and purge what retention lets go.
 
 `run_upkeep` is started by the app's lifespan. At start it finishes every workspace and
 organization still marked `deleting` (as a platform DELETE would, audited as the
 platform); it tries again each period until that succeeded once. Every
 `KBGATE_RETENTION_SWEEP_S` it purges expired turn records (SQLite; Redis expires them
 itself) and, with `KBGATE_SETTINGS_HISTORY_DAYS` set, settings changes older than that.
-`run_index_upkeep`, started beside it, looks every `KBGATE_INDEX_CHECK_S` for collections
-written enough to index and builds their indexes without stopping the gateway, and
-starts again any host process of a large collection that died (`Index.index_written`;
-Qdrant Edge only: a server indexes on its own).
 A failing step (store or index down) is logged and tried again next period. Logs carry
 ids and counts only.
 """
@@ -17,25 +13,37 @@ ids and counts only.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from gateway.admin import lifecycle
 from gateway.admin.provisioning import PLATFORM
 from gateway.errors import GatewayError
-from gateway.runtime.services import Services
-from ingest.index import DiskFullError, IndexBuilds, IndexUnavailableError
-from settings.store import StoreUnavailableError
+from gateway.telemetry import Telemetry
+from ingest.index import IndexUnavailableError
+from settings.config import Config
+from settings.store import SettingsStore, StoreUnavailableError
 
 #: what a step may fail with and be tried again next period
 _TRANSIENT = (StoreUnavailableError, IndexUnavailableError)
 
 
-async def finish_pending_deletions(services: Services) -> int:
+@dataclass(frozen=True, slots=True)
+class Upkeep:
+    """What the gateway's own upkeep uses: the deletions it finishes, the store it purges,
+    counts and logs, and the platform's config (its periods)."""
+
+    deletions: lifecycle.Deletions
+    store: SettingsStore
+    telemetry: Telemetry
+    config: Config
+
+
+async def finish_pending_deletions(upkeep: Upkeep) -> int:
     """Complete every deletion left marked; returns how many orgs and workspaces it
     finished (one another caller finished meanwhile is not counted)."""
-    orgs, workspaces = await services.store.pending_deletions()
+    orgs, workspaces = await upkeep.store.pending_deletions()
     marked_orgs = {org.org_id for org in orgs}
     finished = 0
     for workspace in workspaces:
@@ -43,34 +51,34 @@ async def finish_pending_deletions(services: Services) -> int:
             continue  # its org's deletion takes it
         try:
             await lifecycle.delete_workspace(
-                services, workspace.org_id, workspace.tenant_id, PLATFORM
+                upkeep.deletions, workspace.org_id, workspace.tenant_id, PLATFORM
             )
             finished += 1
         except GatewayError:
             continue  # finished by another replica meanwhile
     for org in orgs:
         try:
-            await lifecycle.delete_org(services, org.org_id, PLATFORM)
+            await lifecycle.delete_org(upkeep.deletions, org.org_id, PLATFORM)
             finished += 1
         except GatewayError:
             continue  # finished elsewhere, or workspaces still being created: next start
     if finished:
-        services.telemetry.log.info("pending_deletions_finished", finished=finished)
+        upkeep.telemetry.log.info("pending_deletions_finished", finished=finished)
     return finished
 
 
-async def purge_retained(services: Services, now: datetime | None = None) -> tuple[int, int]:
+async def purge_retained(upkeep: Upkeep, now: datetime | None = None) -> tuple[int, int]:
     """Purge expired turn records, and settings, KB and agent changes past their retention;
     returns (turn records, changes) removed."""
-    turns = await services.store.purge_expired_turns()
+    turns = await upkeep.store.purge_expired_turns()
     settings_changes = admin_changes = 0
-    days = services.config.settings_history_days
+    days = upkeep.config.settings_history_days
     if days:
         cutoff = ((now or datetime.now(UTC)) - timedelta(days=days)).isoformat()
-        settings_changes = await services.store.purge_settings_history(cutoff)
-        admin_changes = await services.store.purge_admin_history(cutoff)
+        settings_changes = await upkeep.store.purge_settings_history(cutoff)
+        admin_changes = await upkeep.store.purge_admin_history(cutoff)
     if turns or settings_changes or admin_changes:
-        services.telemetry.log.info(
+        upkeep.telemetry.log.info(
             "retention_purged",
             turns=turns,
             settings_changes=settings_changes,
@@ -79,58 +87,21 @@ async def purge_retained(services: Services, now: datetime | None = None) -> tup
     return turns, settings_changes + admin_changes
 
 
-async def run_upkeep(services: Services) -> None:
+async def run_upkeep(upkeep: Upkeep) -> None:
     """Finish pending deletions, then purge on schedule, until cancelled."""
     pending = True
     while True:
         if pending:
-            pending = not await _step(services, "pending_deletions", finish_pending_deletions)
-        await _step(services, "retention", purge_retained)
-        await asyncio.sleep(services.config.retention_sweep_s)
+            pending = not await _step(upkeep, "pending_deletions", finish_pending_deletions)
+        await _step(upkeep, "retention", purge_retained)
+        await asyncio.sleep(upkeep.config.retention_sweep_s)
 
 
-async def index_written(services: Services) -> IndexBuilds:
-    """Build the indexes of the collections written enough since they were last indexed,
-    and start again the host processes that died; answers what it did (logged as counts
-    and timings, never a collection's name): how many collections, how long in all, the
-    longest load of an indexed copy, for which the whole process stood still, and how many
-    hosts were started again."""
-    started = time.perf_counter()
-    built = await asyncio.to_thread(services.index.index_written)
-    if built.collections:
-        services.telemetry.log.info(
-            "index_built_beside",
-            collections=len(built.collections),
-            duration_ms=round((time.perf_counter() - started) * 1000),
-            load_ms=round(built.longest_load_ms),
-        )
-    if built.hosts_started_again:
-        services.telemetry.count("index_host_started_again", built.hosts_started_again)
-        services.telemetry.log.warning("index_hosts_started_again", hosts=built.hosts_started_again)
-    return built
-
-
-async def run_index_upkeep(services: Services) -> None:
-    """Index what was written, every period, until cancelled."""
-    while True:
-        await asyncio.sleep(services.config.index_check_s)
-        await _step(services, "index_build", index_written)
-
-
-async def _step(
-    services: Services, name: str, work: Callable[[Services], Awaitable[object]]
-) -> bool:
+async def _step(upkeep: Upkeep, name: str, work: Callable[[Upkeep], Awaitable[object]]) -> bool:
     """Run one step; False (logged) when a dependency failed it."""
     try:
-        await work(services)
+        await work(upkeep)
     except _TRANSIENT as error:
-        figures = (
-            {"free_mb": error.free_mb, "needed_mb": error.needed_mb, "reserve_mb": error.reserve_mb}
-            if isinstance(error, DiskFullError)
-            else {}
-        )
-        services.telemetry.log.warning(
-            "upkeep_failed", step=name, error_type=type(error).__name__, **figures
-        )
+        upkeep.telemetry.log.warning("upkeep_failed", step=name, error_type=type(error).__name__)
         return False
     return True

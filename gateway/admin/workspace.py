@@ -1,90 +1,50 @@
-"""Workspace settings: read with effective values, change with an audit trail, and read
-through the cache where a turn or an egress check needs them."""
+"""Workspace settings: read fresh from the store, changed with an audit trail, shown with
+their effective values (`settings.effective`'s rules)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from gateway.access.auth import Principal
 from gateway.errors import InvalidInputError, NotFoundError
-from gateway.runtime.services import Services
-from gateway.safety.passages import in_force
+from gateway.telemetry import Telemetry
+from settings.cache import CachedSettings
+from settings.config import Config
+from settings.effective import workspace_effective
 from settings.pii_allow_list import AllowListError, parse_allow_list
 from settings.records import SettingChange, Workspace
-from settings.resolve import (
-    PII_ALLOW_LIST,
-    Resolved,
-    resolve_kb_cap,
-    resolve_pii_allow_list,
-    resolve_pii_entities,
-    resolve_pii_operators,
-    resolve_redaction,
-    resolve_strict_isolation,
-    resolve_turn_retention,
-)
+from settings.resolve import PII_ALLOW_LIST, Resolved
 from settings.store import NotFoundError as StoreNotFoundError
-from settings.store import StoreUnavailableError
+from settings.store import SettingsStore
 
 
-async def workspace_of(services: Services, principal: Principal) -> Workspace:
+@dataclass(frozen=True, slots=True)
+class WorkspaceSettings:
+    """What a workspace's settings use: its record and history in the store, the cache a
+    change invalidates, counts, and what effective values are resolved against (the
+    platform's config, the PII entity types a loaded recognizer finds)."""
+
+    store: SettingsStore
+    settings: CachedSettings
+    telemetry: Telemetry
+    config: Config
+    loaded_entities: frozenset[str]
+
+
+def effective(workspaces: WorkspaceSettings, workspace: Workspace) -> dict[str, Resolved[Any]]:
+    """Each of the workspace's settings in force and the rule that produced it."""
+    return workspace_effective(workspace, workspaces.config, workspaces.loaded_entities)
+
+
+async def workspace_of(store: SettingsStore, principal: Principal) -> Workspace:
     """The caller's workspace, read fresh from the store (admins see what is stored now)."""
-    workspace = await services.store.get_workspace(principal.tenant_id)
+    workspace = await store.get_workspace(principal.tenant_id)
     if workspace is None:
         raise NotFoundError("no such workspace")
     return workspace
-
-
-async def workspace_or_none(services: Services, tenant_id: str) -> Workspace | None:
-    """The workspace from the settings cache, or None when the store cannot be read (counted
-    as `settings_fallback`): the settings rules then fall back to their safe defaults."""
-    try:
-        return await services.settings.workspace(tenant_id)
-    except StoreUnavailableError:
-        services.telemetry.count("settings_fallback")
-        return None
-
-
-def effective_settings(services: Services, workspace: Workspace) -> dict[str, Resolved[Any]]:
-    """Each workspace setting in force and the rule that produced it."""
-    settings = workspace.settings
-    return {
-        "strict_rag_isolation": resolve_strict_isolation(settings, workspace.created_at),
-        "rag_pii_redaction": resolve_redaction(settings, None),
-        "max_knowledge_bases_per_agent": resolve_kb_cap(
-            settings, services.config.bounds, services.config.defaults
-        ),
-        "pii_entities": pii_entities_in_force(services, settings),
-        "pii_allow_list": resolve_pii_allow_list(settings),
-        "pii_operators": resolve_pii_operators(settings),
-        "turn_retention_s": turn_retention(services, workspace),
-    }
-
-
-def pii_entities_in_force(
-    services: Services, settings: Mapping[str, Any] | None
-) -> Resolved[tuple[str, ...]]:
-    """The configured entity types that a loaded recognizer finds (`clamped` when some
-    configured type has none: PERSON, LOCATION and ORGANIZATION need the NER pipeline)."""
-    configured = resolve_pii_entities(settings)
-    loaded = in_force(services.redactor, configured.value)
-    return Resolved(
-        loaded,
-        configured.source,
-        configured.clamped or loaded != configured.value,
-        configured.malformed,
-    )
-
-
-def turn_retention(services: Services, workspace: Workspace | None) -> Resolved[int]:
-    """How long this workspace's turn records are kept (the platform's default when its
-    settings could not be read)."""
-    return resolve_turn_retention(
-        workspace.settings if workspace else None,
-        services.config.turn_ttl_s,
-        services.config.turn_ttl_max_s,
-    )
 
 
 def check_allow_list(entries: Any) -> None:
@@ -97,14 +57,14 @@ def check_allow_list(entries: Any) -> None:
 
 
 async def change_settings(
-    services: Services, principal: Principal, changes: Mapping[str, Any]
+    workspaces: WorkspaceSettings, principal: Principal, changes: Mapping[str, Any]
 ) -> Workspace:
     """Apply and audit (key id, never the key); in force here at once, elsewhere within 30 s.
 
     An allow-list with an unusable entry is InvalidInputError, and nothing changes."""
     check_allow_list(changes.get(PII_ALLOW_LIST))
     try:
-        updated = await services.store.update_workspace_settings(
+        updated = await workspaces.store.update_workspace_settings(
             principal.tenant_id,
             changes,
             key_id=principal.key_id,
@@ -112,11 +72,11 @@ async def change_settings(
         )
     except StoreNotFoundError:
         raise NotFoundError("no such workspace") from None
-    services.settings.invalidate(principal.tenant_id)
-    services.telemetry.count("settings_changes", len(changes))
+    workspaces.settings.invalidate(principal.tenant_id)
+    workspaces.telemetry.count("settings_changes", len(changes))
     return updated
 
 
-async def history(services: Services, principal: Principal) -> list[SettingChange]:
-    await workspace_of(services, principal)
-    return await services.store.settings_history(principal.tenant_id)
+async def history(store: SettingsStore, principal: Principal) -> list[SettingChange]:
+    await workspace_of(store, principal)
+    return await store.settings_history(principal.tenant_id)

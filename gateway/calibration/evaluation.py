@@ -10,6 +10,7 @@ queue behind it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -20,8 +21,7 @@ from typing import Any, Literal, TypeVar
 import msgspec
 
 from gateway.access.auth import Principal
-from gateway.access.expensive import Stop, stop_point
-from gateway.admin.knowledge import knowledge_base_effective
+from gateway.access.expensive import ExpensiveWork, Stop, stop_point
 from gateway.calibration.builtin import off_topic_questions
 from gateway.calibration.grounding_floor import GROUNDING_QUESTIONS, ScoredAnswers, score_answers
 from gateway.calibration.measure import RANKING_DEPTH, KbUnderTest, Measured, measure, run_with
@@ -55,12 +55,15 @@ from gateway.calibration.report import (
     Recommendation,
     Weights,
 )
-from gateway.retrieval.plan import with_lines
-from gateway.runtime.services import Services
-from ingest.embedding import Embedding
+from gateway.retrieval.legs import Search
+from gateway.retrieval.plan import Planning, with_lines
+from ingest.embedder.embedding import Embedder, Embedding
+from ingest.engines.blocking import BlockingIndex
+from settings.effective import knowledge_base_effective
 from settings.golden import GoldenSet
 from settings.records import KnowledgeBase
 from settings.resolve import resolve_strict_isolation
+from settings.store import SettingsStore
 
 T = TypeVar("T")
 #: reports how far a run is: stage, units done, units in all
@@ -72,15 +75,28 @@ _CHANNELS = {"dense": Weights(dense=1.0, keyword=0.0), "keyword": Weights(dense=
 
 
 @dataclass(frozen=True, slots=True)
+class Evaluator:
+    """What an evaluation uses: the KB's plan and measured lines, its legs ranked as a turn
+    ranks them, the model, the expensive-work pool its units of work run on, and the
+    workspace's record (its strict isolation, read fresh)."""
+
+    planning: Planning
+    search: Search
+    embedder: Embedder
+    expensive: ExpensiveWork
+    store: SettingsStore
+
+
+@dataclass(frozen=True, slots=True)
 class _Pool:
     """Units of work on the expensive-work pool, under the workspace's slots (waiting
     for one rather than being refused)."""
 
-    services: Services
+    expensive: ExpensiveWork
     tenant_id: str
 
     async def run(self, work: Callable[[Stop], T]) -> T:
-        return await self.services.expensive.run(self.tenant_id, work, kind="evaluation", wait=True)
+        return await self.expensive.run(self.tenant_id, work, kind="evaluation", wait=True)
 
 
 @dataclass(slots=True)
@@ -155,7 +171,7 @@ class _Choice:
 
 
 async def evaluate(
-    services: Services,
+    evaluator: Evaluator,
     principal: Principal,
     kb: KnowledgeBase,
     golden: GoldenSet,
@@ -164,7 +180,7 @@ async def evaluate(
     """Measure the golden set on the KB under the caller's Scope, recommend settings, run
     them through the turn, and report."""
     started = time.perf_counter()
-    run = await _prepare(services, principal, kb, golden, progress)
+    run = await _prepare(evaluator, principal, kb, golden, progress)
     measurements = await _measure(run)
     choice = _choose(run, measurements)
     kept = [await _verify(run, e, choice.turn_settings()) for e in measurements.answerable]
@@ -175,7 +191,7 @@ async def evaluate(
 
 
 async def _prepare(
-    services: Services,
+    evaluator: Evaluator,
     principal: Principal,
     kb: KnowledgeBase,
     golden: GoldenSet,
@@ -185,19 +201,23 @@ async def _prepare(
     questions, answered = len(golden.questions), min(len(golden.questions), GROUNDING_QUESTIONS)
     steps = _Steps(progress, total=2 * (questions + len(off_topic)) + answered + 1)
     await progress("embedding", 0, steps.total)
-    under_test = KbUnderTest(services, principal, kb, await _strict(services, principal))
-    (lined,) = await with_lines(services, [under_test.plan({})], wait=True)
+    strict = await _strict(evaluator.store, principal)
+    index = BlockingIndex(evaluator.search.index, asyncio.get_running_loop())
+    under_test = KbUnderTest(evaluator.search, evaluator.embedder, principal, kb, strict, index)
+    (lined,) = await with_lines(evaluator.planning, [under_test.plan({})], wait=True)
     if lined.score_threshold.source == "measured":
         under_test = dataclasses.replace(
             under_test, line=lined.score_threshold, joint_line=lined.joint_line
         )
+    config = evaluator.planning.config
+    effective = knowledge_base_effective(kb, config.bounds, config.defaults)
     return _Run(
-        pool=_Pool(services, principal.tenant_id),
+        pool=_Pool(evaluator.expensive, principal.tenant_id),
         steps=steps,
         kb=under_test,
-        axes=floor_axes(services.config.bounds),
+        axes=floor_axes(config.bounds),
         effective={
-            **{name: found.value for name, found in knowledge_base_effective(services, kb).items()},
+            **{name: found.value for name, found in effective.items()},
             "score_threshold": lined.score_threshold.value,
         },
         golden=golden,
@@ -209,8 +229,8 @@ async def _prepare(
 async def _measure(run: _Run) -> _Measurements:
     """Every question measured, every grounding answer scored, missing documents counted."""
     questions = [question.question for question in run.golden.questions]
-    services = run.kb.services
-    embeddings = await run.pool.run(partial(_embed, services, [*questions, *run.off_topic]))
+    embedder = run.kb.embedder
+    embeddings = await run.pool.run(partial(_embed, embedder, [*questions, *run.off_topic]))
     await run.steps.step("embedding")
     rankings = _ranking_runs(run.axes, run.weights)
     kept: list[Measured] = []
@@ -344,9 +364,9 @@ def _ndcg(rankings: Sequence[Sequence[str]], golden: GoldenSet) -> float:
     return mean([ndcg_at(r, g, 10) for r, g in zip(rankings, grades, strict=True)])
 
 
-async def _strict(services: Services, principal: Principal) -> bool:
+async def _strict(store: SettingsStore, principal: Principal) -> bool:
     """The workspace's strict isolation, as a turn resolves it."""
-    workspace = await services.store.get_workspace(principal.tenant_id)
+    workspace = await store.get_workspace(principal.tenant_id)
     settings = workspace.settings if workspace else None
     created_at = workspace.created_at if workspace else ""
     return resolve_strict_isolation(settings, created_at).value
@@ -358,12 +378,12 @@ def _off_topic(golden: GoldenSet) -> tuple[list[str], Literal["golden_set", "bui
     return list(off_topic_questions()), "built_in"
 
 
-def _embed(services: Services, texts: Sequence[str], stop: Stop) -> list[Embedding]:
+def _embed(embedder: Embedder, texts: Sequence[str], stop: Stop) -> list[Embedding]:
     """Every question embedded as a turn embeds it, a batch per model call."""
     found: list[Embedding] = []
     for start in range(0, len(texts), _EMBED_BATCH):
         stop_point(stop)
-        found.extend(services.embedder.embed_queries(list(texts[start : start + _EMBED_BATCH])))
+        found.extend(embedder.embed_queries(list(texts[start : start + _EMBED_BATCH])))
     return found
 
 
@@ -427,7 +447,7 @@ def _missing_documents(kb: KbUnderTest, golden: GoldenSet, stop: Stop) -> int:
     """Expected document ids the KB does not hold, in the caller's Scope."""
     stop_point(stop)
     plan = kb.plan({})
-    held = kb.services.index.document_ids(plan.collection, plan.scope)
+    held = kb.index.document_ids(plan.collection, plan.scope)
     expected = {document for question in golden.questions for document in question.document_ids}
     return len(expected - held)
 

@@ -61,7 +61,7 @@ def _expected_text(kb: KbUnderTest, document_ids: Sequence[str], stop: Stop) -> 
     plan = kb.plan({})
     for document_id in document_ids:
         stop_point(stop)
-        passages = kb.services.index.scroll_document(plan.collection, plan.scope, document_id)
+        passages = kb.index.scroll_document(plan.collection, plan.scope, document_id)
         if passages and passages[0].payload.text.strip():
             return passages[0].payload.text
     return None
@@ -69,13 +69,13 @@ def _expected_text(kb: KbUnderTest, document_ids: Sequence[str], stop: Stop) -> 
 
 def _score(kb: KbUnderTest, answer: str, stop: Stop) -> float | None:
     plan = kb.plan({})
-    defaults = kb.services.config.defaults
+    defaults = kb.search.config.defaults
     floor = resolve_grounding_floor(kb.kb.settings, defaults).value
     found = check(
         answer,
         [Target(collection=plan.collection, scope=plan.scope, floor=floor)],
-        kb.services.index,
-        kb.services.embedder,
+        kb.index,
+        kb.embedder,
         default_floor=defaults.grounding_floor,
         checkpoint=partial(stop_point, stop),
     )

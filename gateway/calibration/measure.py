@@ -20,11 +20,12 @@ from gateway.access.auth import Principal
 from gateway.access.expensive import Stop, stop_point
 from gateway.calibration.recommend import FloorAxis
 from gateway.retrieval.fusion import RankedLeg
-from gateway.retrieval.legs import rank_plan
-from gateway.retrieval.plan import KbPlan, plan_knowledge_base, with_measured_lines
+from gateway.retrieval.kb_plan import KbPlan
+from gateway.retrieval.legs import Search, rank_plan
+from gateway.retrieval.plan import plan_knowledge_base, with_measured_lines
 from gateway.retrieval.turn import fused_and_capped
-from gateway.runtime.services import Services
-from ingest.embedding import Embedding
+from ingest.embedder.embedding import Embedder, Embedding
+from ingest.engines.blocking import BlockingIndex
 from ingest.index import RankedPoint
 from settings.records import KnowledgeBase
 from settings.resolve import Resolved
@@ -42,12 +43,16 @@ _MAX_DOUBLINGS = 40
 
 @dataclass(frozen=True, slots=True)
 class KbUnderTest:
-    """The KB an evaluation measures, as the caller's key sees it."""
+    """The KB an evaluation measures, as the caller's key sees it: ranked as a turn ranks
+    it (`search`, with the platform's config), questions and answers embedded by `embedder`."""
 
-    services: Services
+    search: Search
+    embedder: Embedder
     principal: Principal
     kb: KnowledgeBase
     strict: bool
+    #: the index, for the evaluation's worker threads
+    index: BlockingIndex
     #: the KB's measured off-topic line for this key, in force where no setting gives
     #: `score_threshold` (None: the platform default is)
     line: Resolved[float] | None = None
@@ -57,7 +62,7 @@ class KbUnderTest:
     def plan(self, overrides: Mapping[str, Any]) -> KbPlan:
         """The KB's plan with `overrides` written over its stored settings."""
         kb = msgspec.structs.replace(self.kb, settings={**self.kb.settings, **overrides})
-        plan = plan_knowledge_base(self.services, self.principal, kb, None, self.strict)
+        plan = plan_knowledge_base(self.search.config, self.principal, kb, None, self.strict)
         if self.line is not None and plan.score_threshold.source == "platform":
             joint = self.line.value if self.joint_line is None else self.joint_line
             plan = with_measured_lines(plan, self.line, joint)
@@ -69,12 +74,12 @@ class KbUnderTest:
         """The documents a turn with these settings returns, best first (`depth`: that many,
         whatever `top_k` says), and the legs it ranked."""
         plan = self.plan(overrides)
-        leg_limit = self.services.config.leg_limit
+        leg_limit = self.search.config.leg_limit
         if depth is not None:
             plan = dataclasses.replace(plan, top_k=Resolved(depth, "knowledge_base"))
             leg_limit = max(leg_limit, RANKING_LEG_LIMIT)
-        legs = rank_plan(self.services, plan, [embedding], leg_limit=leg_limit)
-        _, kept = fused_and_capped(self.services, [plan], legs)
+        legs = self.index.run(rank_plan(self.search, plan, [embedding], leg_limit=leg_limit))
+        _, kept = fused_and_capped(self.search.config, [plan], legs)
         return list(dict.fromkeys(c.document_key[1] for c in kept)), legs
 
 

@@ -13,24 +13,37 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import msgspec
 
 from gateway.access.auth import Principal
-from gateway.calibration.evaluation import evaluate
+from gateway.background import BackgroundTasks
+from gateway.calibration.evaluation import Evaluator, evaluate
 from gateway.calibration.report import EvaluationReport
 from gateway.errors import ConflictError, DependencyUnavailableError
-from gateway.runtime.services import Services
+from gateway.telemetry import Telemetry
 from ingest.index import IndexUnavailableError
 from settings.golden import Evaluation, EvaluationStatus, GoldenSet
 from settings.records import KnowledgeBase
-from settings.store import StoreUnavailableError
+from settings.store import SettingsStore, StoreUnavailableError
 
 #: how long a running evaluation holds the workspace's lease without writing progress
 LEASE_S = 120.0
 _PROGRESS_EVERY_S = 1.0
 _TASK = "evaluation"
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluations:
+    """What running evaluations uses: their records (and the workspace's lease) in the
+    store, the process's background tasks, counts, and the evaluator each one runs."""
+
+    store: SettingsStore
+    background: BackgroundTasks
+    telemetry: Telemetry
+    evaluator: Evaluator
 
 
 def _now() -> str:
@@ -61,8 +74,9 @@ class _Gone(Exception):
 class _Tracker:
     """The running evaluation's record, written as it progresses."""
 
-    def __init__(self, services: Services, evaluation: Evaluation) -> None:
-        self.services = services
+    def __init__(self, store: SettingsStore, telemetry: Telemetry, evaluation: Evaluation) -> None:
+        self.store = store
+        self.telemetry = telemetry
         self.evaluation = evaluation
         self._written = time.monotonic()
 
@@ -75,7 +89,7 @@ class _Tracker:
 
     async def _write(self) -> None:
         self._written = time.monotonic()
-        if not await self.services.store.update_evaluation(self.evaluation, lease_s=LEASE_S):
+        if not await self.store.update_evaluation(self.evaluation, lease_s=LEASE_S):
             raise _Gone
 
     async def finish(self, report: EvaluationReport) -> None:
@@ -87,21 +101,21 @@ class _Tracker:
             updated_at=_now(),
             report=msgspec.to_builtins(report),
         )
-        await self.services.store.update_evaluation(self.evaluation, lease_s=LEASE_S)
+        await self.store.update_evaluation(self.evaluation, lease_s=LEASE_S)
 
     async def fail(self, reason: str) -> None:
         self.evaluation = msgspec.structs.replace(
             self.evaluation, status=EvaluationStatus.FAILED, error=reason, updated_at=_now()
         )
         try:
-            await self.services.store.update_evaluation(self.evaluation, lease_s=LEASE_S)
+            await self.store.update_evaluation(self.evaluation, lease_s=LEASE_S)
         except StoreUnavailableError:
             # Its lease runs out on its own; `shown` then reports it failed.
-            self.services.telemetry.count("evaluation_record_failed")
+            self.telemetry.count("evaluation_record_failed")
 
 
 async def start(
-    services: Services, principal: Principal, kb: KnowledgeBase, golden: GoldenSet
+    evaluations: Evaluations, principal: Principal, kb: KnowledgeBase, golden: GoldenSet
 ) -> Evaluation:
     """Record a new running evaluation and start it; ConflictError while another
     evaluation of the workspace runs."""
@@ -115,51 +129,52 @@ async def start(
         updated_at=now,
         stage="queued",
     )
-    holder = await services.store.start_evaluation(evaluation, lease_s=LEASE_S)
+    holder = await evaluations.store.start_evaluation(evaluation, lease_s=LEASE_S)
     if holder is not None:
         raise ConflictError(
             f"evaluation {holder} is running in this workspace; one runs at a time",
             field="evaluation",
         )
-    services.background.start(
-        task_key(evaluation), _run(services, principal, kb, golden, evaluation)
+    evaluations.background.start(
+        task_key(evaluation), _run(evaluations, principal, kb, golden, evaluation)
     )
-    services.telemetry.count("evaluations_started")
+    evaluations.telemetry.count("evaluations_started")
     return evaluation
 
 
 async def _run(
-    services: Services,
+    evaluations: Evaluations,
     principal: Principal,
     kb: KnowledgeBase,
     golden: GoldenSet,
     evaluation: Evaluation,
 ) -> None:
-    tracker = _Tracker(services, evaluation)
+    telemetry = evaluations.telemetry
+    tracker = _Tracker(evaluations.store, telemetry, evaluation)
     started = time.perf_counter()
     try:
-        report = await evaluate(services, principal, kb, golden, tracker.progress)
+        report = await evaluate(evaluations.evaluator, principal, kb, golden, tracker.progress)
         await tracker.finish(report)
     except _Gone:
-        services.telemetry.count("evaluations_dropped")
+        telemetry.count("evaluations_dropped")
         return
     except asyncio.CancelledError:
         await asyncio.shield(tracker.fail("stopped: the gateway shut down or the KB went"))
         raise
     except (DependencyUnavailableError, IndexUnavailableError, StoreUnavailableError):
-        services.telemetry.count("evaluations_failed")
+        telemetry.count("evaluations_failed")
         await tracker.fail("a dependency was unavailable; run it again")
         return
     except Exception as error:
         # The type only: messages of unexpected errors may quote workspace content.
-        services.telemetry.log.error(  # noqa: TRY400 — a traceback would carry the message
+        telemetry.log.error(  # noqa: TRY400 — a traceback would carry the message
             "evaluation_failed", error_type=type(error).__name__
         )
-        services.telemetry.count("evaluations_failed")
+        telemetry.count("evaluations_failed")
         await tracker.fail("internal error")
         return
-    services.telemetry.count("evaluations_done")
-    services.telemetry.observe_stage("evaluation", time.perf_counter() - started)
+    telemetry.count("evaluations_done")
+    telemetry.observe_stage("evaluation", time.perf_counter() - started)
 
 
 def shown(evaluation: Evaluation) -> Evaluation:

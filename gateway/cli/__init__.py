@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from gateway.blas import single_threaded_blas
 from gateway.cli.admin import add_admin_commands
 from gateway.cli.backfill import add_backfill_command
 from gateway.cli.ingest import add_ingest_command
@@ -19,7 +20,6 @@ from gateway.cli.pii import add_pii_command
 from gateway.cli.serve import add_serve_command
 from gateway.cli.transfer import add_transfer_commands
 from gateway.cli.workspace_settings import add_settings_commands
-from gateway.runtime.blas import single_threaded_blas
 from gateway.tools.evaluation.command import add_eval_command
 from gateway.tools.probe.command import add_probe_command
 from settings.config import ConfigError

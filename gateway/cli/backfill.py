@@ -77,14 +77,14 @@ async def _backfill_org(args: argparse.Namespace, config: Config) -> int:
             clearance=Classification.RESTRICTED,
             strict=False,
         )
-        index, _ = await asyncio.to_thread(build_index, config)
+        index, _ = await build_index(config)
         try:
             for collection in counts:
-                counts[collection] = await asyncio.to_thread(index.backfill_org, collection, scope)
+                counts[collection] = await index.backfill_org(collection, scope)
         except IndexUnavailableError as error:
             return fail(engine_message(error, config.data_dir))
         finally:
-            await asyncio.to_thread(index.close)
+            await index.close()
     total = sum(counts.values())
     if args.json:
         say(json.dumps({"updated": total, "collections": counts, "knowledge_bases": kb_ids}))

@@ -9,8 +9,8 @@ from pathlib import Path
 from gateway.access.auth import Principal
 from gateway.admin import knowledge
 from gateway.admin.bulk import IncomingDocument, Line, open_bulk_write
+from gateway.admin.knowledge import Documents
 from gateway.errors import GatewayError, NotFoundError
-from gateway.runtime.services import Services
 from ingest.connector import (
     DocumentRejectedError,
     PutAnswer,
@@ -18,7 +18,7 @@ from ingest.connector import (
     SinkUnavailableError,
     Upload,
 )
-from ingest.index import DiskFullError, IndexUnavailableError
+from ingest.index import DiskFullError, Index, IndexUnavailableError
 from settings.store import StoreUnavailableError
 
 
@@ -26,16 +26,21 @@ class EmbeddedSink:
     """The connector's sink for an embedded data dir: the gateway's own document functions."""
 
     def __init__(
-        self, services: Services, principal: Principal, kb_id: str, data_dir: Path
+        self, documents: Documents, index: Index, principal: Principal, kb_id: str, data_dir: Path
     ) -> None:
-        self._services = services
+        """`documents` writes and deletes them, `index` lists them, as `principal`."""
+        self._documents = documents
+        self._index = index
         self._principal = principal
         self._kb_id = kb_id
         self._data_dir = data_dir
 
     async def list_document_ids(self) -> set[str]:
         try:
-            return set(await knowledge.list_documents(self._services, self._principal, self._kb_id))
+            found = await knowledge.list_documents(
+                self._documents.store, self._index, self._principal, self._kb_id
+            )
+            return set(found)
         except NotFoundError:
             raise SinkUnavailableError(
                 f"no knowledge base {self._kb_id!r} in workspace {self._principal.tenant_id!r}; "
@@ -47,7 +52,7 @@ class EmbeddedSink:
     async def put_documents(self, uploads: Sequence[Upload]) -> AsyncIterator[PutResult]:
         """The gateway's own bulk write (`gateway.admin.bulk`), one result per upload."""
         try:
-            bulk = await open_bulk_write(self._services, self._principal, self._kb_id)
+            bulk = await open_bulk_write(self._documents, self._principal, self._kb_id)
         except NotFoundError:
             raise SinkUnavailableError(f"the knowledge base {self._kb_id!r} is gone") from None
         async for result in bulk.results(_lines(uploads)):
@@ -64,7 +69,7 @@ class EmbeddedSink:
     async def delete_document(self, document_id: str) -> int:
         try:
             return await knowledge.delete_document(
-                self._services, self._principal, self._kb_id, document_id
+                self._documents, self._principal, self._kb_id, document_id
             )
         except NotFoundError:
             return 0

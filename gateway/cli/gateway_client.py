@@ -26,6 +26,11 @@ import msgspec
 
 if TYPE_CHECKING:
     from gateway.access.auth import Principal
+    from gateway.admin.knowledge import Knowledge
+    from gateway.admin.lifecycle import Deletions
+    from gateway.admin.workspace import WorkspaceSettings
+    from gateway.retrieval.plan import Planning
+    from gateway.retrieval.turn import Retrieval
     from gateway.runtime.services import Services
 
 S = TypeVar("S", bound=msgspec.Struct)
@@ -190,11 +195,38 @@ def _problem(raw: bytes) -> dict[str, Any]:
 
 
 class EmbeddedGateway:
-    """The embedded data dir's services in this process (see the module docstring)."""
+    """The embedded data dir's use cases in this process (see the module docstring)."""
 
-    def __init__(self, services: Services, workspace: Principal | None) -> None:
-        self._services = services
+    def __init__(
+        self,
+        *,
+        knowledge: Knowledge,
+        planning: Planning,
+        retrieval: Retrieval,
+        workspaces: WorkspaceSettings,
+        deletions: Deletions,
+        workspace: Principal | None,
+    ) -> None:
+        """The use cases the commands run, and the workspace they act in (None: platform
+        operations only)."""
+        self._knowledge = knowledge
+        self._planning = planning
+        self._retrieval = retrieval
+        self._workspaces = workspaces
+        self._deletions = deletions
         self._workspace = workspace
+
+    @classmethod
+    def of(cls, services: Services, workspace: Principal | None) -> EmbeddedGateway:
+        """The gateway over the use cases the composition root wired."""
+        return cls(
+            knowledge=services.knowledge,
+            planning=services.planning,
+            retrieval=services.retrieval,
+            workspaces=services.workspaces,
+            deletions=services.deletions,
+            workspace=workspace,
+        )
 
     async def create_org(self, org_id: str) -> dict[str, Any]:
         from gateway.admin import provisioning
@@ -202,7 +234,9 @@ class EmbeddedGateway:
         from ingest.index import org_collection
 
         data = _strict(CreateOrg, {"org_id": org_id})
-        org = await self._core(provisioning.create_org(self._services, data.org_id))
+        org = await self._core(
+            provisioning.create_org(self._knowledge.store, self._knowledge.index, data.org_id)
+        )
         collection = org_collection(org.org_id)
         return _json(OrgOut(org_id=org.org_id, created_at=org.created_at, collection=collection))
 
@@ -215,7 +249,9 @@ class EmbeddedGateway:
         body = {"tenant_id": tenant_id, **({"created_at": created_at} if created_at else {})}
         data = _strict(CreateWorkspace, body)
         workspace = await self._core(
-            provisioning.create_workspace(self._services, org_id, data.tenant_id, data.created_at)
+            provisioning.create_workspace(
+                self._knowledge.store, org_id, data.tenant_id, data.created_at
+            )
         )
         return _json(
             WorkspaceOut(
@@ -231,7 +267,7 @@ class EmbeddedGateway:
         from gateway.http.routes.provisioning import workspace_deleted_out
 
         removal = await self._core(
-            lifecycle.delete_workspace(self._services, org_id, tenant_id, PLATFORM)
+            lifecycle.delete_workspace(self._deletions, org_id, tenant_id, PLATFORM)
         )
         return _json(workspace_deleted_out(org_id, tenant_id, removal))
 
@@ -240,7 +276,7 @@ class EmbeddedGateway:
         from gateway.admin.provisioning import PLATFORM
         from gateway.http.routes.provisioning import org_deleted_out
 
-        done = await self._core(lifecycle.delete_org(self._services, org_id, PLATFORM))
+        done = await self._core(lifecycle.delete_org(self._deletions, org_id, PLATFORM))
         return _json(org_deleted_out(org_id, done))
 
     async def create_key(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -250,7 +286,7 @@ class EmbeddedGateway:
         data = _strict(CreateKey, body)
         secret, record = await self._core(
             provisioning.create_key(
-                self._services,
+                self._knowledge.store,
                 org_id=data.org_id,
                 tenant_id=data.tenant_id,
                 roles=data.roles,
@@ -278,7 +314,7 @@ class EmbeddedGateway:
         from gateway.http.routes.keys import key_info
         from gateway.http.schemas import KeyList
 
-        found = await self._core(keys.list_keys(self._services, PLATFORM, org_id, tenant_id))
+        found = await self._core(keys.list_keys(self._knowledge.store, PLATFORM, org_id, tenant_id))
         return _json(KeyList(keys=[key_info(key) for key in found]))
 
     async def revoke_key(self, key_id: str) -> dict[str, Any]:
@@ -286,7 +322,12 @@ class EmbeddedGateway:
         from gateway.admin.provisioning import PLATFORM
         from gateway.http.schemas import RevokedOut
 
-        revoked = await self._core(keys.revoke_key(self._services, PLATFORM, key_id))
+        knowledge = self._knowledge
+        revoked = await self._core(
+            keys.revoke_key(
+                knowledge.store, knowledge.settings, knowledge.telemetry, PLATFORM, key_id
+            )
+        )
         return _json(RevokedOut(key_id=revoked.key_id, revoked=True))
 
     async def list_knowledge_bases(self) -> dict[str, Any]:
@@ -294,35 +335,40 @@ class EmbeddedGateway:
         from gateway.http.routes.knowledge import knowledge_base_out
         from gateway.http.schemas import KnowledgeBaseList
 
-        found = await self._core(knowledge.knowledge_bases(self._services, self._admin()))
-        listed = [await knowledge_base_out(self._services, self._admin(), kb) for kb in found]
+        found = await self._core(knowledge.knowledge_bases(self._knowledge.store, self._admin()))
+        listed = [await knowledge_base_out(self._planning, self._admin(), kb) for kb in found]
         return _json(KnowledgeBaseList(knowledge_bases=listed))
 
     async def get_knowledge_base(self, kb_id: str) -> dict[str, Any]:
         from gateway.admin import knowledge
         from gateway.http.routes.knowledge import knowledge_base_out
 
-        kb = await self._core(knowledge.knowledge_base_of(self._services, self._admin(), kb_id))
-        return _json(await knowledge_base_out(self._services, self._admin(), kb))
+        kb = await self._core(
+            knowledge.knowledge_base_of(self._knowledge.store, self._admin(), kb_id)
+        )
+        return _json(await knowledge_base_out(self._planning, self._admin(), kb))
 
     async def knowledge_base_stats(self, kb_id: str) -> dict[str, Any]:
         from gateway.admin import knowledge
         from gateway.http.schemas import StatsOut
 
         documents, passages, held_back = await self._core(
-            knowledge.knowledge_base_stats(self._services, self._admin(), kb_id)
+            knowledge.knowledge_base_stats(
+                self._knowledge.store, self._knowledge.index, self._admin(), kb_id
+            )
         )
         return _json(StatsOut(documents=documents, passages=passages, held_back=held_back))
 
     async def put_knowledge_base(self, kb_id: str, body: dict[str, Any]) -> dict[str, Any]:
         from gateway.admin import knowledge
-        from gateway.http.routes.knowledge import knowledge_base_out, knowledge_base_settings
+        from gateway.http.bodies import knowledge_base_settings
+        from gateway.http.routes.knowledge import knowledge_base_out
         from gateway.http.schemas import PutKnowledgeBase
 
         data = _strict(PutKnowledgeBase, body)
         kb, _ = await self._core(
             knowledge.put_knowledge_base(
-                self._services,
+                self._knowledge,
                 self._admin(),
                 kb_id,
                 name=data.name,
@@ -330,14 +376,14 @@ class EmbeddedGateway:
                 settings=knowledge_base_settings(data),
             )
         )
-        return _json(await knowledge_base_out(self._services, self._admin(), kb))
+        return _json(await knowledge_base_out(self._planning, self._admin(), kb))
 
     async def delete_knowledge_base(self, kb_id: str) -> dict[str, Any]:
         from gateway.admin import knowledge
         from gateway.http.schemas import KnowledgeBaseDeletedOut, KnowledgeBaseRemoved
 
         removal = await self._core(
-            knowledge.delete_knowledge_base(self._services, self._admin(), kb_id)
+            knowledge.delete_knowledge_base(self._knowledge, self._admin(), kb_id)
         )
         removed = KnowledgeBaseRemoved(
             passages=removal.passages,
@@ -351,39 +397,47 @@ class EmbeddedGateway:
         from gateway.http.routes.knowledge import agent_out
         from gateway.http.schemas import AgentList
 
-        found = await self._core(knowledge.agents(self._services, self._admin()))
-        listed = [await agent_out(self._services, self._admin(), agent) for agent in found]
+        found = await self._core(knowledge.agents(self._knowledge.store, self._admin()))
+        listed = [
+            await agent_out(self._knowledge.store, self._knowledge.config, self._admin(), agent)
+            for agent in found
+        ]
         return _json(AgentList(agents=listed))
 
     async def get_agent(self, agent_id: str) -> dict[str, Any]:
         from gateway.admin import knowledge
         from gateway.http.routes.knowledge import agent_out
 
-        agent = await self._core(knowledge.agent_of(self._services, self._admin(), agent_id))
-        return _json(await agent_out(self._services, self._admin(), agent))
+        agent = await self._core(knowledge.agent_of(self._knowledge.store, self._admin(), agent_id))
+        return _json(
+            await agent_out(self._knowledge.store, self._knowledge.config, self._admin(), agent)
+        )
 
     async def put_agent(self, agent_id: str, body: dict[str, Any]) -> dict[str, Any]:
         from gateway.admin import knowledge
-        from gateway.http.routes.knowledge import agent_out, agent_settings
+        from gateway.http.bodies import agent_settings
+        from gateway.http.routes.knowledge import agent_out
         from gateway.http.schemas import PutAgent
 
         data = _strict(PutAgent, body)
         agent, _ = await self._core(
             knowledge.put_agent(
-                self._services,
+                self._knowledge,
                 self._admin(),
                 agent_id,
                 data.knowledge_base_ids,
                 agent_settings(data),
             )
         )
-        return _json(await agent_out(self._services, self._admin(), agent))
+        return _json(
+            await agent_out(self._knowledge.store, self._knowledge.config, self._admin(), agent)
+        )
 
     async def delete_agent(self, agent_id: str) -> dict[str, Any]:
         from gateway.admin import knowledge
         from gateway.http.schemas import AgentDeletedOut
 
-        agent = await self._core(knowledge.delete_agent(self._services, self._admin(), agent_id))
+        agent = await self._core(knowledge.delete_agent(self._knowledge, self._admin(), agent_id))
         return _json(AgentDeletedOut(agent_id=agent.agent_id, deleted=True))
 
     async def retrieve(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -394,10 +448,10 @@ class EmbeddedGateway:
 
         data = _strict(RetrieveIn, body)
         # a one-off process: its only turn counts, so the KBs' lines are measured first
-        await self._core(settle_lines(self._services, self._admin(), data.agent_id))
+        await self._core(settle_lines(self._planning, self._admin(), data.agent_id))
         result = await self._core(
             turn.retrieve(
-                self._services, self._admin(), data.agent_id, data.question, data.variations
+                self._retrieval, self._admin(), data.agent_id, data.question, data.variations
             )
         )
         return _json(retrieve_out(result))
@@ -406,25 +460,26 @@ class EmbeddedGateway:
         from gateway.admin import workspace
         from gateway.http.routes.workspace import workspace_settings_out
 
-        found = await self._core(workspace.workspace_of(self._services, self._admin()))
-        return _json(workspace_settings_out(self._services, found))
+        found = await self._core(workspace.workspace_of(self._workspaces.store, self._admin()))
+        return _json(workspace_settings_out(self._workspaces, found))
 
     async def change_workspace_settings(self, body: dict[str, Any]) -> dict[str, Any]:
         from gateway.admin import workspace
-        from gateway.http.routes.workspace import settings_changes, workspace_settings_out
+        from gateway.http.bodies import settings_changes
+        from gateway.http.routes.workspace import workspace_settings_out
         from gateway.http.schemas import PatchWorkspaceSettings
 
         changes = settings_changes(_strict(PatchWorkspaceSettings, body))
         updated = await self._core(
-            workspace.change_settings(self._services, self._admin(), changes)
+            workspace.change_settings(self._workspaces, self._admin(), changes)
         )
-        return _json(workspace_settings_out(self._services, updated))
+        return _json(workspace_settings_out(self._workspaces, updated))
 
     async def settings_history(self) -> dict[str, Any]:
         from gateway.admin import workspace
         from gateway.http.routes.workspace import history_out
 
-        changes = await self._core(workspace.history(self._services, self._admin()))
+        changes = await self._core(workspace.history(self._workspaces.store, self._admin()))
         return _json(history_out(changes))
 
     async def workspace_changes(self, kind: str, object_id: str | None) -> dict[str, Any]:
@@ -432,7 +487,9 @@ class EmbeddedGateway:
         from gateway.http.routes.workspace import admin_changes_out
 
         changes = await self._core(
-            knowledge.admin_history(self._services, self._admin(), kind=kind, object_id=object_id)
+            knowledge.admin_history(
+                self._knowledge.store, self._admin(), kind=kind, object_id=object_id
+            )
         )
         return _json(admin_changes_out(changes))
 
@@ -478,8 +535,8 @@ async def embedded_gateway(
     workspace does not exist."""
     from gateway.access.auth import Principal
     from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
-    from gateway.runtime.services import build_services, for_a_command
-    from gateway.runtime.telemetry import Telemetry, build_logger
+    from gateway.runtime.services import build_services
+    from gateway.telemetry import Telemetry, build_logger
     from ingest.payload import Classification
     from settings.config import load_config
     from settings.records import Role
@@ -489,9 +546,7 @@ async def embedded_gateway(
         lock = hold_data_dir(config, purpose)
     except DataDirInUseError as error:
         raise Unreachable(str(error)) from None
-    services = await build_services(
-        for_a_command(config), Telemetry(build_logger("WARNING", sys.stderr))
-    )
+    services = await build_services(config, Telemetry(build_logger("WARNING", sys.stderr)))
     try:
         workspace = None
         if tenant_id is not None:
@@ -505,7 +560,7 @@ async def embedded_gateway(
                 tenant_id=found.tenant_id,
                 clearance=Classification.RESTRICTED,
             )
-        yield EmbeddedGateway(services, workspace)
+        yield EmbeddedGateway.of(services, workspace)
     finally:
         await services.close()
         if lock is not None:

@@ -188,8 +188,8 @@ async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
     from gateway.cli.embedded_sink import EmbeddedSink, engine_message
     from gateway.cli.gateway_client import EmbeddedGateway
     from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
-    from gateway.runtime.services import build_services, for_a_command
-    from gateway.runtime.telemetry import Telemetry, build_logger
+    from gateway.runtime.services import build_services
+    from gateway.telemetry import Telemetry, build_logger
     from ingest.index import IndexUnavailableError
     from settings.records import Role
 
@@ -199,9 +199,7 @@ async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
         data_dir_lock = hold_data_dir(config, "ingest")
     except DataDirInUseError as error:
         return fail(str(error))
-    services = await build_services(
-        for_a_command(config), Telemetry(build_logger("WARNING", sys.stderr))
-    )
+    services = await build_services(config, Telemetry(build_logger("WARNING", sys.stderr)))
     try:
         workspace = await services.store.get_workspace(args.tenant)
         if workspace is None:
@@ -215,12 +213,12 @@ async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
             tenant_id=workspace.tenant_id,
             clearance=Classification.RESTRICTED,
         )
-        sink = EmbeddedSink(services, principal, args.kb, config.data_dir)
+        sink = EmbeddedSink(services.documents, services.index, principal, args.kb, config.data_dir)
         admin = dataclasses.replace(principal, roles=frozenset({Role.ADMIN, Role.INGEST}))
-        status = await _prepare_then_sync(args, EmbeddedGateway(services, admin), sink)
+        status = await _prepare_then_sync(args, EmbeddedGateway.of(services, admin), sink)
         # No gateway serves this data dir now: index what was written, as a start would.
         try:
-            await asyncio.to_thread(services.index.optimize)
+            await services.index.optimize()
         except IndexUnavailableError as error:  # searched exactly meanwhile: still served
             reason = engine_message(error, config.data_dir)
             progress(f"kbgate ingest: the search indexes were not built: {reason}")

@@ -43,7 +43,7 @@ def run_healthcheck(args: argparse.Namespace) -> int:
 
 
 def run_prepare_model(args: argparse.Namespace) -> int:
-    from ingest.embedding import assemble_minilm
+    from ingest.embedder.embedding import assemble_minilm
 
     config = load_config(os.environ, model_cache_dir=args.model_dir)
     if config.embedding_model:

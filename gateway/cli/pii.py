@@ -87,17 +87,17 @@ async def _analyse_org(args: argparse.Namespace, config: Config) -> int:
     finally:
         await store.close()
     redactor = await asyncio.to_thread(Redactor.build)
-    index, _ = await asyncio.to_thread(build_index, config)
+    index, _ = await build_index(config)
     analysed = 0
     try:
         for target in targets:
-            analysed += await asyncio.to_thread(
-                analyse_stale, index, redactor, target.collection, target.write_scope()
+            analysed += await analyse_stale(
+                index, redactor, target.collection, target.write_scope()
             )
     except IndexUnavailableError as error:
         return fail(engine_message(error, config.data_dir))
     finally:
-        await asyncio.to_thread(index.close)
+        await index.close()
     report = {
         "analysed": analysed,
         "knowledge_bases": len(targets),
@@ -116,7 +116,7 @@ async def _analyse_org(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
-def analyse_stale(index: Index, redactor: Redactor, collection: str, scope: Scope) -> int:
+async def analyse_stale(index: Index, redactor: Redactor, collection: str, scope: Scope) -> int:
     """Analyse and store, page by page, every passage inside the scope whose analysis is
     missing or another analyzer's; returns how many were written."""
     from ingest.payload import PiiAnalysis
@@ -124,14 +124,14 @@ def analyse_stale(index: Index, redactor: Redactor, collection: str, scope: Scop
     version = redactor.analyzer_version
     written, offset = 0, None
     while True:
-        page, offset = index.stale_pii_page(collection, scope, version, offset, PAGE)
+        page, offset = await index.stale_pii_page(collection, scope, version, offset, PAGE)
         if page:
             strings = [s for p in page for s in (p.payload.text, p.payload.title)]
-            spans = iter(redactor.analyze_texts(strings))
+            spans = iter(await asyncio.to_thread(redactor.analyze_texts, strings))
             analyses = {
                 p.point_id: PiiAnalysis(analyzer=version, text=next(spans), title=next(spans))
                 for p in page
             }
-            written += index.set_pii(collection, scope, analyses)
+            written += await index.set_pii(collection, scope, analyses)
         if offset is None:
             return written

@@ -44,7 +44,7 @@ def run_serve(args: argparse.Namespace) -> int:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     try:
         data_dir_lock = hold_data_dir(config, "serve")  # held until the process exits
-        check_index_server(config)
+        asyncio.run(check_index_server(config))
     except (DataDirInUseError, IncompatibleServerError) as error:
         return fail(str(error))
     generated = asyncio.run(_ensure_platform_key(config))

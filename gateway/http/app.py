@@ -1,7 +1,8 @@
 """The app factory: `create_app(config, services=None) -> Litestar`.
 
 The lifespan builds the services (`gateway.runtime.services`, the composition root)
-unless a test hands its own in; handlers receive their parts by dependency injection
+unless a test hands its own in, and the console's sessions on their Redis client; each
+handler receives the use case or port it names by dependency injection
 (`gateway.http.dependencies`).
 """
 
@@ -21,11 +22,12 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.openapi.spec import Components
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.admin.upkeep import run_index_upkeep, run_upkeep
+from gateway.admin.upkeep import run_upkeep
 from gateway.errors import GatewayError
 from gateway.http.console import (
     CalibrationConsoleController,
     ConsoleController,
+    ConsoleSessions,
     KnowledgeAdminController,
     console_template_config,
 )
@@ -47,12 +49,12 @@ from gateway.http.security import PUBLIC_PATHS, BearerKeyMiddleware
 from gateway.http.shutdown import Drain, DrainMiddleware
 from gateway.http.strict_body import enforce_strict_body
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from ingest.index import IndexUnavailableError
 from ingest.sync import AnalysisFailedError, EmbeddingFailedError
-from settings.cache import InvalidationSource, follow_invalidations
+from settings.cache import CachedSettings, InvalidationSource, follow_invalidations
 from settings.config import Config
-from settings.store import StoreUnavailableError
+from settings.store import SettingsStore, StoreUnavailableError
 
 API_VERSION = "1.0.0"
 
@@ -72,20 +74,23 @@ def create_app(
         started = time.perf_counter()
         owned = services is None
         built = services or await build_services(config, telemetry)
+        # the writer's worker threads call the index on the loop that serves
+        built.documents.writer.index.bind(asyncio.get_running_loop())
         app.state.services = built
+        # the console's sign-ins: in memory, or in Redis on the process's one client
+        app.state.console_sessions = ConsoleSessions.build(built.redis)
         telemetry.log.info(
             "started",
             index=built.index_engine,
             store=built.store_engine,
             startup_ms=round((time.perf_counter() - started) * 1000, 1),
         )
-        follower = _follow_invalidations(built)
-        upkeep = asyncio.create_task(run_upkeep(built))
-        indexing = asyncio.create_task(run_index_upkeep(built))
+        follower = _follow_invalidations(built.store, built.settings)
+        upkeep = asyncio.create_task(run_upkeep(built.upkeep))
         try:
             yield
         finally:
-            for task in (indexing, upkeep, follower):
+            for task in (upkeep, follower):
                 if task is not None:
                     task.cancel()
                     with suppress(asyncio.CancelledError):
@@ -154,11 +159,13 @@ def create_app(
     return app
 
 
-def _follow_invalidations(services: Services) -> asyncio.Task[None] | None:
+def _follow_invalidations(
+    store: SettingsStore, settings: CachedSettings
+) -> asyncio.Task[None] | None:
     """On a shared store, drop cached settings whenever another replica changes them."""
-    if not isinstance(services.store, InvalidationSource):
+    if not isinstance(store, InvalidationSource):
         return None
-    return asyncio.create_task(follow_invalidations(services.store, services.settings))
+    return asyncio.create_task(follow_invalidations(store, settings))
 
 
 _EXPECTED = (

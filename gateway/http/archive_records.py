@@ -15,10 +15,13 @@ import msgspec
 from gateway.admin.calibration import check_golden_set
 from gateway.admin.workspace import check_allow_list
 from gateway.errors import InvalidInputError
+from gateway.http.bodies import (
+    agent_settings,
+    golden_questions,
+    knowledge_base_settings,
+    settings_changes,
+)
 from gateway.http.calibration_schemas import PutGoldenSet
-from gateway.http.routes.calibration import golden_questions
-from gateway.http.routes.knowledge import agent_settings, knowledge_base_settings
-from gateway.http.routes.workspace import settings_changes
 from gateway.http.schemas import PatchWorkspaceSettings, PutAgent, PutKnowledgeBase
 from settings.golden import GoldenQuestion
 

@@ -1,13 +1,13 @@
 """What handlers may ask for by name, through Litestar's dependency injection.
 
-The composition root (`gateway.runtime.services`) builds everything once; `create_app`
-registers `dependencies()` on the app, and a handler names the parts it uses as
-parameters (`store: SettingsStore`, `telemetry: Telemetry`, ...). `services` is the whole
-set, for handlers that call a core function taking it (`gateway.admin`,
-`gateway.retrieval`, `gateway.safety`). A parameter is annotated `Injected[T]`: named
-for injection and not validated (the composition root built it; checking it again on
-every request would only cost time). Middleware, which Litestar does not inject, reads
-the same object with `services_of`.
+The composition root (`gateway.runtime.services`) builds the adapters and wires each use
+case once; `create_app` registers `dependencies()` on the app, and a handler names the
+use case or port it uses as a parameter (`retrieval: Injected[Retrieval]`,
+`store: Injected[SettingsStore]`, ...). Each provider below is used by some handler. A
+parameter is annotated `Injected[T]`: named for injection and not validated (the
+composition root built it; checking it again on every request would only cost time).
+Middleware and the console's helpers, which Litestar does not inject, read their parts
+with the `..._of(state)` functions.
 """
 
 from __future__ import annotations
@@ -18,12 +18,20 @@ from litestar.datastructures import State
 from litestar.di import Dependency, Provide
 from litestar.params import SkipValidationMarker
 
-from gateway.access.expensive import ExpensiveWork
-from gateway.access.ratelimit import RateLimiter
-from gateway.http.console.sessions import ConsoleSessions
+from gateway.access.admission import Admission, Authentication
+from gateway.admin.calibration import Calibration
+from gateway.admin.knowledge import Documents, Knowledge
+from gateway.admin.lifecycle import Deletions
+from gateway.admin.transfer import Transfer
+from gateway.admin.workspace import WorkspaceSettings
+from gateway.retrieval.citations import Citations
+from gateway.retrieval.plan import Planning
+from gateway.retrieval.postcheck import GroundingCheck
+from gateway.retrieval.turn import Retrieval
+from gateway.runtime.readiness import Readiness
 from gateway.runtime.services import Services
-from gateway.runtime.telemetry import Telemetry
-from ingest.embedding import Embedder
+from gateway.safety.egress import Egress
+from gateway.telemetry import Telemetry
 from ingest.index import Index
 from settings.cache import CachedSettings
 from settings.config import Config
@@ -39,6 +47,18 @@ def services_of(state: State) -> Services:
     """The process's Services, set by the app's lifespan."""
     services: Services = state.services
     return services
+
+
+def telemetry_of(state: State) -> Telemetry:
+    return services_of(state).telemetry
+
+
+def authentication_of(state: State) -> Authentication:
+    return services_of(state).authentication
+
+
+def admission_of(state: State) -> Admission:
+    return services_of(state).admission
 
 
 def _config(state: State) -> Config:
@@ -57,39 +77,76 @@ def _index(state: State) -> Index:
     return services_of(state).index
 
 
-def _embedder(state: State) -> Embedder:
-    return services_of(state).embedder
+def _readiness(state: State) -> Readiness:
+    return services_of(state).readiness
 
 
-def _telemetry(state: State) -> Telemetry:
-    return services_of(state).telemetry
+def _planning(state: State) -> Planning:
+    return services_of(state).planning
 
 
-def _expensive(state: State) -> ExpensiveWork:
-    return services_of(state).expensive
+def _retrieval(state: State) -> Retrieval:
+    return services_of(state).retrieval
 
 
-def _rate_limiter(state: State) -> RateLimiter:
-    return services_of(state).rate_limiter
+def _citations(state: State) -> Citations:
+    return services_of(state).citations
 
 
-def _console_sessions(state: State) -> ConsoleSessions:
-    return services_of(state).console_sessions
+def _grounding(state: State) -> GroundingCheck:
+    return services_of(state).grounding
+
+
+def _egress(state: State) -> Egress:
+    return services_of(state).egress
+
+
+def _workspaces(state: State) -> WorkspaceSettings:
+    return services_of(state).workspaces
+
+
+def _knowledge(state: State) -> Knowledge:
+    return services_of(state).knowledge
+
+
+def _documents(state: State) -> Documents:
+    return services_of(state).documents
+
+
+def _calibration(state: State) -> Calibration:
+    return services_of(state).calibration
+
+
+def _deletions(state: State) -> Deletions:
+    return services_of(state).deletions
+
+
+def _transfer(state: State) -> Transfer:
+    return services_of(state).transfer
 
 
 def dependencies() -> dict[str, Provide]:
     """The app's providers, by the parameter name a handler uses."""
     providers = {
-        "services": services_of,
         "config": _config,
+        "telemetry": telemetry_of,
         "store": _store,
         "settings_cache": _settings,
         "index": _index,
-        "embedder": _embedder,
-        "telemetry": _telemetry,
-        "expensive": _expensive,
-        "rate_limiter": _rate_limiter,
-        "console_sessions": _console_sessions,
+        "readiness": _readiness,
+        "authentication": authentication_of,
+        "admission": admission_of,
+        "planning": _planning,
+        "retrieval": _retrieval,
+        "citations": _citations,
+        "grounding": _grounding,
+        "egress": _egress,
+        "workspaces": _workspaces,
+        "knowledge": _knowledge,
+        "documents": _documents,
+        "calibration": _calibration,
+        "deletions": _deletions,
+        "transfer": _transfer,
     }
     # Each is a field read: run inline, never in a worker thread.
     return {name: Provide(provide, sync_to_thread=False) for name, provide in providers.items()}

@@ -1,13 +1,9 @@
 """Authentication at the edge: a middleware that sets `request.user`, and role guards.
 
-A key that verifies is always served: the key is checked first (a hash lookup; the
-platform keys compared in constant time) and the failed-authentication limit applies only
-to requests whose key does not verify. Failures are counted per client address (the peer;
-behind a proxy named in `KBGATE_TRUSTED_PROXIES`, the address it forwards,
-`gateway.http.forwarding`); past the budget a failing request from that address gets 429
-with Retry-After instead of 401 for the rest of the minute. So a misconfigured client, or
-one guessing keys, slows only itself and whoever fails from its address: never a caller
-with a valid key, whatever address it shares.
+The middleware admits a request as `gateway.access.admission` rules: its key verified
+(failures counted per client address: the peer, or behind a proxy named in
+`KBGATE_TRUSTED_PROXIES` the address it forwards, `gateway.http.forwarding`), then its
+key's and its workspace's rate-limit budgets spent.
 """
 
 from __future__ import annotations
@@ -17,11 +13,9 @@ from litestar.handlers.base import BaseRouteHandler
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
 from litestar.types import Guard
 
-from gateway.access.auth import Principal, authenticate
-from gateway.errors import RateLimitedError, UnauthenticatedError
-from gateway.http.dependencies import services_of
-from gateway.runtime.services import Services
-from settings.records import ApiKey, Role
+from gateway.access.auth import Principal
+from gateway.http.dependencies import admission_of, authentication_of
+from settings.records import Role
 
 # The admin console authenticates its own pages with a session (gateway/console).
 PUBLIC_PATHS = ("^/health", "^/metrics", "^/schema", "^/console")
@@ -34,52 +28,15 @@ def client_address(connection: ASGIConnection) -> str:  # type: ignore[type-arg]
     return client.host if client is not None else "unknown"
 
 
-async def authenticate_counted(
-    services: Services, authorization: str | None, address: str
-) -> Principal:
-    """`authenticate`; a failure is counted against `address`, and answered 429 (not 401)
-    once the address is past its budget. A key that verifies is served whatever the count.
-
-    A request without credentials is not counted (it guesses nothing).
-    """
-
-    async def lookup(key_hash: str) -> ApiKey | None:
-        known = services.settings.fresh_api_key(key_hash)
-        return known if known is not None else await services.settings.api_key(key_hash)
-
-    config = services.config
-    try:
-        principal = await authenticate(
-            lookup, (config.platform_key, config.platform_key_previous), authorization
-        )
-    except UnauthenticatedError:
-        if authorization:
-            await _failed(services, address)
-        raise
-    services.key_usage.used(principal.key_id)
-    return principal
-
-
-async def _failed(services: Services, address: str) -> None:
-    """Count a failed authentication; RateLimitedError when the address is past its budget."""
-    wait_s = await services.auth_failures.blocked(address)
-    await services.auth_failures.failed(address)
-    if wait_s is not None:
-        services.telemetry.count("auth_failures_limited")
-        raise RateLimitedError(
-            wait_s, message="too many failed authentications from this address; retry later"
-        )
-
-
 class BearerKeyMiddleware(AbstractAuthenticationMiddleware):
     """Turns `Authorization: Bearer <key>` into a Principal, or answers 401 (or 429)."""
 
     async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:  # type: ignore[type-arg]  # as above
-        services = services_of(connection.app.state)
-        principal = await authenticate_counted(
-            services, connection.headers.get("authorization"), client_address(connection)
+        state = connection.app.state
+        principal = await authentication_of(state).authenticate(
+            connection.headers.get("authorization"), client_address(connection)
         )
-        await services.admit(principal)
+        await admission_of(state).admit(principal)
         return AuthenticationResult(user=principal, auth=principal.key_id)
 
 

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from gateway.retrieval.kb_plan import KbPlan
 from ingest.index import Index, Leg, LegKind, RankedPoint, SparseVector
 from ingest.keyword_scale import attainable_keyword_score, relative_keyword_score
 from ingest.keyword_terms import is_own_word
 from ingest.payload import Scope
-
-if TYPE_CHECKING:
-    from gateway.retrieval.plan import KbPlan
 
 #: what a best keyword share (0..1) adds to a best cosine in `joint_score`
 JOINT_KEYWORD_WEIGHT = 0.2
@@ -76,7 +73,7 @@ class KeywordBest:
     share: float
 
 
-def keyword_bests(
+async def keyword_bests(
     index: Index, collection: str, scope: Scope, found: Sequence[tuple[Leg, Sequence[RankedPoint]]]
 ) -> list[KeywordBest]:
     """Each keyword leg's best hit with its share (none for a leg that found nothing): one
@@ -88,7 +85,7 @@ def keyword_bests(
     ]
     if not keyword:
         return []
-    idf = index.keyword_idf(collection, scope, [leg for leg, _ in keyword])
+    idf = await index.keyword_idf(collection, scope, [leg for leg, _ in keyword])
     return [
         KeywordBest(leg, hit, tuple(term_idf), keyword_share(hit.score, leg, term_idf))
         for (leg, hit), term_idf in zip(keyword, idf, strict=True)
@@ -117,7 +114,7 @@ def _own_words(leg: Leg, idf: Sequence[float]) -> list[tuple[int, float]]:
     ]
 
 
-def unknown_words(index: Index, collection: str, scope: Scope, legs: Sequence[Leg]) -> float:
+async def unknown_words(index: Index, collection: str, scope: Scope, legs: Sequence[Leg]) -> float:
     """The share of the question's own words, each weighted by its IDF over the Scope,
     that no passage of the Scope holds (0 with no keyword leg): one engine call, for the
     IDFs of the first passage leg's terms and of `UNHELD_TERM`."""
@@ -130,7 +127,7 @@ def unknown_words(index: Index, collection: str, scope: Scope, legs: Sequence[Le
         sparse=SparseVector((*sparse.indices, UNHELD_TERM), (*sparse.values, 0.0)),
         limit=1,
     )
-    (idf,) = index.keyword_idf(collection, scope, [probe])
+    (idf,) = await index.keyword_idf(collection, scope, [probe])
     *terms, unheld = idf
     own = _own_words(leg, terms)
     total = sum(weight for _, weight in own)
@@ -138,7 +135,7 @@ def unknown_words(index: Index, collection: str, scope: Scope, legs: Sequence[Le
     return lacked / total if total > 0 else 0.0
 
 
-def holds_the_words(
+async def holds_the_words(
     index: Index, collection: str, scope: Scope, bests: Sequence[KeywordBest]
 ) -> bool:
     """Whether one of these best hits holds `WORDS_HELD` of its question's words (the
@@ -146,7 +143,7 @@ def holds_the_words(
     engine call to read them."""
     if not bests:
         return False
-    held = index.held_terms(collection, scope, [best.hit.point_id for best in bests])
+    held = await index.held_terms(collection, scope, [best.hit.point_id for best in bests])
     for best in bests:
         terms = held.get(best.hit.point_id)
         if terms is None:
@@ -157,7 +154,7 @@ def holds_the_words(
     return False
 
 
-def answers(
+async def answers(
     index: Index, plan: KbPlan, legs: Sequence[Leg], hits: Sequence[Sequence[RankedPoint]]
 ) -> bool:
     """Whether the KB answers, and all its legs' hits are candidates: when its best dense
@@ -175,15 +172,15 @@ def answers(
     line = plan.score_threshold.value
     if dense and cosine >= line:
         near = plan.joint_line is not None and cosine < line + UNKNOWN_WORDS_MARGIN
-        if not near or unknown_words(index, plan.collection, plan.scope, legs) < (
+        if not near or await unknown_words(index, plan.collection, plan.scope, legs) < (
             UNKNOWN_WORDS_SHARE
         ):
             return True
-        return _keywords_answer(index, plan, found, joint=False)
-    return _keywords_answer(index, plan, found, cosine=cosine, joint=True)
+        return await _keywords_answer(index, plan, found, joint=False)
+    return await _keywords_answer(index, plan, found, cosine=cosine, joint=True)
 
 
-def _keywords_answer(
+async def _keywords_answer(
     index: Index,
     plan: KbPlan,
     found: Sequence[tuple[Leg, Sequence[RankedPoint]]],
@@ -197,9 +194,9 @@ def _keywords_answer(
         return False
     if plan.keyword_floor <= 0:
         return True
-    bests = keyword_bests(index, plan.collection, plan.scope, found)
+    bests = await keyword_bests(index, plan.collection, plan.scope, found)
     share = max((best.share for best in bests), default=0.0)
     if joint and plan.joint_line is not None and joint_score(cosine, share) >= plan.joint_line:
         return True
     strong = [best for best in bests if best.share >= plan.keyword_floor]
-    return holds_the_words(index, plan.collection, plan.scope, strong)
+    return await holds_the_words(index, plan.collection, plan.scope, strong)

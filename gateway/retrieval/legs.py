@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from gateway.errors import DependencyUnavailableError
 from gateway.retrieval.answering import answers, keyword_legs
 from gateway.retrieval.diversity import without_copies
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base
-from gateway.retrieval.index_calls import call_index
-from gateway.retrieval.plan import KbPlan
-from gateway.retrieval.query_embedding import PendingEmbeddings
+from gateway.retrieval.kb_plan import KbPlan
+from gateway.retrieval.query_embedding import PendingEmbeddings, QueryEmbeddings
 from gateway.retrieval.versions import newest_versions
-from gateway.runtime.services import Services
-from ingest.embedding import Embedding
+from gateway.telemetry import Telemetry
+from ingest.embedder.embedding import Embedding
 from ingest.index import (
     Hit,
+    Index,
     IndexUnavailableError,
     Leg,
     LegKind,
@@ -29,10 +30,11 @@ from ingest.index import (
     RankResult,
 )
 from ingest.payload import PassagePayload
+from settings.config import Config
 
 T = TypeVar("T")
-#: Something of one KB ranked in its Scope (a blocking index call).
-PlanRanking = Callable[["Services", KbPlan, Sequence[Embedding], int], T]
+#: Something of one KB ranked in its Scope (index calls).
+PlanRanking = Callable[["Search", KbPlan, Sequence[Embedding], int], Coroutine[Any, Any, T]]
 
 #: Of a KB's keyword weight, the part its whole-document BM25 leg gets (the passage leg
 #: gets the rest): a document's words spread over its passages, which a passage leg alone
@@ -48,57 +50,69 @@ LEG_DEPTH_PER_RESULT = 5
 LEG_DEPTH_MIN = 20
 
 
-async def embed_queries(services: Services, tenant_id: str, texts: list[str]) -> list[Embedding]:
-    """Off the event loop, bounded in time, through the tenant's cache
+@dataclass(frozen=True, slots=True)
+class Search:
+    """What ranking a turn's legs uses: the index, its calls bounded by the config's
+    timeouts, and counts."""
+
+    index: Index
+    telemetry: Telemetry
+    config: Config
+
+
+async def embed_queries(
+    questions: QueryEmbeddings, timeout_s: float, tenant_id: str, texts: list[str]
+) -> list[Embedding]:
+    """Off the event loop, bounded in time (`timeout_s`), through the tenant's cache
     (`gateway.retrieval.query_embedding`)."""
     try:
-        async with asyncio.timeout(services.config.embed_timeout_s):
-            return await services.query_embeddings.embed(tenant_id, texts)
+        async with asyncio.timeout(timeout_s):
+            return await questions.embed(tenant_id, texts)
     except (TimeoutError, RuntimeError, ValueError) as error:
         raise DependencyUnavailableError("embedder") from error
 
 
 async def search_plans(
-    services: Services,
+    search: Search,
     plans: Sequence[KbPlan],
     embeddings: Sequence[Embedding],
     *,
     leg_limit: int,
 ) -> list[RankedLeg[RankedPoint]]:
     """Rank every KB concurrently; all or nothing (no partial answers across KBs)."""
-    per_kb = await _per_plan(services, plans, _plan_ranked, embeddings, leg_limit)
+    per_kb = await _per_plan(search, plans, _plan_ranked, embeddings, leg_limit)
     return [leg for legs in per_kb for leg in legs]
 
 
-def rank_plan(
-    services: Services, plan: KbPlan, embeddings: Sequence[Embedding], *, leg_limit: int
+async def rank_plan(
+    search: Search, plan: KbPlan, embeddings: Sequence[Embedding], *, leg_limit: int
 ) -> list[RankedLeg[RankedPoint]]:
     """One KB's legs ranked in its Scope (one engine call; one more for the keyword floor's
     scale when no dense passage reached `score_threshold`: `answers`), newest document
-    versions only, each with its channel weight. Blocking: the turn calls it through
-    `call_index`, an evaluation on the expensive-work pool."""
-    legs = legs_for(plan, embeddings, leg_limit, document_keywords=_documents(services, plan))
-    return _weighed(services, plan, legs, _ranked(services, plan, legs))
+    versions only, each with its channel weight."""
+    document_keywords = await _documents(search, plan)
+    legs = legs_for(plan, embeddings, leg_limit, document_keywords=document_keywords)
+    return await _weighed(search, plan, legs, await _ranked(search, plan, legs))
 
 
-def _ranked(services: Services, plan: KbPlan, legs: Sequence[Leg]) -> list[list[RankedPoint]]:
+async def _ranked(search: Search, plan: KbPlan, legs: Sequence[Leg]) -> list[list[RankedPoint]]:
     """Each leg's hits in the KB's Scope: one engine call."""
     if not legs:
         return []
-    result: RankResult = services.index.rank(plan.collection, plan.scope, legs)
+    result: RankResult = await search.index.rank(plan.collection, plan.scope, legs)
     if result.exact_checks:
-        services.telemetry.count("dense_exact_checks", result.exact_checks)
+        search.telemetry.count("dense_exact_checks", result.exact_checks)
     return [list(found) for found in result.legs]
 
 
-def _weighed(
-    services: Services, plan: KbPlan, legs: Sequence[Leg], found: list[list[RankedPoint]]
+async def _weighed(
+    search: Search, plan: KbPlan, legs: Sequence[Leg], found: list[list[RankedPoint]]
 ) -> list[RankedLeg[RankedPoint]]:
     """The KB's ranked legs: newest versions only, nothing unless the KB answers (`answers`),
     each with its channel weight; a keyword leg that found fewer passages than it asked
     for is exhaustive (`RankedLeg.exhaustive`)."""
     hits = _current_only(found)
-    if not answers(services.index, plan, legs, hits):
+    if not await answers(search.index, plan, legs, hits):
         hits = [[] for _ in legs]
     weights = leg_weights(plan, legs)
     return [
@@ -114,7 +128,7 @@ def _weighed(
 
 
 async def search_while_embedding(
-    services: Services,
+    search: Search,
     plans: Sequence[KbPlan],
     pending: PendingEmbeddings,
     *,
@@ -123,46 +137,67 @@ async def search_while_embedding(
 ) -> list[RankedLeg[RankedPoint]]:
     """Every KB's ranked legs, as `search_plans` ranks them for the pending embeddings
     (`embedded` is called once they are known). When the model is to run in this thread
-    (`pending.here`), the KBs' keyword legs are ranked meanwhile in a worker thread from
-    the BM25 vectors, and the dense legs after."""
+    (`pending.here`), the KBs' keyword legs are ranked meanwhile from the BM25 vectors
+    (their engine calls handed to the index's workers before the model runs), and the
+    dense legs after."""
     if not pending.here:
-        embeddings = await _embedded(services, pending)
+        embeddings = await _embedded(search, pending)
         embedded()
-        return await search_plans(services, plans, embeddings, leg_limit=leg_limit)
-    services.telemetry.count("turn_embedded_in_place")
+        return await search_plans(search, plans, embeddings, leg_limit=leg_limit)
+    search.telemetry.count("turn_embedded_in_place")
     sparse = [Embedding((), vector) for vector in pending.sparse]
-    # submitted now: the model's run below holds this thread without yielding to the loop
-    keyword = asyncio.get_running_loop().run_in_executor(
-        None, lambda: [_keyword_ranked(services, plan, sparse, leg_limit) for plan in plans]
+    documents = await _index_answers([_documents(search, plan) for plan in plans])
+    keyword = asyncio.ensure_future(
+        _index_answers(
+            [
+                _keyword_ranked(search, plan, sparse, leg_limit, document_keywords=known)
+                for plan, known in zip(plans, documents, strict=True)
+            ]
+        )
     )
-    embeddings = await _embedded(services, pending)
-    early = await _bounded(services, keyword)
+    # The keyword calls reach the index's workers before the model's run below holds this
+    # thread without yielding to the loop: one pass of the loop starts the task, a second
+    # the tasks it gathers (one per KB).
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    try:
+        embeddings = await _embedded(search, pending)
+    except BaseException:
+        keyword.cancel()
+        raise
+    early = await keyword
     embedded()
-    late = await _per_plan(services, plans, _dense_ranked, embeddings, leg_limit)
+    late = await _per_plan(search, plans, _dense_ranked, embeddings, leg_limit)
     legs = [
-        _merged(services, plan, kb_legs, keyword_hits, dense_hits)
+        await _merged(search, plan, kb_legs, keyword_hits, dense_hits)
         for plan, keyword_hits, (kb_legs, dense_hits) in zip(plans, early, late, strict=True)
     ]
     return [leg for kb_legs in legs for leg in kb_legs]
 
 
-def _keyword_ranked(
-    services: Services, plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int
+async def _keyword_ranked(
+    search: Search,
+    plan: KbPlan,
+    embeddings: Sequence[Embedding],
+    leg_limit: int,
+    *,
+    document_keywords: bool,
 ) -> list[list[RankedPoint]]:
-    legs = legs_for(plan, embeddings, leg_limit, document_keywords=_documents(services, plan))
-    return _ranked(services, plan, [leg for leg in legs if leg.kind is not LegKind.DENSE])
+    legs = legs_for(plan, embeddings, leg_limit, document_keywords=document_keywords)
+    return await _ranked(search, plan, [leg for leg in legs if leg.kind is not LegKind.DENSE])
 
 
-def _dense_ranked(
-    services: Services, plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int
+async def _dense_ranked(
+    search: Search, plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int
 ) -> tuple[list[Leg], list[list[RankedPoint]]]:
     """All the KB's legs (`legs_for`'s order) and the hits of its dense ones."""
-    legs = legs_for(plan, embeddings, leg_limit, document_keywords=_documents(services, plan))
-    return legs, _ranked(services, plan, [leg for leg in legs if leg.kind is LegKind.DENSE])
+    document_keywords = await _documents(search, plan)
+    legs = legs_for(plan, embeddings, leg_limit, document_keywords=document_keywords)
+    return legs, await _ranked(search, plan, [leg for leg in legs if leg.kind is LegKind.DENSE])
 
 
-def _merged(
-    services: Services,
+async def _merged(
+    search: Search,
     plan: KbPlan,
     legs: Sequence[Leg],
     keyword: list[list[RankedPoint]],
@@ -171,60 +206,50 @@ def _merged(
     """The KB's legs (`legs_for`'s order), each with the hits of the call that ranked it."""
     calls = {True: iter(dense), False: iter(keyword)}
     found = [next(calls[leg.kind is LegKind.DENSE]) for leg in legs]
-    return _weighed(services, plan, legs, found)
+    return await _weighed(search, plan, legs, found)
 
 
-async def _embedded(services: Services, pending: PendingEmbeddings) -> list[Embedding]:
+async def _embedded(search: Search, pending: PendingEmbeddings) -> list[Embedding]:
     """The pending embeddings, bounded in time (`embed_queries`)."""
     try:
-        async with asyncio.timeout(services.config.embed_timeout_s):
+        async with asyncio.timeout(search.config.embed_timeout_s):
             return await pending.embeddings()
     except (TimeoutError, RuntimeError, ValueError) as error:
         raise DependencyUnavailableError("embedder") from error
 
 
-async def _bounded(services: Services, call: asyncio.Future[T]) -> T:
-    """An index call's result, waited for `qdrant_timeout_s` at most; all or nothing."""
-    try:
-        async with asyncio.timeout(services.config.qdrant_timeout_s):
-            return await call
-    except (TimeoutError, IndexUnavailableError) as error:
-        raise DependencyUnavailableError("index") from error
-
-
 async def _per_plan(
-    services: Services,
+    search: Search,
     plans: Sequence[KbPlan],
     rank: PlanRanking[T],
     embeddings: Sequence[Embedding],
     leg_limit: int,
 ) -> list[T]:
-    """`rank` for every KB through `call_index`, all or nothing."""
+    """`rank` for every KB, all or nothing (`_index_answers`)."""
+    return await _index_answers([rank(search, plan, embeddings, leg_limit) for plan in plans])
 
-    async def one(plan: KbPlan) -> T:
-        timeout_s = services.config.qdrant_timeout_s
-        return await call_index(
-            services.index.holds_the_gil, timeout_s, rank, services, plan, embeddings, leg_limit
-        )
 
+async def _index_answers(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """All the calls' results, in order, or 503: an index that failed or missed its
+    deadline (`IndexUnavailableError`) answers the turn `DependencyUnavailableError`."""
     try:
-        return await _concurrently([one(plan) for plan in plans])
-    except (TimeoutError, IndexUnavailableError) as error:
+        return await _concurrently(calls)
+    except IndexUnavailableError as error:
         raise DependencyUnavailableError("index") from error
 
 
-def _plan_ranked(
-    services: Services, plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int
+async def _plan_ranked(
+    search: Search, plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int
 ) -> list[RankedLeg[RankedPoint]]:
-    return rank_plan(services, plan, embeddings, leg_limit=leg_limit)
+    return await rank_plan(search, plan, embeddings, leg_limit=leg_limit)
 
 
-def _documents(services: Services, plan: KbPlan) -> bool:
-    return services.index.document_keywords(plan.collection)
+async def _documents(search: Search, plan: KbPlan) -> bool:
+    return await search.index.document_keywords(plan.collection)
 
 
 async def fetch_chosen(
-    services: Services, plans: Sequence[KbPlan], chosen: Sequence[Candidate[RankedPoint]]
+    search: Search, plans: Sequence[KbPlan], chosen: Sequence[Candidate[RankedPoint]]
 ) -> list[Candidate[Hit]]:
     """The chosen passages with their payloads, read inside each KB's own Scope.
 
@@ -237,19 +262,9 @@ async def fetch_chosen(
 
     async def one(kb_id: str, point_ids: list[str]) -> dict[str, PassagePayload]:
         plan = by_kb[kb_id]
-        return await call_index(
-            services.index.holds_the_gil,
-            services.config.qdrant_timeout_s,
-            services.index.fetch,
-            plan.collection,
-            plan.scope,
-            point_ids,
-        )
+        return await search.index.fetch(plan.collection, plan.scope, point_ids)
 
-    try:
-        found = await _concurrently([one(kb, ids) for kb, ids in wanted.items()])
-    except (TimeoutError, IndexUnavailableError) as error:
-        raise DependencyUnavailableError("index") from error
+    found = await _index_answers([one(kb, ids) for kb, ids in wanted.items()])
     payloads = {point_id: payload for part in found for point_id, payload in part.items()}
     return [
         candidate.with_hit(
@@ -261,7 +276,7 @@ async def fetch_chosen(
 
 
 async def fetch_distinct(
-    services: Services,
+    search: Search,
     plans: Sequence[KbPlan],
     fused: Sequence[Candidate[RankedPoint]],
     limits: Mapping[str, int],
@@ -276,7 +291,7 @@ async def fetch_distinct(
     mostly copies of each other returns fewer passages."""
     overall = max(limits.values())
     considered = cap_per_knowledge_base(fused, dict(limits), overall)
-    read = await fetch_chosen(services, plans, considered)
+    read = await fetch_chosen(search, plans, considered)
     dropping = {plan.kb.kb_id for plan in plans if plan.drop_copies}
     if not dropping:
         return read, 0
@@ -291,7 +306,7 @@ async def fetch_distinct(
     seen = {candidate.point_id for candidate in considered}
     more = [c for c in cap_per_knowledge_base(fused, wider, COPY_RESERVE * overall)
             if c.point_id not in seen]  # fmt: skip
-    read += await fetch_chosen(services, plans, more)
+    read += await fetch_chosen(search, plans, more)
     order = {candidate.point_id: rank for rank, candidate in enumerate(fused)}
     read.sort(key=lambda candidate: order[candidate.point_id])
     distinct, dropped = without_copies(read, _passage_text, may_drop)

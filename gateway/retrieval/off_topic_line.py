@@ -44,22 +44,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from gateway.background import BackgroundTasks
 from gateway.retrieval import answering
 from gateway.retrieval.answering import joint_score, keyword_bests, keyword_legs
-from gateway.retrieval.index_calls import call_index
-from ingest.embedding import Embedding
+from gateway.retrieval.kb_plan import KbPlan
+from gateway.telemetry import Telemetry
+from ingest.embedder.embedding import Embedder, Embedding
 from ingest.index import Index, IndexUnavailableError, Leg, LegKind, RankedPoint, SparseVector
 from ingest.keyword_terms import KEYWORD_ANALYSIS_VERSION
 from ingest.lru import LruCache
 from ingest.payload import Scope
+from settings.config import Config
 from settings.golden import MeasuredLines
-from settings.store import StoreUnavailableError
-
-if TYPE_CHECKING:
-    from gateway.retrieval.plan import KbPlan
-    from gateway.runtime.services import Services
+from settings.store import LinesStore, StoreUnavailableError
 
 #: the dense line's bounds, whatever the probes score
 LINE_LOWEST = 0.40
@@ -138,9 +137,29 @@ class _Measured:
 
 
 class OffTopicLines:
-    """Each Scope's measured lines, in memory and in the settings store."""
+    """Each Scope's measured lines, in memory and in the settings store.
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    The probes are searched in the `index`, embedded by the `embedder` (kept beside the
+    models in the config's model dir), measured as `background` work, and the lines kept
+    in the `store`."""
+
+    def __init__(
+        self,
+        store: LinesStore,
+        index: Index,
+        embedder: Embedder,
+        background: BackgroundTasks,
+        telemetry: Telemetry,
+        *,
+        config: Config,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._index = index
+        self._embedder = embedder
+        self._background = background
+        self._telemetry = telemetry
+        self._config = config
         self._lines: LruCache[Key, _Measured] = LruCache(LINES_KEPT)
         self._probes: tuple[Probe, ...] | None = None
         self._embeddings: list[Embedding] | None = None
@@ -150,19 +169,19 @@ class OffTopicLines:
         self._clock = clock
         self._fingerprint: str | None = None
 
-    async def lines(self, services: Services, plan: KbPlan, *, wait: bool = False) -> Lines | None:
+    async def lines(self, plan: KbPlan, *, wait: bool = False) -> Lines | None:
         """The plan's lines; None while they are being measured for the first time (the
         platform default serves meanwhile: a Scope's first turns never wait for the probes'
         searches), or when the index could not be asked. `wait`: wait for them instead."""
         key: Key = (plan.collection, plan.scope)
         known = self._lines.get(key)
         if known is None and key not in self._first:
-            known = await self._kept(services, plan)
+            known = await self._kept(plan)
         if known is None:
             first = self._first.get(key)
             if first is None:
-                first = services.background.start(
-                    ("off_topic_line", *key), self._measure_first(services, plan, key)
+                first = self._background.start(
+                    ("off_topic_line", *key), self._measure_first(plan, key)
                 )
                 self._first[key] = first
                 first.add_done_callback(lambda _: self._first.pop(key, None))
@@ -172,10 +191,10 @@ class OffTopicLines:
             measured = self._lines.get(key)
             return None if measured is None else measured.lines
         task = ("off_topic_line", *key)
-        if self._clock() - known.checked_at >= RECOUNT_AFTER_S and not services.background.running(
+        if self._clock() - known.checked_at >= RECOUNT_AFTER_S and not self._background.running(
             task
         ):
-            services.background.start(task, self._recheck(services, plan, known))
+            self._background.start(task, self._recheck(plan, known))
         return known.lines
 
     def forget(self, tenant_id: str, kb_id: str | None = None) -> None:
@@ -185,108 +204,95 @@ class OffTopicLines:
             lambda key: key[1].tenant_id == tenant_id and (kb_id is None or kb_id in key[1].kb_ids)
         )
 
-    async def known(self, services: Services, plan: KbPlan) -> Lines | None:
+    async def known(self, plan: KbPlan) -> Lines | None:
         """The plan's lines if they have been measured, here or by a process that kept them
         in the store; starts nothing."""
-        found = self._lines.get((plan.collection, plan.scope)) or await self._kept(services, plan)
+        found = self._lines.get((plan.collection, plan.scope)) or await self._kept(plan)
         return None if found is None else found.lines
 
-    async def _kept(self, services: Services, plan: KbPlan) -> _Measured | None:
+    async def _kept(self, plan: KbPlan) -> _Measured | None:
         """The lines the store keeps for the plan's Scope, remembered here as due for a
         recount; None when none are kept or the store cannot be read."""
         try:
-            kept = await services.store.get_measured_lines(
-                plan.scope.tenant_id, plan.kb.kb_id, self._store_key(services, plan)
+            kept = await self._store.get_measured_lines(
+                plan.scope.tenant_id, plan.kb.kb_id, self._store_key(plan)
             )
         except StoreUnavailableError:
             return None
         if kept is None:
             return None
-        services.telemetry.count("off_topic_lines_kept")
+        self._telemetry.count("off_topic_lines_kept")
         lines = Lines(dense=kept.dense, joint=kept.joint)
         measured = _Measured(lines, kept.points, self._clock() - RECOUNT_AFTER_S)
         self._lines.put((plan.collection, plan.scope), measured)
         return measured
 
-    async def _keep(self, services: Services, plan: KbPlan, measured: _Measured) -> None:
+    async def _keep(self, plan: KbPlan, measured: _Measured) -> None:
         """Keep freshly measured lines in the store (a store outage only costs a later
         process their measurement)."""
         record = MeasuredLines(
             tenant_id=plan.scope.tenant_id,
             kb_id=plan.kb.kb_id,
-            scope=self._store_key(services, plan),
+            scope=self._store_key(plan),
             dense=measured.lines.dense,
             joint=measured.lines.joint,
             points=measured.points,
             measured_at=datetime.now(UTC).isoformat(),
         )
         with suppress(StoreUnavailableError):
-            await services.store.put_measured_lines(record)
+            await self._store.put_measured_lines(record)
 
-    def _store_key(self, services: Services, plan: KbPlan) -> str:
+    def _store_key(self, plan: KbPlan) -> str:
         if self._fingerprint is None:
-            self._fingerprint = fingerprint(services.config.embedding_model, load_probes())
+            self._fingerprint = fingerprint(self._config.embedding_model, load_probes())
         return scope_key(self._fingerprint, plan.collection, plan.scope)
 
-    async def _measure_first(self, services: Services, plan: KbPlan, key: Key) -> None:
+    async def _measure_first(self, plan: KbPlan, key: Key) -> None:
         with suppress(TimeoutError, IndexUnavailableError):
-            measured = await self.measure(services, plan)
+            measured = await self.measure(plan)
             self._lines.put(key, measured)
-            await self._keep(services, plan, measured)
+            await self._keep(plan, measured)
 
-    async def measure(self, services: Services, plan: KbPlan) -> _Measured:
+    async def measure(self, plan: KbPlan) -> _Measured:
         """Search every probe inside the plan's Scope, one probe at a time with turns
         between them; one measurement at a time in the process."""
         async with self._one_at_a_time:
-            return await self._measured(services, plan)
+            return await self._measured(plan)
 
-    async def _measured(self, services: Services, plan: KbPlan) -> _Measured:
-        probes, embeddings = await self._probe_embeddings(services)
-        index, timeout_s = services.index, services.config.qdrant_timeout_s
-        points = await call_index(
-            index.holds_the_gil, timeout_s, index.count, plan.collection, plan.scope
-        )
+    async def _measured(self, plan: KbPlan) -> _Measured:
+        probes, embeddings = await self._probe_embeddings()
+        index = self._index
+        points = await index.count(plan.collection, plan.scope)
         best: list[tuple[str, float, float]] = []
         for probe, embedding in zip(probes, embeddings, strict=True):
             # One engine call at a time, each followed by a pause as long: a measurement
             # takes at most half the loop, and no turn waits for more than one call.
-            found = await _paused(call_index, index.holds_the_gil, timeout_s, probe_legs,
-                                  index, plan, embedding)  # fmt: skip
+            found = await _paused(probe_legs, index, plan, embedding)
             cosine = found[0][1][0].score if found[0][1] else 0.0
-            bests = await _paused(call_index, index.holds_the_gil, timeout_s, keyword_bests,
-                                  index, plan.collection, plan.scope, found)  # fmt: skip
+            bests = await _paused(keyword_bests, index, plan.collection, plan.scope, found)
             best.append((probe.topic, cosine, max((b.share for b in bests), default=0.0)))
-        services.telemetry.count("off_topic_lines_measured")
+        self._telemetry.count("off_topic_lines_measured")
         return _Measured(lines_from_best(best), points, self._clock())
 
-    async def _recheck(self, services: Services, plan: KbPlan, known: _Measured) -> None:
-        index = services.index
+    async def _recheck(self, plan: KbPlan, known: _Measured) -> None:
         try:
-            points = await call_index(
-                index.holds_the_gil,
-                services.config.qdrant_timeout_s,
-                index.count,
-                plan.collection,
-                plan.scope,
-            )
+            points = await self._index.count(plan.collection, plan.scope)
             moved = abs(points - known.points) > REMEASURE_SHARE * known.points
-            fresh = await self.measure(services, plan) if moved else known
+            fresh = await self.measure(plan) if moved else known
         except (TimeoutError, IndexUnavailableError):
             return
         fresh.checked_at = self._clock()
         self._lines.put((plan.collection, plan.scope), fresh)
         if moved:
-            await self._keep(services, plan, fresh)
+            await self._keep(plan, fresh)
 
-    async def _probe_embeddings(
-        self, services: Services
-    ) -> tuple[tuple[Probe, ...], Sequence[Embedding]]:
+    async def _probe_embeddings(self) -> tuple[tuple[Probe, ...], Sequence[Embedding]]:
         async with self._embedding:
             if self._probes is None or self._embeddings is None:
                 probes = load_probes()
-                path = services.config.model_dir / PROBE_VECTORS_FILE
+                path = self._config.model_dir / PROBE_VECTORS_FILE
                 embeddings = await asyncio.to_thread(
-                    probe_embeddings, path, probes, services.embedder.embed_queries
+                    probe_embeddings, path, probes, self._embedder.embed_queries
                 )
                 self._probes, self._embeddings = probes, embeddings
         return self._probes, self._embeddings
@@ -310,16 +316,17 @@ def scope_key(fingerprint: str, collection: str, scope: Scope) -> str:
     return json.dumps([*fields, sorted(scope.kb_ids)], separators=(",", ":"))
 
 
-def probe_legs(
+async def probe_legs(
     index: Index, plan: KbPlan, embedding: Embedding
 ) -> list[tuple[Leg, Sequence[RankedPoint]]]:
     """A probe's dense leg and the KB's keyword legs inside the plan's Scope, one passage
     each, with what each found (the dense leg first). Blocking."""
-    document_keywords = index.document_keywords(plan.collection)
+    document_keywords = await index.document_keywords(plan.collection)
     legs = [Leg(kind=LegKind.DENSE, dense=embedding.dense, limit=1)]
     if plan.keyword_weight > 0:
         legs += keyword_legs(embedding.sparse, 1, document_keywords=document_keywords)
-    return list(zip(legs, index.rank(plan.collection, plan.scope, legs).legs, strict=True))
+    ranked = await index.rank(plan.collection, plan.scope, legs)
+    return list(zip(legs, ranked.legs, strict=True))
 
 
 async def _paused(call: Callable[..., Awaitable[T]], *args: Any) -> T:

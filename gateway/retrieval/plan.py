@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.access.auth import Principal
-from gateway.admin.knowledge import knowledge_base_effective
-from gateway.admin.workspace import workspace_or_none
 from gateway.errors import NotFoundError
-from gateway.runtime.services import Services
+from gateway.retrieval.kb_plan import KbPlan
+from gateway.retrieval.off_topic_line import OffTopicLines
 from ingest.index import collection_for
 from ingest.payload import Scope
+from settings.cache import CachedSettings
+from settings.config import Config
+from settings.effective import knowledge_base_effective
 from settings.records import Agent, KnowledgeBase, Workspace
 from settings.resolve import (
     Resolved,
@@ -32,33 +34,13 @@ from settings.resolve import (
 
 
 @dataclass(frozen=True, slots=True)
-class KbPlan:
-    """One KB's part of a turn: where, under which Scope, with which limits."""
+class Planning:
+    """What planning a turn reads: agents, KBs and workspaces through the settings cache,
+    the platform's bounds and defaults, and each Scope's measured off-topic lines."""
 
-    kb: KnowledgeBase
-    scope: Scope
-    #: where the KB's passages live (`collection_for` its storage and org)
-    collection: str
-    top_k: Resolved[int]
-    #: the KB answers when its best dense passage reaches it (or its keywords their floor)
-    score_threshold: Resolved[float]
-    keyword_floor: float
-    dense_weight: float
-    keyword_weight: float
-    #: drop passages that copy a better-ranked one (`gateway.retrieval.diversity`)
-    drop_copies: bool = True
-    #: dense passages below it never count (None: `score_threshold`); lower than it only
-    #: under a measured line above the platform default, which decides whether the KB
-    #: answers and leaves the passages the default keeps (`gateway.retrieval.off_topic_line`)
-    dense_cut: float | None = None
-    #: under measured lines, a question below `score_threshold` is still answered when its
-    #: `gateway.retrieval.answering.joint_score` reaches it (None: no joint line)
-    joint_line: float | None = None
-
-    @property
-    def dense_floor(self) -> float:
-        """What each dense passage must reach to count."""
-        return self.score_threshold.value if self.dense_cut is None else self.dense_cut
+    settings: CachedSettings
+    config: Config
+    lines: OffTopicLines
 
 
 @dataclass(slots=True)
@@ -75,23 +57,25 @@ class TurnContext:
     cap: Resolved[int]
 
 
-async def plan_turn(services: Services, principal: Principal, agent_id: str) -> TurnContext:
+async def plan_turn(planning: Planning, principal: Principal, agent_id: str) -> TurnContext:
     """Load settings through the cache and decide which KBs are queried under which Scope."""
-    agent = await services.settings.agent(principal.tenant_id, agent_id)
+    agent = await planning.settings.agent(principal.tenant_id, agent_id)
     if agent is None:
         raise NotFoundError("no such agent")
-    workspace = await workspace_or_none(services, principal.tenant_id)
+    workspace = await planning.settings.workspace_or_none(principal.tenant_id)
     workspace_settings = workspace.settings if workspace else None
-    bounds, defaults = services.config.bounds, services.config.defaults
+    bounds, defaults = planning.config.bounds, planning.config.defaults
     cap = resolve_kb_cap(workspace_settings, bounds, defaults)
     strict = resolve_strict_isolation(workspace_settings, workspace.created_at if workspace else "")
     redaction = resolve_redaction(workspace_settings, agent.settings)
     plans: list[KbPlan] = []
     for kb_id in agent.knowledge_base_ids[: cap.value]:
-        kb = await services.settings.knowledge_base(principal.tenant_id, kb_id)
+        kb = await planning.settings.knowledge_base(principal.tenant_id, kb_id)
         if kb is None:
             continue  # detached since: nothing to search, and nothing to reveal
-        plans.append(plan_knowledge_base(services, principal, kb, agent.settings, strict.value))
+        plans.append(
+            plan_knowledge_base(planning.config, principal, kb, agent.settings, strict.value)
+        )
     return TurnContext(
         principal=principal,
         agent=agent,
@@ -105,7 +89,7 @@ async def plan_turn(services: Services, principal: Principal, agent_id: str) -> 
 
 
 def plan_knowledge_base(
-    services: Services,
+    config: Config,
     principal: Principal,
     kb: KnowledgeBase,
     agent_settings: Mapping[str, Any] | None,
@@ -114,7 +98,7 @@ def plan_knowledge_base(
     """One KB's part of a turn for the principal: its own Scope, and its settings (then the
     agent's, then the platform's) through `settings.resolve`. An evaluation plans a KB
     under candidate settings with it too (`gateway.calibration`)."""
-    bounds, defaults = services.config.bounds, services.config.defaults
+    bounds, defaults = config.bounds, config.defaults
     fusion = resolve_fusion(kb.settings).value
     return KbPlan(
         kb=kb,
@@ -144,53 +128,53 @@ def with_measured_lines(plan: KbPlan, line: Resolved[float], joint: float) -> Kb
 
 
 async def with_lines(
-    services: Services, plans: Sequence[KbPlan], *, wait: bool = False
+    planning: Planning, plans: Sequence[KbPlan], *, wait: bool = False
 ) -> list[KbPlan]:
     """The plans, each whose `score_threshold` only the platform default sets under its
     Scope's measured off-topic line instead (`gateway.retrieval.off_topic_line`), unless
     the operator turned lines off. A line not measured yet leaves the default in force,
     or, with `wait`, is waited for."""
-    if not services.config.defaults.off_topic_line:
+    if not planning.config.defaults.off_topic_line:
         return list(plans)
-    return [await _lined(services, plan, wait) for plan in plans]
+    return [await _lined(planning, plan, wait) for plan in plans]
 
 
-async def settle_lines(services: Services, principal: Principal, agent_id: str) -> None:
+async def settle_lines(planning: Planning, principal: Principal, agent_id: str) -> None:
     """Wait until the agent's KBs' lines for this principal are measured: for one-off
     tools (`kbgate ask` on a data dir, `kbgate eval`) whose first turns count."""
-    await with_lines(services, (await plan_turn(services, principal, agent_id)).plans, wait=True)
+    await with_lines(planning, (await plan_turn(planning, principal, agent_id)).plans, wait=True)
 
 
-async def _lined(services: Services, plan: KbPlan, wait: bool) -> KbPlan:
+async def _lined(planning: Planning, plan: KbPlan, wait: bool) -> KbPlan:
     if plan.score_threshold.source != "platform":
         return plan
-    lines = await services.off_topic_lines.lines(services, plan, wait=wait)
+    lines = await planning.lines.lines(plan, wait=wait)
     if lines is None:
         return plan
-    line = measured_score_threshold(lines.dense, services.config.bounds)
+    line = measured_score_threshold(lines.dense, planning.config.bounds)
     return with_measured_lines(plan, line, max(lines.joint, line.value))
 
 
 async def knowledge_base_in_force(
-    services: Services, principal: Principal, kb: KnowledgeBase
+    planning: Planning, principal: Principal, kb: KnowledgeBase
 ) -> dict[str, Resolved[Any]]:
     """The KB's settings resolved alone (`knowledge_base_effective`), with an unset
     `score_threshold` shown as the off-topic line the principal's turns use once one of
     them has measured it for the principal's Scope (in this process, or kept in the
     store); never starts a measurement."""
-    effective = knowledge_base_effective(services, kb)
-    lines_on = services.config.defaults.off_topic_line
-    if not lines_on or effective["score_threshold"].source != "platform":
+    config = planning.config
+    effective = knowledge_base_effective(kb, config.bounds, config.defaults)
+    if not config.defaults.off_topic_line or effective["score_threshold"].source != "platform":
         return effective
-    workspace = await workspace_or_none(services, principal.tenant_id)
+    workspace = await planning.settings.workspace_or_none(principal.tenant_id)
     strict = resolve_strict_isolation(
         workspace.settings if workspace else None, workspace.created_at if workspace else ""
     )
-    plan = plan_knowledge_base(services, principal, kb, None, strict.value)
-    lines = await services.off_topic_lines.known(services, plan)
+    plan = plan_knowledge_base(config, principal, kb, None, strict.value)
+    lines = await planning.lines.known(plan)
     if lines is None:
         return effective
-    line = measured_score_threshold(lines.dense, services.config.bounds)
+    line = measured_score_threshold(lines.dense, config.bounds)
     return {**effective, "score_threshold": line}
 
 

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from ingest.embedding import Embedding, PreparedQuestions
+from ingest.embedder.embedding import Embedding, PreparedQuestions
 from ingest.index import SparseVector
 from ingest.lru import LruCache
 
@@ -34,7 +34,7 @@ EmbedFn = Callable[[Sequence[str]], list[Embedding]]
 
 
 class QuestionModel(Protocol):
-    """A question's two vectors made apart (`ingest.embedding.FastEmbedder`)."""
+    """A question's two vectors made apart (`ingest.embedder.embedding.FastEmbedder`)."""
 
     def query_sparse(self, texts: Sequence[str]) -> list[SparseVector]: ...
 

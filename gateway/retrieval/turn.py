@@ -19,25 +19,44 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway.access.auth import Principal
-from gateway.admin.workspace import turn_retention
 from gateway.errors import InvalidInputError
 from gateway.retrieval.evidence import EvidenceBlock, fence
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
-from gateway.retrieval.legs import fetch_distinct, search_while_embedding
+from gateway.retrieval.kb_plan import KbPlan
+from gateway.retrieval.legs import Search, fetch_distinct, search_while_embedding
 from gateway.retrieval.plan import (
-    KbPlan,
+    Planning,
     TurnContext,
     effective_settings,
     plan_turn,
     with_lines,
 )
-from gateway.runtime.services import Services
-from gateway.safety.passages import Outgoing, redact_outgoing
+from gateway.retrieval.query_embedding import QueryEmbeddings, TurnsInFlight
+from gateway.safety.passages import Outgoing, PassageRedaction, redact_outgoing
+from gateway.telemetry import Telemetry
 from ingest.index import Hit, LegKind, RankedPoint
+from settings.config import Config
+from settings.effective import turn_retention
 from settings.records import TurnPassage, TurnRecord
-from settings.store import StoreUnavailableError
+from settings.store import StoreUnavailableError, TurnRecords
 
 _CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """What a retrieval turn uses: its plan, the question embeddings, the index's legs, the
+    redaction of what it returns, the turn records, counts and the platform's config."""
+
+    planning: Planning
+    questions: QueryEmbeddings
+    search: Search
+    redaction: PassageRedaction
+    records: TurnRecords
+    telemetry: Telemetry
+    config: Config
+    #: retrieval turns running now: a lone turn embeds in its own thread
+    in_flight: TurnsInFlight = field(default_factory=TurnsInFlight)
 
 
 @dataclass(slots=True)
@@ -53,15 +72,15 @@ class TurnResult:
     titles: dict[str, str] = field(default_factory=dict)
 
 
-def validate_question(services: Services, question: str, variations: Sequence[str]) -> None:
-    limit = services.config.max_question_chars
+def validate_question(config: Config, question: str, variations: Sequence[str]) -> None:
+    limit = config.max_question_chars
     if not question.strip():
         raise InvalidInputError("must not be empty", field="question")
     if len(question) > limit:
         raise InvalidInputError(f"must be at most {limit} characters", field="question")
-    if len(variations) > services.config.bounds.max_variations:
+    if len(variations) > config.bounds.max_variations:
         raise InvalidInputError(
-            f"at most {services.config.bounds.max_variations} variations", field="variations"
+            f"at most {config.bounds.max_variations} variations", field="variations"
         )
     for variation in variations:
         if not variation.strip() or len(variation) > limit:
@@ -71,64 +90,66 @@ def validate_question(services: Services, question: str, variations: Sequence[st
 
 
 async def retrieve(
-    services: Services,
+    retrieval: Retrieval,
     principal: Principal,
     agent_id: str,
     question: str,
     variations: Sequence[str],
 ) -> TurnResult:
     """Run one retrieval turn for the principal's agent."""
-    validate_question(services, question, variations)
-    with services.turns.entered():
-        return await _retrieve(services, principal, agent_id, [question, *variations])
+    validate_question(retrieval.config, question, variations)
+    with retrieval.in_flight.entered():
+        return await _retrieve(retrieval, principal, agent_id, [question, *variations])
 
 
 async def _retrieve(
-    services: Services, principal: Principal, agent_id: str, asked: list[str]
+    retrieval: Retrieval, principal: Principal, agent_id: str, asked: list[str]
 ) -> TurnResult:
-    """The turn for the question and its variations (`asked`), counted in `services.turns`."""
+    """The turn for the question and its variations (`asked`), counted `in_flight`."""
     clock = _Stopwatch()
-    context = await plan_turn(services, principal, agent_id)
-    context.plans = await with_lines(services, context.plans)
+    config, telemetry = retrieval.config, retrieval.telemetry
+    context = await plan_turn(retrieval.planning, principal, agent_id)
+    context.plans = await with_lines(retrieval.planning, context.plans)
     turn_id = "turn_" + secrets.token_urlsafe(16)
     effective = {
         **effective_settings(context),
-        "fusion_method": str(services.config.fusion_method),
+        "fusion_method": str(config.fusion_method),
     }
     if not context.plans:
-        return _abstained(services, turn_id, effective, "no_knowledge_base", {})
+        return _abstained(telemetry, turn_id, effective, "no_knowledge_base", {})
     clock.lap("plan")
     # a lone turn runs the model in this thread, its keyword legs searched meanwhile
-    pending = services.query_embeddings.start(principal.tenant_id, asked, here=services.turns.alone)
+    alone = retrieval.in_flight.alone
+    pending = retrieval.questions.start(principal.tenant_id, asked, here=alone)
     legs = await search_while_embedding(
-        services,
+        retrieval.search,
         context.plans,
         pending,
-        leg_limit=services.config.leg_limit,
+        leg_limit=config.leg_limit,
         embedded=lambda: clock.lap("embed"),
     )
     clock.lap("search")
-    fused, _ = fused_and_capped(services, context.plans, legs)
+    fused, _ = fused_and_capped(config, context.plans, legs)
     clock.lap("fuse")
     limits = {plan.kb.kb_id: plan.top_k.value for plan in context.plans}
-    chosen, copies = await fetch_distinct(services, context.plans, fused, limits)
-    services.telemetry.count("turn_copies_dropped", copies)
+    chosen, copies = await fetch_distinct(retrieval.search, context.plans, fused, limits)
+    telemetry.count("turn_copies_dropped", copies)
     clock.lap("fetch")
-    _count(services, context, legs=legs, fused=fused, chosen=chosen)
+    _count(telemetry, context, legs=legs, fused=fused, chosen=chosen)
     if not chosen:
-        return _abstained(services, turn_id, effective, "nothing_above_floors", clock.timings)
+        return _abstained(telemetry, turn_id, effective, "nothing_above_floors", clock.timings)
     texts = {c.point_id: c.hit.payload.text for c in chosen}
     titles = {c.point_id: c.hit.payload.title for c in chosen}
     if context.redaction.value:
         # what is fenced, recorded and returned is the redacted text
-        texts, titles = await _redacted(services, context, chosen)
+        texts, titles = await _redacted(retrieval.redaction, context, chosen)
         clock.lap("redact")
-    retention = turn_retention(services, context.workspace).value
+    retention = turn_retention(context.workspace, config).value
     await _record(
-        services, principal, agent_id, turn_id, chosen=chosen, texts=texts, ttl_s=retention
+        retrieval, principal, agent_id, turn_id, chosen=chosen, texts=texts, ttl_s=retention
     )
     clock.lap("record")
-    clock.finish(services)
+    clock.finish(telemetry)
     blocks = [
         EvidenceBlock(
             c.point_id, c.hit.payload.document_id, texts[c.point_id], titles.get(c.point_id, "")
@@ -160,38 +181,38 @@ class _Stopwatch:
         self.timings[stage] = round((now - self.mark) * 1000, 2)
         self.mark = now
 
-    def finish(self, services: Services) -> None:
+    def finish(self, telemetry: Telemetry) -> None:
         self.timings["total"] = round((time.perf_counter() - self.started) * 1000, 2)
         for stage, value in self.timings.items():
-            services.telemetry.observe_stage(f"turn_{stage}", value / 1000)
+            telemetry.observe_stage(f"turn_{stage}", value / 1000)
 
 
 def _abstained(
-    services: Services,
+    telemetry: Telemetry,
     turn_id: str,
     effective: dict[str, Any],
     reason: str,
     timings: dict[str, float],
 ) -> TurnResult:
-    services.telemetry.count("turns_abstained")
+    telemetry.count("turns_abstained")
     return TurnResult(turn_id, True, [], {}, "", effective, reason=reason, timings_ms=timings)
 
 
 def fused_and_capped(
-    services: Services, plans: Sequence[KbPlan], legs: Sequence[RankedLeg[RankedPoint]]
+    config: Config, plans: Sequence[KbPlan], legs: Sequence[RankedLeg[RankedPoint]]
 ) -> tuple[list[Candidate[RankedPoint]], list[Candidate[RankedPoint]]]:
     """Every candidate fused across legs, and those kept by the per-KB and overall top_k."""
     fused = fuse(
         legs,
-        method=services.config.fusion_method,
-        passages_per_document=services.config.passages_per_document,
+        method=config.fusion_method,
+        passages_per_document=config.passages_per_document,
     )
     limits = {plan.kb.kb_id: plan.top_k.value for plan in plans}
     return fused, cap_per_knowledge_base(fused, limits, overall=max(limits.values()))
 
 
 async def _redacted(
-    services: Services, context: TurnContext, chosen: Sequence[Candidate[Hit]]
+    redaction: PassageRedaction, context: TurnContext, chosen: Sequence[Candidate[Hit]]
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The passages' texts and titles under the workspace's redaction policy, applied to the
     PII analyses stored with them; fails closed (503) when redaction fails."""
@@ -201,13 +222,13 @@ async def _redacted(
     ]
     workspace_settings = context.workspace.settings if context.workspace else None
     redacted = await redact_outgoing(
-        services, context.principal.tenant_id, workspace_settings, outgoing
+        redaction, context.principal.tenant_id, workspace_settings, outgoing
     )
     return redacted.texts, redacted.titles
 
 
 async def _record(
-    services: Services,
+    retrieval: Retrieval,
     principal: Principal,
     agent_id: str,
     turn_id: str,
@@ -233,15 +254,15 @@ async def _record(
         ],
     )
     try:
-        await services.store.put_turn(record, ttl_s)
+        await retrieval.records.put_turn(record, ttl_s)
     except StoreUnavailableError:
         # The evidence is still good; only later citation checks of this turn will
         # answer 404. Counted, never hidden.
-        services.telemetry.count("turn_record_failed")
+        retrieval.telemetry.count("turn_record_failed")
 
 
 def _count(
-    services: Services,
+    telemetry: Telemetry,
     context: TurnContext,
     *,
     legs: Sequence[RankedLeg[RankedPoint]],
@@ -249,7 +270,6 @@ def _count(
     chosen: Sequence[Candidate[Hit]],
 ) -> None:
     """Counts only: KBs, candidates per leg kind, passages and estimated tokens."""
-    telemetry = services.telemetry
     telemetry.count("turns")
     telemetry.count("turn_knowledge_bases_queried", len(context.plans))
     telemetry.count("turn_knowledge_bases_skipped", len(context.skipped))

@@ -105,7 +105,7 @@ def _edge_shards_in_use(data_dir: Path) -> Sequence[str]:
     sparse-vector storage before it gives up on the lock (qdrant-edge-py 0.9), so the
     WAL's lock is probed here without opening the shard.
     """
-    from ingest.qdrant_edge import EDGE_DIR
+    from ingest.engines.edge.index import EDGE_DIR
 
     root = data_dir / EDGE_DIR
     busy: list[str] = []

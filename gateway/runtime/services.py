@@ -1,11 +1,13 @@
-"""The composition root: builds every adapter from the Config, once per process.
+"""The composition root: builds every adapter from the Config, once per process, and
+wires each use case with the ports it uses.
 
 `create_app` calls `build_services` in its lifespan unless a test passed its own
-`Services`, and hands handlers the parts they need through Litestar's dependency
-injection (`gateway.http.dependencies`). With `KBGATE_REDIS_URL` set, one Redis client
-(one connection pool) serves the settings store, both rate limiters, the
-authentication-failure counter and the console's sessions. Command-line tools build
-single parts with `build_store`, `build_index` and `build_embedder`.
+`Services`, and hands each handler the use case or port it names through Litestar's
+dependency injection (`gateway.http.dependencies`); nothing below the entry points sees
+`Services`. With `KBGATE_REDIS_URL` set, one Redis client (one connection pool) serves the
+settings store, both rate limiters, the authentication-failure counter and the console's
+sessions (`create_app` builds them on it). Command-line tools build single parts with
+`build_store`, `build_index` and `build_embedder`.
 """
 
 from __future__ import annotations
@@ -13,144 +15,108 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
-import weakref
-from collections.abc import AsyncIterator, Callable, Hashable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
-import msgspec
-
-from gateway.access.auth import KeyUsage, Principal
+from gateway.access.admission import Admission, Authentication
+from gateway.access.auth import KeyUsage
 from gateway.access.expensive import ExpensiveWork
 from gateway.access.ratelimit import (
     FailureCounter,
     InProcessFailures,
     InProcessLimiter,
     RateLimiter,
-    RedisFailures,
-    RedisLimiter,
 )
-from gateway.errors import RateLimitedError
+from gateway.admin.calibration import Calibration
+from gateway.admin.knowledge import Documents, Knowledge
+from gateway.admin.lifecycle import Deletions
+from gateway.admin.transfer import Transfer
+from gateway.admin.upkeep import Upkeep
+from gateway.admin.workspace import WorkspaceSettings
+from gateway.admin.write_guard import KeyedLocks
+from gateway.background import BackgroundTasks
+from gateway.calibration.evaluation import Evaluator
+from gateway.calibration.runner import Evaluations
+from gateway.retrieval.citations import Citations
+from gateway.retrieval.legs import Search
 from gateway.retrieval.off_topic_line import OffTopicLines
-from gateway.retrieval.query_embedding import QueryEmbeddings, TurnsInFlight
-from gateway.runtime.background import BackgroundTasks
-from gateway.runtime.telemetry import Telemetry
+from gateway.retrieval.plan import Planning
+from gateway.retrieval.postcheck import GroundingCheck
+from gateway.retrieval.query_embedding import QueryEmbeddings
+from gateway.retrieval.turn import Retrieval
+from gateway.runtime.readiness import Readiness
+from gateway.safety.egress import Egress
 from gateway.safety.operators import Anonymizer
+from gateway.safety.passages import PassageRedaction, RedactionPolicies
 from gateway.safety.redaction import Redactor
-from ingest.embedding import MINILM_MODEL_NAME, Embedder, FastEmbedder
+from gateway.telemetry import Telemetry
+from ingest.embedder.embedding import MINILM_MODEL_NAME, Embedder, FastEmbedder
+from ingest.engines.blocking import BlockingIndex
 from ingest.index import Index, IndexUnavailableError
 from ingest.lru import LruCache
-from ingest.payload import PiiSpan
 from ingest.sync import DocumentWriter
 from settings.cache import CachedSettings
 from settings.config import Config
-from settings.pii_allow_list import AllowList
-from settings.store import SettingsStore, StoreUnavailableError
+from settings.store import SettingsStore
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
-    from gateway.http.console.sessions import ConsoleSessions
+    from settings.stores.redis.store import SharedRedis
 
 T = TypeVar("T")
 
 
-class KeyedLocks:
-    """One asyncio lock per key, dropped when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: weakref.WeakValueDictionary[Hashable, asyncio.Lock] = (
-            weakref.WeakValueDictionary()
-        )
-
-    @asynccontextmanager
-    async def hold(self, key: Hashable) -> AsyncIterator[None]:
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[key] = lock
-        async with lock:
-            yield
-
-
 @dataclass
 class Services:
-    """Everything a request handler may use; built once per process."""
+    """The process's adapters, built once, and its use cases wired with them.
+
+    Only the entry points read it: the HTTP layer's providers hand a handler the use case
+    or port it names, the CLI takes the use cases it runs in-process, and `close` releases
+    the adapters at the end.
+    """
 
     config: Config
-    index: Index
-    store: SettingsStore
-    embedder: Embedder
     telemetry: Telemetry
+    index: Index
     index_engine: str
+    store: SettingsStore
     store_engine: str
-    writer: DocumentWriter
+    embedder: Embedder
+    #: PII detection and redaction, offline
+    redactor: Redactor
+    #: workspaces, agents, KBs and credentials through the cache turns read
     settings: CachedSettings
-    redactor: Redactor  # PII detection and redaction, offline
-    rate_limiter: RateLimiter
-    # Turns embed questions through a cache, and analyse passages stored without a
-    # current PII analysis through a cache; both caches are partitioned by tenant.
+    #: the question embeddings' cache and threads
     query_embeddings: QueryEmbeddings
-    analysis_cache: LruCache[tuple[str, str], tuple[PiiSpan, ...]]
-    #: one budget per workspace, shared by all its keys (beside `rate_limiter`'s per key)
+    #: grounding checks, call-time redaction and ingest embedding (`gateway.access.expensive`)
+    expensive: ExpensiveWork
+    #: per key, and one budget per workspace shared by all its keys
+    rate_limiter: RateLimiter
     workspace_limiter: RateLimiter
     #: failed authentications per client address
     auth_failures: FailureCounter
     #: when each key was last used, written to the store at most once a minute per key
     key_usage: KeyUsage
-    #: grounding checks, call-time redaction and ingest embedding (`gateway.access.expensive`)
-    expensive: ExpensiveWork
-    #: the admin console's sign-ins (in memory, or in the shared Redis)
-    console_sessions: ConsoleSessions
-    #: the process's one Redis client (None when embedded), closed last
-    redis: Redis | None = None
-    # One writer per document at a time in this process: replacing is read-then-write.
-    document_locks: KeyedLocks = field(default_factory=KeyedLocks)
     #: work left running by a request (a KB's evaluation), cancelled first at close
-    background: BackgroundTasks = field(default_factory=BackgroundTasks)
-    #: retrieval turns running now: a lone turn embeds in its own thread
-    turns: TurnsInFlight = field(default_factory=TurnsInFlight)
-    #: each KB Scope's measured dense floor, where no setting gives one
-    off_topic_lines: OffTopicLines = field(default_factory=OffTopicLines)
-    #: workspaces' PII allow-lists, parsed once per list of entries
-    allow_lists: LruCache[tuple[str, ...], AllowList] = field(default_factory=lambda: LruCache(256))
-
-    async def admit(self, principal: Principal) -> None:
-        """Raise RateLimitedError when the key's budget, or its workspace's, is spent."""
-        wait_s = await self.rate_limiter.hit(principal.key_id)
-        if wait_s is None and principal.tenant_id:
-            wait_s = await self.workspace_limiter.hit(principal.tenant_id)
-            if wait_s is not None:
-                self.telemetry.count("rate_limited")
-                raise RateLimitedError(wait_s, workspace=True)
-        if wait_s is not None:
-            self.telemetry.count("rate_limited")
-            raise RateLimitedError(wait_s)
-
-    async def readiness(self) -> dict[str, dict[str, Any]]:
-        """Per-dependency status; each check bounded by its timeout."""
-        return {
-            "index": await self._check(
-                "index",
-                self.index_engine,
-                asyncio.to_thread(self.index.ping),
-                self.config.qdrant_timeout_s,
-            ),
-            "store": await self._check(
-                "store", self.store_engine, self.store.ping(), self.config.redis_timeout_s
-            ),
-            "embedder": {"status": "up", "dense_dim": self.embedder.dense_dim},
-        }
-
-    async def _check(self, name: str, engine: str, probe: Any, timeout_s: float) -> dict[str, Any]:
-        try:
-            await asyncio.wait_for(probe, timeout=timeout_s)
-        except (IndexUnavailableError, StoreUnavailableError, TimeoutError, OSError):
-            self.telemetry.dependency_up.labels(dependency=name).set(0)
-            return {"status": "down", "engine": engine}
-        self.telemetry.dependency_up.labels(dependency=name).set(1)
-        return {"status": "up", "engine": engine}
+    background: BackgroundTasks
+    #: the process's one Redis client (None when embedded), closed last
+    redis: SharedRedis | None
+    # The use cases, each with the ports it uses.
+    authentication: Authentication
+    admission: Admission
+    readiness: Readiness
+    planning: Planning
+    retrieval: Retrieval
+    citations: Citations
+    grounding: GroundingCheck
+    egress: Egress
+    workspaces: WorkspaceSettings
+    knowledge: Knowledge
+    documents: Documents
+    calibration: Calibration
+    deletions: Deletions
+    transfer: Transfer
+    upkeep: Upkeep
 
     async def close(self) -> None:
         await self.background.close()
@@ -161,7 +127,7 @@ class Services:
         self.expensive.close()
         self.query_embeddings.close()
         await self.store.close()
-        await asyncio.to_thread(self.index.close)
+        await self.index.close()
         if self.redis is not None:
             await self.redis.aclose()
 
@@ -173,19 +139,22 @@ async def build_services(
     embedder: Embedder | None = None,
     redactor: Redactor | None = None,
     engine: tuple[Index, str] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Services:
-    """Open the store and index named by the config and load the embedding model.
+    """Open the store and index named by the config, load the embedding model and the
+    recognizers, and wire the use cases.
 
     A caller may pass an already loaded `embedder` (tests share one model) or an
-    `engine`, an (index, name) pair (tests run the same suite on qdrant-client local mode).
+    `engine`, an (index, name) pair (tests run the same suite on qdrant-client local mode),
+    and the `clock` measured off-topic lines age by (tests move it on).
     """
     config.data_dir.mkdir(parents=True, exist_ok=True)
     redis = _open_redis(config)
     store, store_engine = await build_store(config, redis)
     if engine is None:
-        engine = await asyncio.to_thread(build_index, config)
+        engine = await build_index(config)
     index, index_engine = engine
-    await asyncio.to_thread(_optimize_index, index, telemetry)
+    await _optimize_index(index, telemetry)
     # The model and presidio load side by side: start-up is mostly their imports. Both
     # import numpy, whose first import from two threads at once can fail half-initialised
     # ("partially initialized module"), so it is imported once before.
@@ -195,55 +164,145 @@ async def build_services(
         # PII redaction, offline: presidio's analyzer and its anonymizer, one each per process
         _given_or_built(redactor, lambda: Redactor.build(anonymizer=Anonymizer())),
     )
-    return Services(
-        config=config,
-        index=index,
-        store=store,
+    return wire(
+        config,
+        telemetry,
+        index=(index, index_engine),
+        store=(store, store_engine),
         embedder=model,
         redactor=pii,
-        telemetry=telemetry,
-        index_engine=index_engine,
-        store_engine=store_engine,
-        writer=DocumentWriter(
-            index, model, model_id=config.embedding_model or MINILM_MODEL_NAME, analyzer=pii
-        ),
-        settings=CachedSettings(
-            store,
-            config.settings_staleness_s,
-            on_stale_read=lambda: telemetry.count("settings_stale_reads"),
-        ),
-        rate_limiter=_build_rate_limiter(
+        redis=redis,
+        clock=clock,
+    )
+
+
+def wire(
+    config: Config,
+    telemetry: Telemetry,
+    *,
+    index: tuple[Index, str],
+    store: tuple[SettingsStore, str],
+    embedder: Embedder,
+    redactor: Redactor,
+    redis: SharedRedis | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Services:
+    """The process's services on opened adapters: `index` and `store` each with its
+    engine's name; `clock` ages the measured off-topic lines. Called on the event loop
+    that opened the index: the document writer's threads call the index there."""
+    engine, records = index[0], store[0]
+    loop = asyncio.get_running_loop()
+    settings = CachedSettings(
+        records,
+        config.settings_staleness_s,
+        on_stale_read=lambda: telemetry.count("settings_stale_reads"),
+        on_fallback=lambda: telemetry.count("settings_fallback"),
+    )
+    background = BackgroundTasks()
+    expensive = ExpensiveWork(config.expensive_threads, config.expensive_per_workspace, telemetry)
+    questions = QueryEmbeddings(
+        embedder.embed_queries,
+        LruCache(config.query_cache_size),
+        model=embedder if isinstance(embedder, FastEmbedder) else None,
+    )
+    limiters = (
+        _build_rate_limiter(
             redis, telemetry, config.rate_limit_per_s, config.rate_limit_burst, "kbgate:rate"
         ),
-        workspace_limiter=_build_rate_limiter(
+        _build_rate_limiter(
             redis,
             telemetry,
             config.rate_limit_workspace_per_s,
             config.rate_limit_workspace_burst,
             "kbgate:wsrate",
         ),
-        auth_failures=_build_failure_counter(redis, config, telemetry),
-        key_usage=KeyUsage(store.record_key_use),
-        query_embeddings=QueryEmbeddings(
-            model.embed_queries,
-            LruCache(config.query_cache_size),
-            model=model if isinstance(model, FastEmbedder) else None,
-        ),
-        analysis_cache=LruCache(config.redaction_cache_size),
-        expensive=ExpensiveWork(
-            config.expensive_threads, config.expensive_per_workspace, telemetry
-        ),
-        console_sessions=_build_console_sessions(redis),
+    )
+    lines = OffTopicLines(
+        records, engine, embedder, background, telemetry, config=config, clock=clock
+    )
+    planning = Planning(settings, config, lines)
+    search = Search(engine, telemetry, config)
+    policies = RedactionPolicies(redactor, settings, telemetry)
+    knowledge = Knowledge(records, settings, engine, lines, telemetry, config)
+    evaluator = Evaluator(planning, search, embedder, expensive, records)
+    calibration = Calibration(
+        records, Evaluations(records, background, telemetry, evaluator), knowledge, telemetry
+    )
+    deletions = Deletions(records, settings, engine, calibration, telemetry)
+    model_id = config.embedding_model or MINILM_MODEL_NAME
+    failures = _build_failure_counter(redis, config, telemetry)
+    key_usage = KeyUsage(records.record_key_use)
+    return Services(
+        config=config,
+        telemetry=telemetry,
+        index=engine,
+        index_engine=index[1],
+        store=records,
+        store_engine=store[1],
+        embedder=embedder,
+        redactor=redactor,
+        settings=settings,
+        query_embeddings=questions,
+        expensive=expensive,
+        rate_limiter=limiters[0],
+        workspace_limiter=limiters[1],
+        auth_failures=failures,
+        key_usage=key_usage,
+        background=background,
         redis=redis,
+        authentication=Authentication(
+            settings,
+            (config.platform_key, config.platform_key_previous),
+            failures,
+            key_usage,
+            telemetry,
+        ),
+        admission=Admission(*limiters, telemetry),
+        readiness=Readiness(index, store, embedder, telemetry, config),
+        planning=planning,
+        retrieval=Retrieval(
+            planning=planning,
+            questions=questions,
+            search=search,
+            redaction=PassageRedaction(
+                policies, LruCache(config.redaction_cache_size), engine, telemetry
+            ),
+            records=records,
+            telemetry=telemetry,
+            config=config,
+        ),
+        citations=Citations(records, planning, engine),
+        grounding=GroundingCheck(planning, engine, embedder, expensive, telemetry, config),
+        egress=Egress(settings, policies, expensive, telemetry),
+        workspaces=WorkspaceSettings(
+            records, settings, telemetry, config, redactor.supported_entities
+        ),
+        knowledge=knowledge,
+        documents=Documents(
+            records,
+            DocumentWriter(
+                BlockingIndex(engine, loop), embedder, model_id=model_id, analyzer=redactor
+            ),
+            KeyedLocks(),
+            expensive,
+            telemetry,
+            config,
+        ),
+        calibration=calibration,
+        deletions=deletions,
+        transfer=Transfer(
+            records, settings, engine, embedder, redactor, deletions, telemetry, config, expensive
+        ),
+        upkeep=Upkeep(deletions, records, telemetry, config),
     )
 
 
-def _optimize_index(index: Index, telemetry: Telemetry) -> None:
+async def _optimize_index(index: Index, telemetry: Telemetry) -> None:
     """Index what was written since the last start, before the first turn: Edge's
-    optimizer stops the whole process while it runs (`ingest.qdrant_edge`)."""
+    optimizer stops the whole process while it runs (`ingest.engines.edge.engine`)."""
     started = time.perf_counter()
     try:
-        changed = index.optimize()
+        changed = await index.optimize()
     except IndexUnavailableError:
         # Unindexed segments are still searched, exactly: serve rather than not start.
         telemetry.log.warning("index_optimize_failed")
@@ -260,26 +319,21 @@ async def _given_or_built(given: T | None, build: Callable[[], T]) -> T:
     return given if given is not None else await asyncio.to_thread(build)
 
 
-def _open_redis(config: Config) -> Redis | None:
+def _open_redis(config: Config) -> SharedRedis | None:
     """The process's one Redis client (every call bounded by the Redis timeout), or None."""
     if not config.redis_url:
         return None
-    from settings.redis_store import redis_client
+    from settings.stores.redis.store import redis_client
 
     return redis_client(config.redis_url, config.redis_timeout_s)
 
 
-def _build_console_sessions(redis: Redis | None) -> ConsoleSessions:
-    # Imported here: the console package imports the core, which imports this module.
-    from gateway.http.console.sessions import ConsoleSessions
-
-    return ConsoleSessions.build(redis)
-
-
 def _build_rate_limiter(
-    redis: Redis | None, telemetry: Telemetry, rate: float, burst: int, prefix: str
+    redis: SharedRedis | None, telemetry: Telemetry, rate: float, burst: int, prefix: str
 ) -> RateLimiter:
     if redis is not None:
+        from gateway.access.redis_limits import RedisLimiter
+
         return RedisLimiter(
             redis,
             rate,
@@ -291,9 +345,11 @@ def _build_rate_limiter(
 
 
 def _build_failure_counter(
-    redis: Redis | None, config: Config, telemetry: Telemetry
+    redis: SharedRedis | None, config: Config, telemetry: Telemetry
 ) -> FailureCounter:
     if redis is not None:
+        from gateway.access.redis_limits import RedisFailures
+
         return RedisFailures(
             redis,
             config.auth_failures_per_min,
@@ -302,43 +358,39 @@ def _build_failure_counter(
     return InProcessFailures(config.auth_failures_per_min)
 
 
-async def build_store(config: Config, redis: Redis | None = None) -> tuple[SettingsStore, str]:
+async def build_store(
+    config: Config, redis: SharedRedis | None = None
+) -> tuple[SettingsStore, str]:
     """The settings store the config names: Redis (on `redis`, the caller's shared client,
     when given; else on a client of its own), or SQLite in the data directory."""
     if config.redis_url:
-        from settings.redis_store import RedisStore
+        from settings.stores.redis.store import RedisStore
 
         if redis is not None:
             return RedisStore.sharing(redis, config.redis_timeout_s), "redis"
         return RedisStore.connect(config.redis_url, config.redis_timeout_s), "redis"
-    from settings.sqlite_store import SqliteStore
+    from settings.stores.sqlite.store import SqliteStore
 
     return await SqliteStore.open(config.data_dir / "kbgate.sqlite3"), "sqlite"
 
 
-def for_a_command(config: Config) -> Config:
-    """The config of a command that opens the embedded data dir, works and exits (`kbgate
-    ingest --data-dir`, `eval`, the workspace commands): it serves no turns, so its large
-    collections stay in its own process rather than each getting a host process."""
-    return msgspec.structs.replace(config, edge_host_from_points=0)
-
-
-def check_index_server(config: Config) -> None:
+async def check_index_server(config: Config) -> None:
     """Refuse a configured Qdrant server too old for the adapter, before anything starts.
 
     Raises IncompatibleServerError. A server that does not answer yet is not refused
     here: readiness reports the index down until it answers, and checks it then.
     """
     if config.qdrant_url:
-        build_index(config)[0].close()
+        index, _ = await build_index(config)
+        await index.close()
 
 
-def build_index(config: Config) -> tuple[Index, str]:
+async def build_index(config: Config) -> tuple[Index, str]:
     """The index the config names, and its engine's name: a Qdrant server or Qdrant Edge."""
     if config.qdrant_url:
-        from ingest.qdrant_server import CollectionLayout, ServerIndex
+        from ingest.engines.server.index import CollectionLayout, ServerIndex
 
-        server = ServerIndex.connect(
+        server = await ServerIndex.connect(
             config.qdrant_url,
             config.qdrant_api_key,
             config.qdrant_timeout_s,
@@ -349,20 +401,20 @@ def build_index(config: Config) -> tuple[Index, str]:
             ),
         )
         return server, "qdrant-server"
-    from ingest.qdrant_edge import EdgeIndex
+    from ingest.engines.edge.index import EdgeIndex
 
     return EdgeIndex(
         config.data_dir,
         indexing_threshold_kb=config.edge_indexing_threshold_kb,
+        timeout_s=config.qdrant_timeout_s,
         search_threads=config.edge_search_threads,
-        host_from_points=config.edge_host_from_points or None,
         min_free_mb=config.min_free_disk_mb,
     ), "qdrant-edge"
 
 
 def build_embedder(config: Config) -> Embedder:
     """The embedding model the config names, loaded (downloaded once into the model dir)."""
-    from ingest import embedding
+    from ingest.embedder import embedding
 
     return embedding.build_embedder(
         model_dir=config.model_dir,

@@ -19,8 +19,7 @@ from functools import partial
 from typing import Any
 
 from gateway.access.auth import Principal
-from gateway.access.expensive import Stop, stop_point
-from gateway.admin.workspace import workspace_or_none
+from gateway.access.expensive import ExpensiveWork, Stop, stop_point
 from gateway.errors import (
     DependencyUnavailableError,
     InvalidInputError,
@@ -28,10 +27,11 @@ from gateway.errors import (
     PayloadTooLargeError,
     RateLimitedError,
 )
-from gateway.runtime.services import Services
-from gateway.safety.passages import redaction_policy
+from gateway.safety.passages import RedactionPolicies, redaction_policy
 from gateway.safety.redaction import count_redactions
 from gateway.safety.spans import Detection
+from gateway.telemetry import Telemetry
+from settings.cache import CachedSettings
 from settings.resolve import resolve_redaction
 
 #: Characters of text (summed over every string of a JSON value) one call may redact.
@@ -42,6 +42,17 @@ MAX_EGRESS_CHARS = 100_000
 #: string costs about a millisecond of analysis however short it is (the recognizers'
 #: per-call work, batched); the bound keeps one call's work near a second or two.
 MAX_EGRESS_STRINGS = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class Egress:
+    """What redacting egress uses: the agent and workspace settings through the cache, the
+    redaction policies, the expensive-work pool the recognizers run on, and counts."""
+
+    settings: CachedSettings
+    policies: RedactionPolicies
+    expensive: ExpensiveWork
+    telemetry: Telemetry
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +73,7 @@ class EgressRedaction:
 
 
 async def redact_egress(
-    services: Services,
+    egress: Egress,
     principal: Principal,
     agent_id: str,
     value: Any,
@@ -84,34 +95,35 @@ async def redact_egress(
         raise InvalidInputError(
             f"must hold at most {MAX_EGRESS_STRINGS} strings (it holds {strings})", field=field
         )
-    agent = await services.settings.agent(principal.tenant_id, agent_id)
+    agent = await egress.settings.agent(principal.tenant_id, agent_id)
     if agent is None:
         raise NotFoundError("no such agent")
-    workspace = await workspace_or_none(services, principal.tenant_id)  # None: gates on
+    workspace = await egress.settings.workspace_or_none(principal.tenant_id)  # None: gates on
     workspace_settings = workspace.settings if workspace else None
     gates = resolve_redaction(workspace_settings, agent.settings)
     if not gates.value:
         return EgressRedaction(value, {}, redaction=False, entities=())
-    policy = await redaction_policy(services, principal.tenant_id, workspace_settings)
+    policy = await redaction_policy(egress.policies, principal.tenant_id, workspace_settings)
     entities = tuple(sorted(policy.entities))
+    redactor = egress.policies.redactor
 
     def work(flag: Stop) -> tuple[Any, dict[str, int], tuple[Detection, ...]]:
         if is_text:
             if explain:
-                redaction, spans = services.redactor.redact_explained(
+                redaction, spans = redactor.redact_explained(
                     value, entities, policy.allow, policy.operators
                 )
                 return redaction.text, redaction.counts, tuple(spans)
-            redaction = services.redactor.redact(value, entities, policy.allow, policy.operators)
+            redaction = redactor.redact(value, entities, policy.allow, policy.operators)
             return redaction.text, redaction.counts, ()
-        redacted, counts = services.redactor.redact_json(
+        redacted, counts = redactor.redact_json(
             value, entities, partial(stop_point, flag), policy.allow, policy.operators
         )
         return redacted, counts, ()
 
-    with services.telemetry.stage("egress_redact"):
+    with egress.telemetry.stage("egress_redact"):
         try:
-            redacted, counts, spans = await services.expensive.run(
+            redacted, counts, spans = await egress.expensive.run(
                 principal.tenant_id, work, kind="redact", stop=stop
             )
         except RateLimitedError:
@@ -121,26 +133,27 @@ async def redact_egress(
         except Exception as error:
             # Fail closed: text that could not be redacted is never returned.
             raise DependencyUnavailableError("redactor") from error
-    count_redactions(services.telemetry, counts)
+    count_redactions(egress.telemetry, counts)
     return EgressRedaction(redacted, counts, redaction=True, entities=entities, spans=spans)
 
 
 async def explain_texts(
-    services: Services, principal: Principal, texts: Sequence[str]
+    egress: Egress, principal: Principal, texts: Sequence[str]
 ) -> list[list[Detection]]:
     """Why each span of each text would be hidden under the workspace's policy: its type,
     the recognizer that found it and its score (the console's *Try a question*)."""
-    workspace = await workspace_or_none(services, principal.tenant_id)
+    workspace = await egress.settings.workspace_or_none(principal.tenant_id)
     policy = await redaction_policy(
-        services, principal.tenant_id, workspace.settings if workspace else None
+        egress.policies, principal.tenant_id, workspace.settings if workspace else None
     )
+    redactor = egress.policies.redactor
 
     def work(_: Stop) -> list[list[Detection]]:
-        return [services.redactor.explain(text, policy.entities, policy.allow) for text in texts]
+        return [redactor.explain(text, policy.entities, policy.allow) for text in texts]
 
-    with services.telemetry.stage("explain_redaction"):
+    with egress.telemetry.stage("explain_redaction"):
         try:
-            return await services.expensive.run(principal.tenant_id, work, kind="explain")
+            return await egress.expensive.run(principal.tenant_id, work, kind="explain")
         except RateLimitedError:
             raise
         except Exception as error:

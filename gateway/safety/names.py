@@ -67,10 +67,11 @@ _CREDIT = re.compile(
         | \b(?:patch(?:es)?|fix(?:es)?|work|help|contributions?|suggestions?|ideas?|input|
               hints?|pointers?)\s+(?:from|by))
     | \b(?:reports?|review)\s+(?:from|by)
-    | \b(?:reported|suggested|contributed|written|authored|proposed|noticed|found|spotted|
-          diagnosed|debugged|investigated|fixed|reviewed|tested|requested|provided|
-          prepared|sponsored|implemented|created|started|maintained|translated|packaged|
-          uploaded|originally|based\s+on\s+(?:work|a\s+patch))\s+by
+    | \b(?:reported|suggested|contributed|proposed|noticed|found|spotted|
+          diagnosed|debugged|investigated|fixed|reviewed|tested|requested|translated|
+          packaged|uploaded|originally|based\s+on\s+(?:work|a\s+patch))\s+by
+    | (?P<made>\b(?:written|authored|provided|prepared|sponsored|implemented|created|
+          started|maintained)\s+by)
     | \bcourtesy\s+of | \bcredits?\s+(?:go(?:es)?\s+)?to
     | \b(?:co-authored|signed-off|reviewed|tested|reported|acked|suggested|helped|
           requested)-by:
@@ -152,6 +153,9 @@ class Gazetteer:
     def is_name(self, word: str) -> bool:
         folded = word.casefold()
         return folded in self.given or folded in self.family
+
+    def is_surname(self, word: str) -> bool:
+        return word.casefold() in self.family
 
 
 _FAKER_LISTS = (
@@ -236,7 +240,11 @@ def credited_names(text: str, gazetteer: Gazetteer) -> Iterator[tuple[int, int]]
     for word in _WORD_START.finditer(text):
         head, at = word.group().casefold(), word.start()
         if head in _CREDIT_HEADS and (match := _CREDIT.match(text, at)):
-            yield from _names_at(text, match.end(), handles=match.group("thanks") is not None)
+            names = _names_at(text, match.end(), handles=match.group("thanks") is not None)
+            if match.group("made") is None:
+                yield from names
+            else:  # companies make and maintain things too: `created by Facebook`
+                yield from (n for n in names if _known_or_full(text[n[0] : n[1]], gazetteer))
         if head in _ROSTER_HEADS and (match := _ROSTER.match(text, at)):
             yield from _names_at(text, match.start("names"), handles=False, end=match.end("names"))
         renamed = _RENAMED.match(text, at) if head == "update" else None
@@ -248,6 +256,13 @@ def credited_names(text: str, gazetteer: Gazetteer) -> Iterator[tuple[int, int]]
                 text[found[0] : found[1]].split(maxsplit=1)[0]
             ):
                 yield found
+
+
+def _known_or_full(name: str, gazetteer: Gazetteer) -> bool:
+    """Whether a name credited with making something is a person's: several words, or one
+    the gazetteer knows; a lone unknown word (`Facebook`, `Canonical`) is a company's."""
+    words = name.split()
+    return len(words) > 1 or gazetteer.is_name(words[0])
 
 
 #: What opens an item of a list or a field: a bullet, a number, a `key:`.
@@ -305,6 +320,9 @@ def listed_names(text: str, gazetteer: Gazetteer) -> Iterator[tuple[int, int]]:
         if last_end >= 0 and text[last_end : match.start()].count("\n") > 1:
             yield from _a_list(run, known)
             run, known = [], 0
+        if _COMPANY_TAIL.match(text, end):
+            last_end = match.end()
+            continue  # `SynaptiCAD, Inc.`: a company in the list, not a person
         if not _listed_name(words):
             yield from _a_list(run, known)
             run, known, last_end = [], 0, -1
@@ -313,6 +331,14 @@ def listed_names(text: str, gazetteer: Gazetteer) -> Iterator[tuple[int, int]]:
         known += len(words) > 1 and gazetteer.is_given(words[0])
         last_end = match.end()
     yield from _a_list(run, known)
+
+
+#: A company's legal form after its name: `, Inc.`, ` GmbH`, `, Ltd`.
+_COMPANY_TAIL = re.compile(
+    r"[ \t]*,?[ \t]*(?:inc|ltd|llc|gmbh|corp|corporation|plc|limited|ag|sa|bv|nv|oy|ab|srl|sarl)"
+    r"\b\.?",
+    re.IGNORECASE,
+)
 
 
 def _listed_name(words: list[str]) -> bool:
@@ -346,14 +372,20 @@ ROLES = frozenset(
 def given_names(text: str, gazetteer: Gazetteer) -> Iterator[tuple[int, int]]:
     """Runs of capitalised words that start with a given name and go on with a surname:
     `Priya Raghunathan`, `Grace Hopper`; not `Mark Done` (no surname follows a given name
-    that is also a common word) nor words written as identifiers."""
+    that is also a common word, nor in a heading, where every word is capitalised), nor
+    words written as identifiers. A run ends at an acronym (`Mac OS X`, `Wing IDE`) and at
+    the end of a line that holds nothing before it (`AUTHOR` heading a man page's section)."""
     for match in _CAPITALISED.finditer(text):
         words = [(m.start(), m.end()) for m in re.finditer(r"\S+", match.group())]
+        after = 0  # the words of a run already read start no other
         for i in range(len(words) - 1):
+            if i < after:
+                continue
             first = match.group()[words[i][0] : words[i][1]]
+            at = match.start() + words[i][0]
             if not gazetteer.is_given(first) or first.casefold() in ROLES:
                 continue  # `General Motors`: a title, not a given name
-            if opens_item(text, match.start() + words[i][0]):
+            if opens_item(text, at):
                 continue
             run = [words[i]]
             for start, end in words[i + 1 : i + 4]:
@@ -361,13 +393,61 @@ def given_names(text: str, gazetteer: Gazetteer) -> Iterator[tuple[int, int]]:
                 if is_code_like(word) or word.casefold() in TEAM_WORDS:
                     run = []
                     break
+                if is_acronym(word, gazetteer) or _unwrapped(text, at, match.start() + start):
+                    break
                 run.append((start, end))
             if len(run) < 2:
                 continue
             surnames = [match.group()[s:e] for s, e in run[1:]]
-            if any(gazetteer.is_name(word) for word in surnames) or not common_given(first):
+            known = any(gazetteer.is_name(word) for word in surnames)
+            if known or not (common_given(first) or in_heading(text, at)):
                 yield match.start() + run[0][0], match.start() + run[-1][1]
-            break
+            after = i + len(run)
+
+
+_ROMAN = re.compile(r"[IVX]+")
+
+
+def is_acronym(word: str, gazetteer: Gazetteer) -> bool:
+    """Whether `word` is an acronym rather than a surname: two to four capitals (`OS`,
+    `IDE`, `CTRL`, `ASGI`) that no surname list knows and no regnal number (`III`) is."""
+    bare = word.strip(".,;:!?'\u2019")
+    return (
+        2 <= len(bare) <= 4
+        and bare.isalpha()
+        and bare.isupper()
+        and not gazetteer.is_surname(bare)
+        and _ROMAN.fullmatch(bare) is None
+    )
+
+
+def _unwrapped(text: str, first: int, word: int) -> bool:
+    """Whether a line ends between a name's first word (at `first`) and a later word (at
+    `word`) on a line that holds nothing before the name: a heading or a list's line,
+    which a name does not wrap over (`Thanks to Jane\n  Doe` wraps; `AUTHOR\n  Written`
+    does not)."""
+    line_start = text.rfind("\n", 0, first) + 1
+    return "\n" in text[first:word] and not text[line_start:first].strip(" \t*+-\u2022")
+
+
+#: A line that underlines the heading above it (reStructuredText, Markdown's setext); not
+#: a code fence (```).
+_UNDERLINE = re.compile(r"[ \t]*(?P<rule>([=\-~^\"'*+#:._])\2{2,})[ \t]*(?:\n|$)")
+_MARKDOWN_HEADING = re.compile(r"[ \t]*#{1,6}[ \t]")
+
+
+def in_heading(text: str, at: int) -> bool:
+    """Whether `at` stands in a heading: a line underlined by the next, at least as long
+    as it (`Minor Improvements` over `~~~~~~`), or a Markdown heading (`## A Simple
+    Example`), where every word is capitalised and a capital says nothing of a name."""
+    line_start = text.rfind("\n", 0, at) + 1
+    line_end = text.find("\n", at)
+    if _MARKDOWN_HEADING.match(text, line_start):
+        return True
+    underline = _UNDERLINE.match(text, line_end + 1) if line_end >= 0 else None
+    return underline is not None and len(underline["rule"]) >= len(
+        text[line_start:line_end].strip()
+    )
 
 
 #: Given names that are also everyday English words: they start a name only when a known

@@ -15,15 +15,17 @@ from __future__ import annotations
 import asyncio
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from gateway.errors import DependencyUnavailableError
-from gateway.runtime.services import Services
 from gateway.safety.operators import Operators
 from gateway.safety.redaction import RedactionPolicy, Redactor, count_redactions
-from ingest.index import IndexUnavailableError
+from gateway.telemetry import Telemetry
+from ingest.index import Index, IndexUnavailableError
 from ingest.lru import LruCache
 from ingest.payload import PassagePayload, PiiAnalysis, PiiSpan, Scope
+from settings.effective import entities_in_force
 from settings.pii_allow_list import AllowList, parse_allow_list
 from settings.resolve import resolve_pii_allow_list, resolve_pii_entities, resolve_pii_operators
 from settings.store import StoreUnavailableError
@@ -32,6 +34,36 @@ from settings.store import StoreUnavailableError
 AnalysisCache = LruCache[tuple[str, str], tuple[PiiSpan, ...]]
 #: an allow-list's entries -> the parsed list
 AllowListCache = LruCache[tuple[str, ...], AllowList]
+
+
+class PseudonymKeys(Protocol):
+    """Where a workspace's pseudonym key is read (`settings.cache.CachedSettings`)."""
+
+    async def pseudonym_key(self, tenant_id: str) -> bytes | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RedactionPolicies:
+    """What a workspace's redaction policy is made of: the recognizers this process loaded
+    and their anonymizer, its pseudonym key (read through the settings cache) and its
+    allow-lists (parsed once per list of entries)."""
+
+    redactor: Redactor
+    keys: PseudonymKeys
+    telemetry: Telemetry
+    allow_lists: AllowListCache = field(default_factory=lambda: LruCache(256))
+
+
+@dataclass(frozen=True, slots=True)
+class PassageRedaction:
+    """What redacting a turn's passages uses: the policies, the analyses of passages
+    analysed in a turn (partitioned by tenant), and the index their analyses are written
+    back to."""
+
+    policies: RedactionPolicies
+    analyses: AnalysisCache
+    index: Index
+    telemetry: Telemetry
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,52 +83,49 @@ class Redacted:
     counts: dict[str, int]
 
 
-def in_force(redactor: Redactor, entities: Sequence[str]) -> tuple[str, ...]:
-    """The configured entity types for which a recognizer is loaded."""
-    return tuple(name for name in entities if name in redactor.supported_entities)
-
-
 async def redaction_policy(
-    services: Services, tenant_id: str, workspace_settings: Mapping[str, object] | None
+    policies: RedactionPolicies, tenant_id: str, workspace_settings: Mapping[str, object] | None
 ) -> RedactionPolicy:
     """The workspace's entity types in force, its allow-list (parsed once per list) and its
     operators, with its pseudonym key when one of those types is pseudonymised."""
-    entities = in_force(services.redactor, resolve_pii_entities(workspace_settings).value)
+    entities = entities_in_force(
+        resolve_pii_entities(workspace_settings).value, policies.redactor.supported_entities
+    )
     entries = resolve_pii_allow_list(workspace_settings).value
-    allow = services.allow_lists.get(entries) if entries else None
+    allow = policies.allow_lists.get(entries) if entries else None
     if allow is None:
         allow = parse_allow_list(entries)
         if entries:
-            services.allow_lists.put(entries, allow)
+            policies.allow_lists.put(entries, allow)
     chosen = {
         entity_type: operator
         for entity_type, operator in resolve_pii_operators(workspace_settings).value.items()
         if entity_type in entities
     }
-    anonymizer = services.redactor.anonymizer
+    anonymizer = policies.redactor.anonymizer
     if not any(operator != "replace" for operator in chosen.values()):
         operators = anonymizer.replace_all
     else:
-        key = await _pseudonym_key(services, tenant_id) if "pseudonym" in chosen.values() else None
+        key = await _pseudonym_key(policies, tenant_id) if "pseudonym" in chosen.values() else None
         operators = Operators(anonymizer, chosen, key)
     return RedactionPolicy(frozenset(entities), allow, operators=operators)
 
 
-async def _pseudonym_key(services: Services, tenant_id: str) -> bytes | None:
+async def _pseudonym_key(policies: RedactionPolicies, tenant_id: str) -> bytes | None:
     """The workspace's pseudonym key through the settings cache (a store call at most once
     per staleness period); None when it cannot be read, counted: its types are then
     replaced by `<ENTITY_TYPE>`, never shown."""
     try:
-        key = await services.settings.pseudonym_key(tenant_id)
+        key = await policies.keys.pseudonym_key(tenant_id)
     except StoreUnavailableError:
         key = None
     if key is None:
-        services.telemetry.count("pseudonym_key_unavailable")
+        policies.telemetry.count("pseudonym_key_unavailable")
     return key
 
 
 async def redact_outgoing(
-    services: Services,
+    redaction: PassageRedaction,
     tenant_id: str,
     workspace_settings: Mapping[str, object] | None,
     passages: Sequence[Outgoing],
@@ -107,8 +136,8 @@ async def redact_outgoing(
     Fails closed: any failure is DependencyUnavailableError("redactor"), never raw text.
     """
     try:
-        policy = await redaction_policy(services, tenant_id, workspace_settings)
-        analyses = await _analyses(services, tenant_id, passages)
+        policy = await redaction_policy(redaction.policies, tenant_id, workspace_settings)
+        analyses = await _analyses(redaction, tenant_id, passages)
         texts: dict[str, str] = {}
         titles: dict[str, str] = {}
         counts: Counter[str] = Counter()
@@ -123,25 +152,27 @@ async def redact_outgoing(
         # Fail closed: text that could not be redacted is never returned.
         raise DependencyUnavailableError("redactor") from error
     found = dict(sorted(counts.items()))
-    count_redactions(services.telemetry, found)
+    count_redactions(redaction.telemetry, found)
     return Redacted(texts, titles, found)
 
 
 async def _analyses(
-    services: Services, tenant_id: str, passages: Sequence[Outgoing]
+    redaction: PassageRedaction, tenant_id: str, passages: Sequence[Outgoing]
 ) -> dict[str, PiiAnalysis]:
     """Each passage's usable stored analysis; the others analysed in a worker thread."""
     usable: dict[str, PiiAnalysis] = {}
     stale: list[Outgoing] = []
     for passage in passages:
-        analysis = _usable(services.redactor, passage.payload)
+        analysis = _usable(redaction.policies.redactor, passage.payload)
         if analysis is None:
             stale.append(passage)
         else:
             usable[passage.point_id] = analysis
     if stale:
-        services.telemetry.count("pii_analysed_in_turn", len(stale))
-        usable.update(await asyncio.to_thread(_analyse, services, tenant_id, stale))
+        redaction.telemetry.count("pii_analysed_in_turn", len(stale))
+        analysed = await asyncio.to_thread(_analyse, redaction, tenant_id, stale)
+        await _write_back(redaction.index, redaction.telemetry, stale, analysed)
+        usable.update(analysed)
     return usable
 
 
@@ -154,18 +185,17 @@ def _usable(redactor: Redactor, payload: PassagePayload) -> PiiAnalysis | None:
 
 
 def _analyse(
-    services: Services, tenant_id: str, passages: Sequence[Outgoing]
+    redaction: PassageRedaction, tenant_id: str, passages: Sequence[Outgoing]
 ) -> dict[str, PiiAnalysis]:
-    """Analyse passages without a usable analysis (through the per-tenant cache) and write
-    the analyses back; a failed write-back is counted and the turn goes on."""
-    redactor, cache = services.redactor, services.analysis_cache
+    """Analyse passages without a usable analysis (through the per-tenant cache)."""
+    redactor, cache = redaction.policies.redactor, redaction.analyses
     strings = {s for p in passages for s in (p.payload.text, p.payload.title)}
     found = {s: cache.get((tenant_id, s)) for s in strings}
     missing = [s for s, spans in found.items() if spans is None]
     for text, spans in zip(missing, redactor.analyze_texts(missing), strict=True):
         found[text] = spans
         cache.put((tenant_id, text), spans)
-    analyses = {
+    return {
         p.point_id: PiiAnalysis(
             analyzer=redactor.analyzer_version,
             text=found[p.payload.text] or (),
@@ -173,18 +203,21 @@ def _analyse(
         )
         for p in passages
     }
-    _write_back(services, passages, analyses)
-    return analyses
 
 
-def _write_back(
-    services: Services, passages: Sequence[Outgoing], analyses: Mapping[str, PiiAnalysis]
+async def _write_back(
+    index: Index,
+    telemetry: Telemetry,
+    passages: Sequence[Outgoing],
+    analyses: Mapping[str, PiiAnalysis],
 ) -> None:
+    """Store the analyses on their passages; a failed write-back is counted and the turn
+    goes on."""
     places: dict[tuple[str, Scope], dict[str, PiiAnalysis]] = defaultdict(dict)
     for passage in passages:
         places[passage.collection, passage.scope][passage.point_id] = analyses[passage.point_id]
     for (collection, scope), batch in places.items():
         try:
-            services.index.set_pii(collection, scope, batch)
+            await index.set_pii(collection, scope, batch)
         except (IndexUnavailableError, ValueError):
-            services.telemetry.count("pii_write_back_failed")
+            telemetry.count("pii_write_back_failed")

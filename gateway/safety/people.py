@@ -20,6 +20,7 @@ from gateway.safety.names import (
     TEAM_WORDS,
     Gazetteer,
     common_given,
+    is_acronym,
     opens_item,
 )
 from gateway.safety.prose_names import SPEECH_VERBS
@@ -46,7 +47,9 @@ def named_entities(
     """
     names = gazetteer or Gazetteer(frozenset(), frozenset())
     prose = functools.cache(lambda: reads_as_prose(text))
-    spans = [(span, span.start, _structure_end(text, span.start, span.end)) for span in found]
+    ends = [(span, _structure_end(text, span.start, span.end)) for span in found]
+    # a list item's verb is no part of a name, nor is it a surname found after a given name
+    spans = [(span, _after_item_verb(text, span.start, end, names), end) for span, end in ends]
     surnames = {
         word.casefold()
         for span, start, end in spans
@@ -56,8 +59,7 @@ def named_entities(
         for word in words[1:]
     } | _spoken_of(text, spans)
     kept: list[Detection] = []
-    for span, found_start, end in spans:
-        start = _after_item_verb(text, found_start, end)
+    for span, start, end in spans:
         value = text[start:end]
         words = value.split()
         if not words or any(is_code_like(word) for word in words):
@@ -81,14 +83,38 @@ def named_entities(
     return kept
 
 
-def _after_item_verb(text: str, start: int, end: int) -> int:
+def _after_item_verb(text: str, start: int, end: int, names: Gazetteer) -> int:
     """Where a span that opens a list item or a field starts once its first word is left
     out: items open with a verb (`* Mark package as …`, `* Add Breaks on …`), so the
-    model's name there starts after it (`end` when nothing is left)."""
-    if not opens_item(text, start):
-        return start
+    model's name there starts after it (`end` when nothing is left). A given name that is
+    no everyday word opens a list of people's item (`- Niklas Hambüchen`) and stays. A
+    sentence that opens with a verb in the past tense no name list knows (`Contributed
+    Windows …`, `Refactored …`) has no name in that verb either."""
     first = re.match(r"\S+\s*", text[start:end])
-    return start + first.end() if first else end
+    if first is None:
+        return end
+    word = first.group().strip()
+    if opens_item(text, start):
+        return start if _opens_with_a_name(word, names) else start + first.end()
+    if _PAST_TENSE.fullmatch(word) and _opens_sentence(text, start) and not names.is_name(word):
+        return start + first.end()  # `Contributed Windows and MS-DOS improvements`
+    return start
+
+
+def _opens_with_a_name(word: str, names: Gazetteer) -> bool:
+    """Whether a list item's first word is a given name that is no everyday word: a list of
+    people, whose items open with names (`- Niklas Hambüchen`), not with verbs."""
+    return names.is_given(word) and not common_given(word)
+
+
+#: A verb in the past tense, as changelogs and credits open their sentences with one.
+_PAST_TENSE = re.compile(r"[A-Z][a-z]+ed")
+
+
+def _opens_sentence(text: str, start: int) -> bool:
+    """Whether `start` opens a line or follows a sentence's end."""
+    before = text[max(0, start - 3) : start]
+    return not text[:start].strip() or bool(re.search(r"(?:[.!?][ \t]+|\n[ \t]*)$", before))
 
 
 def _a_persons(
@@ -107,7 +133,7 @@ def _a_persons(
         # vowels (`EPRDF`, `SGML`)
         vowels = sum(ch in "AEIOUY" for ch in bare[0])
         return vowels >= 2 and bare[0].casefold() not in TEAM_WORDS and prose()
-    if not _capitalised_name(bare, names):
+    if not _capitalised_name(bare, names, prose):
         return False
     if len(bare) == 1:
         return names.is_given(bare[0])
@@ -116,13 +142,16 @@ def _a_persons(
     return any(names.is_name(word) for word in bare)
 
 
-def _capitalised_name(bare: list[str], names: Gazetteer) -> bool:
+def _capitalised_name(bare: list[str], names: Gazetteer, prose: Callable[[], bool]) -> bool:
     """Capitalised, no team word, lower-case words only particles (`Edited by`, `Port to
     VMS by` are none), and not acronyms or a heading in capitals (`SVG`, `Press CTRL`)
-    unless a given name stands in it."""
+    unless a given name stands in it; in technical text, no acronym beside a word (`Mac OS
+    X`: a product and its acronym; prose may write a surname so)."""
     if not bare[0][:1].isupper() or any(word.casefold() in TEAM_WORDS for word in bare):
         return False
     if any(word[:1].islower() and word not in PARTICLES for word in bare):
+        return False
+    if len(bare) > 1 and any(is_acronym(word, names) for word in bare) and not prose():
         return False
     capitals = [word for word in bare if word.isupper() and len(word) > 1]
     acronyms = len(capitals) == len(bare) or any(len(word) <= 4 for word in capitals)
@@ -130,12 +159,13 @@ def _capitalised_name(bare: list[str], names: Gazetteer) -> bool:
 
 
 def _structure_end(text: str, start: int, end: int) -> int:
-    """Where a found span ends once the text's structure is read: before a bracket, a comma
-    or a colon, and before a line break that a name does not wrap over (the next line
-    starts with a bullet, a quote mark or nothing but space)."""
+    """Where a found span ends once the text's structure is read: before a bracket, a comma,
+    a colon or a dash between spaces (`James Strachan -- Kotlin lexer`), and before a line
+    break that a name does not wrap over (the next line starts with a bullet, a quote mark
+    or nothing but space)."""
     for at in range(start, end):
         char = text[at]
-        if char in '*<>()[],:;|"\t':
+        if char in '*<>()[],:;|"\t' or _SPACED_DASH.match(text, at):
             end = at
             break
         if char == "\n" and not _wraps(text, at, end):
@@ -144,6 +174,11 @@ def _structure_end(text: str, start: int, end: int) -> int:
     while end > start and (text[end - 1].isspace() or text[end - 1] in ".-'\u2019"):
         end -= 1
     return end
+
+
+#: A dash with space on both sides: it separates a name from what follows, where a
+#: hyphen inside a name (`Jean-Pierre`, `St-Louis`) has none.
+_SPACED_DASH = re.compile(r"[ \t][-\u2013\u2014]+[ \t]")
 
 
 def _wraps(text: str, newline: int, end: int) -> bool:

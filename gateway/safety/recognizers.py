@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from gateway.blas import OPENBLAS_THREADS
 from gateway.safety import names, prose_names
 from gateway.safety.names import Gazetteer
-from gateway.safety.technical import reads_as_version
+from gateway.safety.technical import follows_an_at_sign, names_an_algorithm, reads_as_version
 
 LANGUAGE = "en"
 #: Results scoring below this are dropped. No context word raises a score, so presidio's
@@ -62,7 +64,7 @@ PHONE_BLANKED = frozenset(
 )
 #: Raised whenever kbgate's own recognizers or rules change what is found, so that stored
 #: analyses made before the change are recognised as another analyzer's.
-RECOGNIZER_REVISION = 2
+RECOGNIZER_REVISION = 3
 #: kbgate's recognizers of names by the context technical text puts them in
 #: (`gateway.safety.names`), each with the score its spans carry: above the NER model's
 #: 0.85, so that where both find the same span, presidio keeps the context's.
@@ -234,17 +236,35 @@ def no_nlp_engine() -> Any:
     return engine
 
 
-def _ner_engine(model_name: str) -> Any:
+def openblas_single_threaded(environ: Mapping[str, str]) -> bool:
+    """Whether numpy's OpenBLAS runs one thread per call in this process, as every kbgate
+    command sets before numpy loads (`gateway.blas`).
+
+    Then the NER model multiplies its matrices through OpenBLAS: about a third of the time
+    thinc's bundled BLIS takes at the model's sizes on the project's machines, with the
+    same entities. With OpenBLAS's own threads (a process that did not set it) those
+    threads contend with the caller's and BLIS, which runs on the calling thread, is faster.
+    """
+    return environ.get(OPENBLAS_THREADS) == "1"
+
+
+def _ner_engine(model_name: str, environ: Mapping[str, str] = os.environ) -> Any:
     """presidio's spaCy engine on `model_name` loaded with its NER component only."""
     import spacy
     from presidio_analyzer.nlp_engine import NerModelConfiguration, SpacyNlpEngine
+    from thinc.api import use_ops
+
+    use_blis = not openblas_single_threaded(environ)
 
     class NerOnlyEngine(SpacyNlpEngine):
         """Loads the installed pipeline itself (presidio's loader downloads a missing one)
-        and keeps only `ner`; lemmas and a parse are never made."""
+        and keeps only `ner`; lemmas and a parse are never made. The model's layers
+        multiply their matrices with thinc's bundled BLIS, or with numpy's OpenBLAS where
+        that runs one thread per call (`openblas_single_threaded`)."""
 
         def load(self) -> None:
-            pipeline = spacy.load(model_name, exclude=list(_NOT_NER))
+            with use_ops("numpy", use_blis=use_blis):
+                pipeline = spacy.load(model_name, exclude=list(_NOT_NER))
             self.nlp = {LANGUAGE: pipeline}  # type: ignore[assignment]  # presidio declares it None until loaded
 
     engine = NerOnlyEngine(
@@ -347,13 +367,27 @@ def _pattern_recognizers(phone_regions: tuple[str, ...]) -> list[Any]:
             return bool(parts.suffix and parts.domain)
 
     class OfflineEmailRecognizer(EmailRecognizer):
-        """presidio's email recognizer, validating domains against the bundled suffix list."""
+        """presidio's email recognizer, validating domains against the bundled suffix list;
+        SSH's names of algorithms (`sk-ssh-ed25519@openssh.com`) and the tail of a string
+        with two `@` (`a@b@c.com`, no address) are none."""
 
         def __init__(self, extractor: tldextract.TLDExtract) -> None:
             super().__init__()
             self._extractor = extractor
 
+        def analyze(
+            self,
+            text: str,
+            entities: list[str],
+            nlp_artifacts: NlpArtifacts | None = None,
+            regex_flags: int | None = None,
+        ) -> list[RecognizerResult]:
+            found = super().analyze(text, entities, nlp_artifacts, regex_flags)
+            return [r for r in found if not follows_an_at_sign(text, r.start)]
+
         def validate_result(self, pattern_text: str) -> bool:
+            if names_an_algorithm(pattern_text):
+                return False
             return bool(self._extractor(pattern_text).fqdn)
 
     # No URLs: never fetch. No cache dir: never read or write ~/.cache. The bundled

@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.runtime.telemetry import Telemetry
 from gateway.safety.names import (
     Gazetteer,
     truecased,
@@ -48,7 +47,8 @@ from gateway.safety.recognizers import (
     no_nlp_engine,
 )
 from gateway.safety.spans import Detection, Span, overlaps_any, recognizer_of
-from gateway.safety.technical import technical_spans
+from gateway.safety.technical import opens_call_arguments, technical_spans
+from gateway.telemetry import Telemetry
 from ingest.payload import PiiSpan
 from settings.pii_allow_list import NO_ALLOW_LIST, AllowList
 from settings.resolve import KNOWN_PII_ENTITIES
@@ -310,7 +310,12 @@ class Redactor:
                 rest = _blank(rest, technical_spans(text))
             if may_hold_phone_number(rest, self._phone_digits):
                 phones = self._analyze(rest, [PHONE], artifacts)
-                found += [r for r in phones if _digits(text[r.start : r.end]) >= MIN_PHONE_DIGITS]
+                found += [
+                    r
+                    for r in phones
+                    if _digits(text[r.start : r.end]) >= MIN_PHONE_DIGITS
+                    and not opens_call_arguments(text, r.start)
+                ]
         if wanted & NER_ENTITIES:  # all of them: the rules move spans between types
             names = self._analyze(text, sorted(self.supported_entities & NER_ENTITIES), artifacts)
             by_model = [r for r in names if recognizer_of(r) not in CONTEXT_NAME_RECOGNIZERS]

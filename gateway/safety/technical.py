@@ -128,6 +128,48 @@ def _named_as_version(text: str, start: int, before: str) -> bool:
     return bool(names_a_thing) and _SMALL_MAJOR.match(text, start) is not None
 
 
+#: The parts SSH's names of algorithms are made of (RFC 4251 §6 and IANA's SSH registry:
+#: key types, ciphers, MACs, key exchanges), and numbers.
+_SSH_ALGORITHM_PARTS = frozenset(
+    """ssh sk cert v00 v01 rsa dsa dss ecdsa ed25519 ed448 nistp256 nistp384 nistp521 sha1
+    sha2 sha256 sha384 sha512 md5 ripemd160 hmac umac etm aes128 aes192 aes256 gcm ctr cbc
+    chacha20 poly1305 curve25519 curve448 sntrup761x25519 mlkem768x25519 diffie hellman
+    group1 group14 group16 group18 exchange kex webauthn x509v3 zlib""".split()
+)
+
+
+def names_an_algorithm(address: str) -> bool:
+    """Whether `local@domain` is an SSH name of an algorithm or an extension
+    (`sk-ssh-ed25519@openssh.com`, `chacha20-poly1305@openssh.com`), which SSH qualifies by
+    its owner's domain the way a mailbox is written (RFC 4251 §6): every hyphen-joined part
+    of the local part is an algorithm's or a number."""
+    local = address.partition("@")[0]
+    parts = local.split("-")
+    return len(parts) > 1 and all(
+        part.isdigit() or part.casefold() in _SSH_ALGORITHM_PARTS for part in parts
+    )
+
+
+def follows_an_at_sign(text: str, start: int) -> bool:
+    """Whether `start` follows an `@`: what an address pattern finds there is the tail of a
+    string with two (`a@b@c.com`), which is no address."""
+    return text[start - 1 : start] == "@"
+
+
+def opens_call_arguments(text: str, start: int) -> bool:
+    """Whether what starts at `start` is the first argument of a call in code
+    (`IPv4Address(3232235521)`): after a bracket joined to the name before it, which a
+    phone number's area code never is."""
+    bracket = start if text.startswith("(", start) else start - 1
+    if bracket < 1 or text[bracket] != "(":
+        return False
+    return _CALLED_NAME.search(text, max(0, bracket - 80), bracket) is not None
+
+
+#: The name a call's bracket is joined to: an identifier, maybe dotted (`ipaddress.ip_address`).
+_CALLED_NAME = re.compile(r"(?<![\w.])[A-Za-z_][\w.]*$")
+
+
 def is_code_like(word: str) -> bool:
     """Whether `word` is written as an identifier (option, path, key, package, constant)."""
     return _IDENTIFIER.search(word.strip(".,;:!?()[]\"'")) is not None
@@ -141,12 +183,20 @@ _BULLET = re.compile(r"(?m)^[ \t]*[*+\-\u2022][ \t]")
 
 def reads_as_prose(text: str) -> bool:
     """Whether `text` is running prose: few words written as identifiers (plain numbers,
-    years and amounts aside), and not a list of items."""
+    years and amounts aside), not a list of items, and not a block of header fields
+    (package metadata, mail or HTTP headers: `Classifier: License :: OSI Approved`)."""
     words = text.split()
     if not words or _BULLET.search(text):
         return False
+    lines = sum(1 for line in text.splitlines() if line.strip())
+    if 2 * len(_FIELD.findall(text)) >= lines:
+        return False
     code = sum(is_code_like(word) and not _NUMBER.match(word) for word in words)
     return code < PROSE_CODE_SHARE * len(words)
+
+
+#: A header field opening a line: `Name: value`, `Author-email: …`, `Content-Type: …`.
+_FIELD = re.compile(r"(?m)^[ \t]*[A-Za-z][\w-]*:[ \t]")
 
 
 _NUMBER = re.compile(r"^[(\[]?[$\u20ac\u00a3]?\d[\d,]*(?:\.\d+)?%?[)\]]?[.,;:!?]?$")

@@ -15,9 +15,9 @@ from litestar.testing import AsyncTestClient
 
 from gateway.http.app import create_app
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
-from ingest.embedding import Embedder
-from ingest.qdrant_server import ServerIndex
+from gateway.telemetry import Telemetry, build_logger
+from ingest.embedder.embedding import Embedder
+from ingest.engines.server.index import ServerIndex
 from settings.config import Config, load_config
 from tests.support.asgi import asgi_client
 from tests.support.redactor import shared_redactor
@@ -71,6 +71,13 @@ async def serving(
     Requests run on the test's own event loop (httpx's ASGI transport), as a Redis client's
     connections belong to the loop that opened them."""
     services, logs, config = await start_gateway(tmp_path, embedder, engine, **overrides)
+    async with served(services, logs, config) as gateway:
+        yield gateway
+
+
+@asynccontextmanager
+async def served(services: Services, logs: io.StringIO, config: Config) -> AsyncIterator[Gateway]:
+    """The app over `services`, its lifespan running; the services closed after."""
     app = create_app(config, services)
     try:
         async with asgi_client(app) as client:

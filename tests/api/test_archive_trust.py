@@ -23,7 +23,7 @@ import pytest
 from gateway.admin import transfer
 from gateway.tools.probe.archive_probes import EMAIL as EMAIL_PROBE
 from gateway.tools.probe.campaign import Campaign
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from ingest.index import SHARED_COLLECTION, org_collection
 from ingest.payload import Scope
 from tests.api.conftest import PLATFORM_KEY, Gateway, serving
@@ -384,19 +384,19 @@ async def test_records_the_api_would_refuse_are_refused_and_nothing_is_written(
         assert says in problem["detail"], (name, problem["detail"])
         assert await target.services.store.get_workspace("moved") is None, name
         assert await target.services.store.list_knowledge_bases("moved") == [], name
-        assert _passages(target, "beta", "moved") == 0, name
+        assert await _passages(target, "beta", "moved") == 0, name
     fine = await _import(target, "beta", "moved", archive)
     assert fine.status_code == 201, fine.text
-    assert _passages(target, "beta", "moved") == 3
+    assert await _passages(target, "beta", "moved") == 3
 
 
-def _passages(gw: Gateway, org_id: str, tenant_id: str) -> int:
+async def _passages(gw: Gateway, org_id: str, tenant_id: str) -> int:
     index = gw.services.index
     kbs = frozenset({"org-kb", "shared-kb"})
     scope = Scope.of(org_id=org_id, tenant_id=tenant_id, kb_ids=kbs, clearance="restricted")
     total = 0
     for collection in (org_collection(org_id), SHARED_COLLECTION):
-        total += index.count(collection, scope)
+        total += await index.count(collection, scope)
     return total
 
 

@@ -14,7 +14,7 @@ from litestar.testing import AsyncTestClient
 from gateway.errors import PayloadTooLargeError
 from gateway.http.app import create_app
 from gateway.http.ndjson import read_body
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.api.conftest import Gateway, start_gateway
 from tests.api.tenants import Tenant, provision
 from tests.api.test_document_clearance import _stored_key
@@ -155,15 +155,15 @@ async def test_an_embedder_outage_fails_every_document_and_writes_nothing(
     """When the model fails, each document's result is `failed` with a 503 problem naming
     the embedder, and nothing is written; lines that need no model keep their results."""
     tenant = await _tenant(gateway)
-    real = gateway.services.writer._embedder
-    gateway.services.writer._embedder = FailingEmbedder()
+    real = gateway.services.documents.writer._embedder
+    gateway.services.documents.writer._embedder = FailingEmbedder()
     try:
         status, results = await _bulk(
             tenant,
             _ndjson(_doc("a.txt", PUMPS), _doc("b.txt", VALVES, classification=None)),
         )
     finally:
-        gateway.services.writer._embedder = real
+        gateway.services.documents.writer._embedder = real
     assert status == 200
     assert [r["status"] for r in results] == ["failed", "held_back"]
     assert (results[0]["problem"]["status"], results[0]["problem"]["dependency"]) == (

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.api.conftest import Gateway, serving
 from tests.api.tenants import Tenant, provision
 from tests.support.redis_server import RedisServer

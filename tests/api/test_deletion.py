@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from ingest.index import SHARED_COLLECTION, org_collection
 from ingest.payload import Scope
 from tests.api.conftest import Gateway, serving_stack
@@ -47,7 +47,7 @@ async def _stocked(gw: Gateway, tenant_id: str, org_id: str = "acme") -> Tenant:
     return tenant
 
 
-def _passages(gw: Gateway, tenant: Tenant, collection: str) -> int:
+async def _passages(gw: Gateway, tenant: Tenant, collection: str) -> int:
     """The tenant's passages of both KBs in a collection, counted under its own Scope."""
     scope = Scope.of(
         org_id=tenant.org_id,
@@ -56,7 +56,7 @@ def _passages(gw: Gateway, tenant: Tenant, collection: str) -> int:
         clearance="restricted",
         strict=False,
     )
-    return gw.services.index.count(collection, scope)
+    return await gw.services.index.count(collection, scope)
 
 
 async def _view(tenant: Tenant) -> dict[str, Any]:
@@ -88,9 +88,9 @@ async def test_workspace_deletion_removes_everything_it_owns_and_spares_its_neig
     stay = await _stocked(gw, "stay")
     assert (await gone.retrieve("bot", QUESTION)).status_code == 200
     before = await _view(stay)
-    counts = [_passages(gw, stay, c) for c in (org_collection("acme"), SHARED_COLLECTION)]
-    in_org = _passages(gw, gone, org_collection("acme"))
-    in_shared = _passages(gw, gone, SHARED_COLLECTION)
+    counts = [await _passages(gw, stay, c) for c in (org_collection("acme"), SHARED_COLLECTION)]
+    in_org = await _passages(gw, gone, org_collection("acme"))
+    in_shared = await _passages(gw, gone, SHARED_COLLECTION)
     assert in_org > 0
     assert in_shared > 0
 
@@ -112,8 +112,8 @@ async def test_workspace_deletion_removes_everything_it_owns_and_spares_its_neig
     assert (
         await gw.client.get("/v1/knowledge-bases/org-kb", headers=gone.headers())
     ).status_code == 401
-    assert _passages(gw, gone, org_collection("acme")) == 0
-    assert _passages(gw, gone, SHARED_COLLECTION) == 0
+    assert await _passages(gw, gone, org_collection("acme")) == 0
+    assert await _passages(gw, gone, SHARED_COLLECTION) == 0
     history = await gw.client.get("/v1/keys/history?tenant_id=gone", headers=gw.platform)
     assert history.json()["events"] == []  # issue 57 #7: it goes with the workspace
     audit = (await gw.client.get("/v1/deletions", headers=gw.platform)).json()["deletions"]
@@ -121,7 +121,9 @@ async def test_workspace_deletion_removes_everything_it_owns_and_spares_its_neig
     again = await gw.client.delete("/v1/orgs/acme/workspaces/gone", headers=gw.platform)
     assert again.status_code == 404
     assert await _view(stay) == before
-    assert [_passages(gw, stay, c) for c in (org_collection("acme"), SHARED_COLLECTION)] == counts
+    assert [
+        await _passages(gw, stay, c) for c in (org_collection("acme"), SHARED_COLLECTION)
+    ] == counts
 
     reborn = await provision(gw, "acme", "gone")
     assert (
@@ -151,7 +153,7 @@ async def test_an_interrupted_workspace_deletion_is_finished_by_the_next_delete(
     right after marking) cannot be created again (409) nor given a key (404); the next
     DELETE removes everything and answers what it removed, and then the id is free."""
     tenant = await _stocked(gateway, "t1")
-    in_index = _passages(gateway, tenant, org_collection("acme")) + _passages(
+    in_index = await _passages(gateway, tenant, org_collection("acme")) + await _passages(
         gateway, tenant, SHARED_COLLECTION
     )
     await gateway.services.store.mark_workspace_deleting("t1")
@@ -171,8 +173,8 @@ async def test_an_interrupted_workspace_deletion_is_finished_by_the_next_delete(
     assert finished.status_code == 200, finished.text
     assert finished.json()["deleted"]["passages"] == in_index
     assert finished.json()["deleted"]["knowledge_bases"] == 2
-    assert _passages(gateway, tenant, org_collection("acme")) == 0
-    assert _passages(gateway, tenant, SHARED_COLLECTION) == 0
+    assert await _passages(gateway, tenant, org_collection("acme")) == 0
+    assert await _passages(gateway, tenant, SHARED_COLLECTION) == 0
     assert (
         await gateway.client.post(
             "/v1/orgs/acme/workspaces", json={"tenant_id": "t1"}, headers=gateway.platform
@@ -200,8 +202,8 @@ async def test_org_deletion_removes_each_workspace_then_the_org(gateway: Gateway
     assert body["deleted"]["knowledge_bases"] == 4
     assert body["deleted"]["keys"] == 2
     for tenant in (first, second):
-        assert _passages(gateway, tenant, org_collection("acme")) == 0
-        assert _passages(gateway, tenant, SHARED_COLLECTION) == 0
+        assert await _passages(gateway, tenant, org_collection("acme")) == 0
+        assert await _passages(gateway, tenant, SHARED_COLLECTION) == 0
         status = (await gateway.client.get("/v1/agents/bot", headers=tenant.headers())).status_code
         assert status == 401
     assert (
@@ -248,7 +250,7 @@ async def test_knowledge_base_deletion(gateway: Gateway) -> None:
     await neighbour.kb("theirs")
     await tenant.agent("bot", ["docs", "more"])
     await tenant.agent("other", ["more"])
-    passages = gateway.services.index.count(
+    passages = await gateway.services.index.count(
         org_collection("acme"),
         Scope.of(org_id="acme", tenant_id="t1", kb_ids=["docs"], clearance="restricted"),
     )

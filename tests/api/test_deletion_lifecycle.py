@@ -5,6 +5,7 @@ starts. On Qdrant Edge with SQLite and on qdrant-client local mode with a real R
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from gateway.admin.transfer import model_id
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from ingest.index import SHARED_COLLECTION, org_collection
 from ingest.sync import Document, DocumentWriter, SyncOutcome, Target
 from settings.records import Workspace
@@ -39,7 +40,9 @@ class _HeldWriter(DocumentWriter):
 
     def __init__(self, gw: Gateway) -> None:
         services = gw.services
-        super().__init__(services.index, services.embedder, model_id=model_id(services))
+        super().__init__(
+            services.documents.writer.index, services.embedder, model_id=model_id(services.config)
+        )
         self.entered = threading.Event()
         self.release = threading.Event()
 
@@ -60,7 +63,7 @@ class _HeldWriter(DocumentWriter):
 async def _held_write(gw: Gateway, tenant: Tenant, kb_id: str) -> tuple[_HeldWriter, Any]:
     """Start a document write into `kb_id` and wait until it is inside the writer."""
     writer = _HeldWriter(gw)
-    gw.services.writer = writer
+    gw.services.documents = dataclasses.replace(gw.services.documents, writer=writer)
     write = asyncio.create_task(
         gw.client.put(
             f"/v1/knowledge-bases/{kb_id}/documents/late",
@@ -73,7 +76,7 @@ async def _held_write(gw: Gateway, tenant: Tenant, kb_id: str) -> tuple[_HeldWri
 
 
 async def _counts(gw: Gateway, tenant: Tenant) -> tuple[int, int]:
-    return _passages(gw, tenant, org_collection(tenant.org_id)), _passages(
+    return await _passages(gw, tenant, org_collection(tenant.org_id)), await _passages(
         gw, tenant, SHARED_COLLECTION
     )
 

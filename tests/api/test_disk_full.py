@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from gateway.admin import upkeep
+from ingest.engines.edge.disk import DiskReserve
+from ingest.engines.edge.index import EdgeIndex
 from tests.api.conftest import Gateway
 from tests.api.tenants import provision
 
@@ -18,8 +19,14 @@ pytestmark = pytest.mark.anyio
 _MIB = 1024 * 1024
 
 
+def _disk(gateway: Gateway) -> DiskReserve:
+    index = gateway.services.index
+    assert isinstance(index, EdgeIndex)  # the embedded adapter's
+    return index.engine.disk
+
+
 def _disk_full(gateway: Gateway) -> None:
-    disk = gateway.services.index._shards.disk  # type: ignore[attr-defined]  # the embedded adapter's
+    disk = _disk(gateway)
     disk.reserve_bytes = disk.free_bytes() + 1024 * _MIB
 
 
@@ -73,31 +80,10 @@ async def test_writes_on_a_full_disk_answer_503_and_change_nothing(gateway: Gate
     assert deleted.status_code == 200, deleted.text
 
 
-async def test_the_upkeep_round_logs_a_full_disk_with_its_figures(gateway: Gateway) -> None:
-    """At the reserve, the index upkeep round builds nothing and logs `upkeep_failed` as
-    `DiskFullError` with the free, needed and kept MiB (operators' figures: counts only),
-    each round until space is freed."""
-    _disk_full(gateway)
-    for _ in range(2):
-        assert not await upkeep._step(gateway.services, "index_build", upkeep.index_written)
-    failed = [
-        json.loads(line)
-        for line in gateway.logs.getvalue().splitlines()
-        if line.startswith("{") and '"upkeep_failed"' in line
-    ]
-    assert len(failed) == 2
-    assert set(failed[0]) == {
-        *("event", "level", "timestamp", "step", "error_type"),
-        *("free_mb", "needed_mb", "reserve_mb"),
-    }
-    assert failed[0]["error_type"] == "DiskFullError"
-    assert failed[0]["reserve_mb"] > failed[0]["free_mb"]
-
-
 async def test_an_org_whose_collection_cannot_be_made_is_not_created(gateway: Gateway) -> None:
     """Creating an organization at the reserve answers 503 and leaves no org behind (its
     collection could not be made); with room, the same call creates it (201, not 409)."""
-    disk = gateway.services.index._shards.disk  # type: ignore[attr-defined]  # the embedded adapter's
+    disk = _disk(gateway)
     kept = disk.reserve_bytes
     _disk_full(gateway)
     refused = await gateway.client.post(

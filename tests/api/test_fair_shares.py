@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gateway.safety.egress import MAX_EGRESS_STRINGS
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.api.conftest import Gateway, serving
 from tests.api.tenants import TEA, Tenant, tea_workspace
 

@@ -15,7 +15,7 @@ from litestar.testing import AsyncTestClient
 from gateway.access.expensive import ExpensiveWork
 from gateway.errors import RateLimitedError
 from gateway.http.app import create_app
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.api.conftest import Gateway, start_gateway
 from tests.api.tenants import Tenant, tea_workspace
 

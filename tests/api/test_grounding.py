@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from grounding.check import Reason, Status, Target, check
-from ingest.embedding import Embedder
-from ingest.index import Index, Leg, QueryResult, org_collection
+from ingest.embedder.embedding import Embedder
+from ingest.engines.blocking import BlockingIndex
+from ingest.index import Leg, QueryResult, org_collection
 from ingest.payload import Scope
 from tests.api.conftest import Gateway
 from tests.api.tenants import Tenant, provision
@@ -97,19 +99,19 @@ async def test_empty_knowledge_base_is_skipped_no_matches(engine_gateway: Gatewa
 async def test_embedding_failure_is_skipped_not_5xx(gateway: Gateway) -> None:
     """With the embedder failing, the check answers 200 skipped/embedding_failed."""
     tenant = await _tenant(gateway)
-    real = gateway.services.embedder
-    gateway.services.embedder = FailingEmbedder()
+    wired = gateway.services.grounding
+    gateway.services.grounding = dataclasses.replace(wired, embedder=FailingEmbedder())
     try:
         body = await _check(tenant, "Green tea contains caffeine.")
     finally:
-        gateway.services.embedder = real
+        gateway.services.grounding = wired
     assert (body["status"], body["reason"]) == ("skipped", "embedding_failed")
 
 
 class RecordingIndex:
     """Delegates to a real index and records every query (to prove none happened)."""
 
-    def __init__(self, inner: Index) -> None:
+    def __init__(self, inner: BlockingIndex) -> None:
         self.inner = inner
         self.queries = 0
 
@@ -121,7 +123,7 @@ class RecordingIndex:
 async def test_a_call_without_scope_never_searches(gateway: Gateway, embedder: Embedder) -> None:
     """An internal call with a target lacking a Scope is skipped (no_scope) and searches nothing."""
     await _tenant(gateway)
-    recording = RecordingIndex(gateway.services.index)
+    recording = RecordingIndex(gateway.services.documents.writer.index)
     unscoped = [Target(collection=org_collection("acme"), scope=None, floor=0.7)]
     for targets in (unscoped, None):
         result = check(

@@ -8,7 +8,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from gateway.http.app import create_app
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.api.conftest import PLATFORM_KEY, Gateway, start_gateway
 from tests.api.tenants import provision
 

@@ -187,8 +187,8 @@ async def test_embedder_failure_during_ingest_is_503_and_writes_nothing(gateway:
     tenant = await _tenant(gateway)
     await tenant.doc("manuals", "pumps.txt", MANUAL)
     before = await _stats(tenant)
-    real = gateway.services.writer._embedder
-    gateway.services.writer._embedder = FailingEmbedder()
+    real = gateway.services.documents.writer._embedder
+    gateway.services.documents.writer._embedder = FailingEmbedder()
     try:
         status, body = await _put(
             tenant,
@@ -197,7 +197,7 @@ async def test_embedder_failure_during_ingest_is_503_and_writes_nothing(gateway:
             classification="internal",
         )
     finally:
-        gateway.services.writer._embedder = real
+        gateway.services.documents.writer._embedder = real
     assert status == 503, body
     assert body["dependency"] == "embedder"
     assert await _stats(tenant) == before
@@ -230,7 +230,7 @@ async def test_an_overlong_word_is_cut_into_bounded_passages_never_a_5xx(
         kb_ids=frozenset({"manuals"}),
         clearance=Classification.RESTRICTED,
     )
-    stored = gateway.services.index.scroll_document(org_collection("acme"), scope, "huge.txt")
+    stored = await gateway.services.index.scroll_document(org_collection("acme"), scope, "huge.txt")
     assert len(stored) == passages
     assert max(len(passage.payload.text) for passage in stored) <= MAX_PASSAGE_CHARS
     assert stored[0].payload.text == "Mail jane@example.com first."

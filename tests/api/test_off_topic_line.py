@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import io
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from gateway.retrieval.off_topic_line import LINE_LOWEST, OffTopicLines, line_from_best, load_probes
-from ingest.embedding import Embedder
-from tests.api.conftest import Gateway, serving
+from gateway.retrieval.off_topic_line import LINE_LOWEST, line_from_best, load_probes
+from gateway.runtime.services import build_services
+from gateway.telemetry import Telemetry, build_logger
+from ingest.embedder.embedding import Embedder
+from tests.api.conftest import Gateway, gateway_config, served, serving
 from tests.api.tenants import Tenant, provision
+from tests.support.redactor import shared_redactor
 
 pytestmark = pytest.mark.anyio
 
@@ -118,11 +123,28 @@ async def test_a_line_depends_only_on_what_the_key_may_read(
     assert high > low
 
 
-async def test_a_line_is_measured_again_once_its_kb_changed(gateway: Gateway) -> None:
+@pytest.fixture
+async def clocked(tmp_path: Path, embedder: Embedder) -> AsyncIterator[tuple[Gateway, list[float]]]:
+    """A gateway whose measured lines age by the clock `now[0]`, which the test moves on."""
+    now = [0.0]
+    config, logs = gateway_config(tmp_path / "data"), io.StringIO()
+    services = await build_services(
+        config,
+        Telemetry(build_logger("DEBUG", logs)),
+        embedder=embedder,
+        redactor=shared_redactor(),
+        clock=lambda: now[0],
+    )
+    async with served(services, logs, config) as gateway:
+        yield gateway, now
+
+
+async def test_a_line_is_measured_again_once_its_kb_changed(
+    clocked: tuple[Gateway, list[float]],
+) -> None:
     """A known line serves until it is a minute old; then a turn has the KB's points
     counted, and the line measured again in the background when they changed."""
-    now = [0.0]
-    gateway.services.off_topic_lines = OffTopicLines(clock=lambda: now[0])
+    gateway, now = clocked
     tenant = await _tenant(gateway, "grows", TECHNICAL)
     assert await _score_threshold(tenant) == (LINE_LOWEST, "measured")
     for doc_id, text in EVERYDAY.items():
@@ -138,11 +160,12 @@ async def test_a_line_is_measured_again_once_its_kb_changed(gateway: Gateway) ->
     assert line > LINE_LOWEST
 
 
-async def test_a_line_is_not_measured_again_for_a_small_change(gateway: Gateway) -> None:
+async def test_a_line_is_not_measured_again_for_a_small_change(
+    clocked: tuple[Gateway, list[float]],
+) -> None:
     """A KB that gained no more than a tenth of its points since its line was measured
     keeps that line when rechecked; once the changes pass a tenth it is measured again."""
-    now = [0.0]
-    gateway.services.off_topic_lines = OffTopicLines(clock=lambda: now[0])
+    gateway, now = clocked
     tenant = await _tenant(gateway, "steady", EVERYDAY)
     await _score_threshold(tenant)
     measured = await _measurements(gateway)

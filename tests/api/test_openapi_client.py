@@ -23,7 +23,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from gateway.http.app import create_app
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from settings.config import load_config
 from tests.api.conftest import Gateway, start_gateway
 from tests.api.tenants import provision

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.api.conftest import Gateway, serving_stack
 from tests.api.tenants import Tenant, provision
 

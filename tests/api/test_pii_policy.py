@@ -4,15 +4,16 @@ and what is shown as in force."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from gateway.http.app import create_app
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
 from gateway.safety.redaction import Redactor
-from ingest.embedding import Embedder
+from gateway.telemetry import Telemetry, build_logger
+from ingest.embedder.embedding import Embedder
 from ingest.index import collection_for
 from ingest.payload import Classification, PassagePayload, PiiAnalysis, Scope
 from ingest.sync import Document, DocumentWriter, Target
@@ -56,14 +57,14 @@ async def _egress(tenant: Tenant, text: str) -> dict[str, Any]:
     return dict(response.json())
 
 
-def _stored(gw: Gateway, tenant: Tenant, passage_id: str) -> PassagePayload:
+async def _stored(gw: Gateway, tenant: Tenant, passage_id: str) -> PassagePayload:
     scope = Scope.of(
         org_id=tenant.org_id,
         tenant_id=tenant.tenant_id,
         kb_ids=["kb"],
         clearance=Classification.RESTRICTED,
     )
-    found = gw.services.index.fetch(collection_for("org", tenant.org_id), scope, [passage_id])
+    found = await gw.services.index.fetch(collection_for("org", tenant.org_id), scope, [passage_id])
     return found[passage_id]
 
 
@@ -153,7 +154,7 @@ async def test_a_policy_change_applies_to_the_next_turn_with_no_reindex(
     gw = engine_gateway
     tenant = await _workspace(gw)
     first_id, first = await _turn_text(tenant)
-    before = _stored(gw, tenant, first_id)
+    before = await _stored(gw, tenant, first_id)
     assert "<IP_ADDRESS> and local tests bind to <IP_ADDRESS>" in first
     assert before.pii is not None
     assert before.pii.analyzer == gw.services.redactor.analyzer_version
@@ -165,7 +166,7 @@ async def test_a_policy_change_applies_to_the_next_turn_with_no_reindex(
     assert second_id == first_id
     assert "<IP_ADDRESS> and local tests bind to 127.0.0.1" in second
     assert NAME in second
-    assert _stored(gw, tenant, first_id) == before
+    assert await _stored(gw, tenant, first_id) == before
 
 
 async def test_passages_stored_before_analysis_are_never_returned_unredacted(
@@ -179,21 +180,21 @@ async def test_passages_stored_before_analysis_are_never_returned_unredacted(
     await tenant.kb("kb", score_threshold=0.0)
     await tenant.agent("bot", ["kb"])
     target = Target(org_id="acme", tenant_id="legacy", kb_id="kb", storage="org")
-    unanalysed = DocumentWriter(gw.services.index, gw.services.embedder)
+    unanalysed = DocumentWriter(gw.services.documents.writer.index, gw.services.embedder)
     unanalysed.put(target, Document("legacy", LEGACY_NOTE, Classification.INTERNAL))
     passage_id, text = await _turn_text(tenant, "Who signs off refunds for the legacy plan?")
     assert NAME not in text
     assert "<PERSON>" in text
-    stored = _stored(gw, tenant, passage_id)
+    stored = await _stored(gw, tenant, passage_id)
     assert stored.pii is not None
     assert stored.pii.analyzer == gw.services.redactor.analyzer_version
 
     stale = PiiAnalysis(analyzer="pii-0-older", text=(), title=())
-    gw.services.index.set_pii(target.collection, target.write_scope(), {passage_id: stale})
-    assert _stored(gw, tenant, passage_id).pii == stale
+    await gw.services.index.set_pii(target.collection, target.write_scope(), {passage_id: stale})
+    assert (await _stored(gw, tenant, passage_id)).pii == stale
     _, text = await _turn_text(tenant, "Who signs off refunds for the legacy plan?")
     assert NAME not in text
-    assert _stored(gw, tenant, passage_id).pii == stored.pii
+    assert (await _stored(gw, tenant, passage_id)).pii == stored.pii
 
 
 class FailingAnalyzer:
@@ -221,16 +222,19 @@ async def test_a_turn_runs_no_recognizer_and_failures_fail_closed(gateway: Gatew
     await tenant.kb("old-kb", score_threshold=0.0)
     await tenant.agent("old-bot", ["old-kb"])
     target = Target(org_id="acme", tenant_id="support", kb_id="old-kb", storage="org")
-    DocumentWriter(gateway.services.index, gateway.services.embedder).put(
+    DocumentWriter(gateway.services.documents.writer.index, gateway.services.embedder).put(
         target, Document("legacy", LEGACY_NOTE, Classification.INTERNAL)
     )
-    real, writer = gateway.services.redactor, gateway.services.writer
-    failing = FailingAnalyzer(real)
-    gateway.services.redactor = failing  # type: ignore[assignment]  # fails on purpose
-    gateway.services.writer = DocumentWriter(
-        gateway.services.index,
-        gateway.services.embedder,
-        analyzer=failing,
+    services = gateway.services
+    wired = services.retrieval, services.egress, services.documents
+    failing: Any = FailingAnalyzer(services.redactor)  # a Redactor that fails on purpose
+    policies = dataclasses.replace(services.egress.policies, redactor=failing)
+    redaction = dataclasses.replace(services.retrieval.redaction, policies=policies)
+    services.retrieval = dataclasses.replace(services.retrieval, redaction=redaction)
+    services.egress = dataclasses.replace(services.egress, policies=policies)
+    services.documents = dataclasses.replace(
+        services.documents,
+        writer=DocumentWriter(services.documents.writer.index, services.embedder, analyzer=failing),
     )
     try:
         _, text = await _turn_text(tenant)
@@ -244,7 +248,7 @@ async def test_a_turn_runs_no_recognizer_and_failures_fail_closed(gateway: Gatew
         )
         legacy = await tenant.retrieve("old-bot", "Who signs off refunds for the legacy plan?")
     finally:
-        gateway.services.redactor, gateway.services.writer = real, writer
+        services.retrieval, services.egress, services.documents = wired
     assert NAME not in text
     assert "<PERSON>" in text
     for response in (egress, put, legacy):

@@ -12,7 +12,7 @@ from litestar.testing import AsyncTestClient
 
 from gateway.access.ratelimit import InProcessLimiter
 from gateway.http.app import create_app
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.api.conftest import Gateway, start_gateway
 from tests.api.tenants import provision
 

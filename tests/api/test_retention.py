@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gateway.admin.upkeep import purge_retained
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.api.conftest import Gateway, serving_stack
 from tests.api.tenants import Tenant, provision
 
@@ -90,7 +90,7 @@ async def test_a_workspace_keeps_its_turn_records_for_its_own_retention(
     theirs, mine = await _turn(default), await _turn(short)
     assert await _verify(short, mine) == 200
     await asyncio.sleep(1.2)
-    await purge_retained(gw.services)
+    await purge_retained(gw.services.upkeep)
 
     assert await _verify(short, mine) == 404
     assert await gw.services.store.delete_turns("short") == 0  # nothing was left to keep
@@ -108,11 +108,11 @@ async def test_settings_history_older_than_its_retention_is_purged(retaining: Ga
         await tenant.kb("handbook")
         await tenant.agent("bot", ["handbook"])
 
-    assert await purge_retained(gw.services) == (0, 0)
+    assert await purge_retained(gw.services.upkeep) == (0, 0)
     assert all([await _history(t) for t in tenants])
     assert all([await _history(t, "/v1/workspace/changes") for t in tenants])
     later = datetime.now(UTC) + timedelta(days=31)
-    _, purged = await purge_retained(gw.services, now=later)
+    _, purged = await purge_retained(gw.services.upkeep, now=later)
 
     assert purged == 8
     assert [await _history(t) for t in tenants] == [[], []]

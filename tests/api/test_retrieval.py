@@ -190,7 +190,7 @@ async def test_strict_isolation_hides_legacy_points_until_backfilled(
     await tenant.agent("bot", ["kb"])
     target = Target(org_id="acme", tenant_id="old-ws", kb_id="kb", storage="org")
     await asyncio.to_thread(
-        gw.services.writer.put,
+        gw.services.documents.writer.put,
         target,
         Document("cats", CORPUS["cats"], Classification.INTERNAL),
         legacy=True,
@@ -203,7 +203,7 @@ async def test_strict_isolation_hides_legacy_points_until_backfilled(
     assert strict["effective"]["strict_isolation"] is True
     assert strict["abstained"] is True
     scope = Scope.of(org_id="acme", tenant_id="old-ws", kb_ids=["kb"], strict=False)
-    changed = await asyncio.to_thread(gw.services.index.backfill_org, org_collection("acme"), scope)
+    changed = await gw.services.index.backfill_org(org_collection("acme"), scope)
     assert changed == 1
     backfilled = (await tenant.retrieve("bot", "Why do cats purr?")).json()
     assert backfilled["passages"][0]["document_id"] == "cats"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gateway.retrieval.answering import UNKNOWN_WORDS_MARGIN
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.api.conftest import Gateway
 from tests.api.tenants import Tenant, provision
 

@@ -14,7 +14,8 @@ from typing import Any, cast
 import httpx
 import pytest
 
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
+from ingest.engines.edge.index import EdgeIndex
 from ingest.index import Passage
 from ingest.sync import Target
 from settings.golden import GoldenQuestion, GoldenSet
@@ -111,10 +112,10 @@ async def _knowledge(tenant: Tenant) -> dict[str, Any]:
     return seen
 
 
-def _points(gw: Gateway, tenant: Tenant, kb_id: str, storage: str) -> list[Passage]:
+async def _points(gw: Gateway, tenant: Tenant, kb_id: str, storage: str) -> list[Passage]:
     target = Target(tenant.org_id, tenant.tenant_id, kb_id, storage)
     index = gw.services.index
-    page, offset = index.passages_page(target.collection, target.write_scope(), None, 100)
+    page, offset = await index.passages_page(target.collection, target.write_scope(), None, 100)
     assert offset is None
     return sorted(page, key=lambda p: (p.payload.document_id, p.payload.passage_index))
 
@@ -138,7 +139,7 @@ async def test_a_workspace_exported_from_one_deployment_is_imported_into_another
     await target.client.post("/v1/orgs", json={"org_id": "beta"}, headers=target.platform)
     imported = await _import(target, "beta", "alpha2", exported.content)
     assert imported.status_code == 201, imported.text
-    passages = sum(len(_points(source, alpha, kb, s)) for kb, s in _STORAGE.items())
+    passages = sum([len(await _points(source, alpha, kb, s)) for kb, s in _STORAGE.items()])
     assert imported.json() == {
         "tenant_id": "alpha2",
         "org_id": "beta",
@@ -157,8 +158,8 @@ async def test_a_workspace_exported_from_one_deployment_is_imported_into_another
 
     assert await _knowledge(moved) == await _knowledge(alpha)
     for kb_id, storage in _STORAGE.items():
-        before = _points(source, alpha, kb_id, storage)
-        after = _points(target, moved, kb_id, storage)
+        before = await _points(source, alpha, kb_id, storage)
+        after = await _points(target, moved, kb_id, storage)
         assert [p.dense for p in after] == [p.dense for p in before]
         assert [_sparse(p) for p in after] == [_sparse(p, approx=True) for p in before]
         assert {(p.payload.tenant_id, p.payload.org_id) for p in after} == {("alpha2", "beta")}
@@ -271,7 +272,9 @@ async def test_an_import_that_fails_half_way_leaves_no_workspace_behind(gateway:
     archive = (
         await _export(gateway, "/v1/orgs/acme/workspaces/alpha/export", gateway.platform)
     ).content
-    disk = gateway.services.index._shards.disk  # type: ignore[attr-defined]  # the embedded adapter's
+    index = gateway.services.index
+    assert isinstance(index, EdgeIndex)  # the embedded adapter's disk
+    disk = index.engine.disk
     kept = disk.reserve_bytes
     disk.reserve_bytes = disk.free_bytes() + 1024 * 1024 * 1024
     failed = await _import(gateway, "acme", "gamma", archive)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 
 
 @pytest.fixture

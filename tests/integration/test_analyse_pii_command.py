@@ -15,10 +15,11 @@ from gateway.access.auth import Principal
 from gateway.admin import knowledge, provisioning
 from gateway.cli import main
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
-from ingest.embedding import FastEmbedder
+from gateway.telemetry import Telemetry, build_logger
+from ingest.embedder.embedding import FastEmbedder
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.index import EdgeIndex
 from ingest.payload import Classification, PiiAnalysis, Scope
-from ingest.qdrant_edge import EdgeIndex
 from ingest.sync import Document, DocumentWriter, Target
 from settings.config import load_config
 from settings.records import Role
@@ -41,14 +42,14 @@ async def _provision(data_dir: Path, embedder: FastEmbedder) -> None:
         redactor=shared_redactor(),
     )
     try:
-        await provisioning.create_org(services, ORG)
+        await provisioning.create_org(services.store, services.index, ORG)
         for tenant in NOTES:
-            await provisioning.create_workspace(services, ORG, tenant, None)
+            await provisioning.create_workspace(services.store, ORG, tenant, None)
             admin = Principal(
                 key_id="test", roles=frozenset({Role.ADMIN}), org_id=ORG, tenant_id=tenant
             )
             await knowledge.put_knowledge_base(
-                services, admin, "kb", name="Notes", storage="org", settings={}
+                services.knowledge, admin, "kb", name="Notes", storage="org", settings={}
             )
     finally:
         await services.close()
@@ -56,7 +57,7 @@ async def _provision(data_dir: Path, embedder: FastEmbedder) -> None:
 
 def _analyses(data_dir: Path, tenant: str) -> list[PiiAnalysis | None]:
     target = Target(org_id=ORG, tenant_id=tenant, kb_id="kb", storage="org")
-    index = EdgeIndex(data_dir)
+    index = BlockingIndex(EdgeIndex(data_dir))
     try:
         stored = index.scroll_document(target.collection, target.write_scope(), tenant)
     finally:
@@ -79,7 +80,7 @@ def test_analyse_pii_writes_current_analyses_and_resumes_with_what_is_left(
             monkeypatch.delenv(name)
     data_dir = tmp_path / "data"
     asyncio.run(_provision(data_dir, embedder))
-    index = EdgeIndex(data_dir)
+    index = BlockingIndex(EdgeIndex(data_dir))
     try:
         unanalysed = DocumentWriter(index, embedder)
         for tenant, text in NOTES.items():
@@ -111,7 +112,7 @@ def test_analyse_pii_writes_current_analyses_and_resumes_with_what_is_left(
     assert main(["analyse-pii", "--org", ORG, "--tenant", "nobody", "--data-dir", str(data_dir)])
     assert "no workspace 'nobody'" in capsys.readouterr().err
     strict = Scope.of(org_id=ORG, tenant_id="alpha", kb_ids=["kb"], clearance="restricted")
-    index = EdgeIndex(data_dir)
+    index = BlockingIndex(EdgeIndex(data_dir))
     try:
         assert index.count(Target(ORG, "alpha", "kb", "org").collection, strict) == 1
     finally:

@@ -20,9 +20,9 @@ from settings.golden import (
     MeasuredLines,
 )
 from settings.records import Org, SettingChange, Workspace
-from settings.redis_store import RedisStore
-from settings.sqlite_store import SqliteStore
 from settings.store import NotFoundError, SettingsStore
+from settings.stores.redis.store import RedisStore
+from settings.stores.sqlite.store import SqliteStore
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio

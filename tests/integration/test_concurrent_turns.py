@@ -13,8 +13,8 @@ from gateway.access.auth import Principal
 from gateway.admin import knowledge, provisioning
 from gateway.retrieval import turn
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
-from ingest.embedding import FastEmbedder
+from gateway.telemetry import Telemetry, build_logger
+from ingest.embedder.embedding import FastEmbedder
 from ingest.payload import Classification
 from settings.config import load_config
 from settings.records import Role
@@ -57,25 +57,30 @@ async def services(tmp_path: Path, embedder: FastEmbedder) -> AsyncIterator[Serv
         config, Telemetry(build_logger("WARNING", io.StringIO())), embedder=embedder
     )
     principal = _principal()
-    await provisioning.create_org(built, ORG)
-    await provisioning.create_workspace(built, ORG, TENANT, None)
+    await provisioning.create_org(built.store, built.index, ORG)
+    await provisioning.create_workspace(built.store, ORG, TENANT, None)
     # Floors low enough that every question answers: the comparison needs passages.
     await knowledge.put_knowledge_base(
-        built, principal, KB, name="Facts", storage="org", settings={"score_threshold": 0.2}
+        built.knowledge,
+        principal,
+        KB,
+        name="Facts",
+        storage="org",
+        settings={"score_threshold": 0.2},
     )
     await knowledge.put_knowledge_base(
-        built,
+        built.knowledge,
         principal,
         SECOND_KB,
         name="Office",
         storage="shared",
         settings={"score_threshold": 0.2},
     )
-    await knowledge.put_agent(built, principal, AGENT, [KB, SECOND_KB], {})
+    await knowledge.put_agent(built.knowledge, principal, AGENT, [KB, SECOND_KB], {})
     for kb_id, documents in ((KB, DOCUMENTS), (SECOND_KB, SECOND_DOCUMENTS)):
         for document_id, text in documents.items():
             await knowledge.put_document(
-                built,
+                built.documents,
                 principal,
                 kb_id,
                 document_id,
@@ -117,13 +122,13 @@ async def test_concurrent_turns_answer_as_sequential_ones(services: Services) ->
     principal = _principal()
     in_place = _count(services, "turn_embedded_in_place")
     sequential = [
-        await turn.retrieve(services, principal, AGENT, question, variations)
+        await turn.retrieve(services.retrieval, principal, AGENT, question, variations)
         for question, variations in QUESTIONS
     ]
     assert _count(services, "turn_embedded_in_place") - in_place == len(QUESTIONS)
     concurrent = await asyncio.gather(
         *(
-            turn.retrieve(services, principal, AGENT, question, variations)
+            turn.retrieve(services.retrieval, principal, AGENT, question, variations)
             for question, variations in QUESTIONS
         )
     )

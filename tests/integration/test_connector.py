@@ -33,17 +33,18 @@ from gateway.admin import knowledge, provisioning
 from gateway.cli import main
 from gateway.cli.progress import LineProgress, progress_line
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 from ingest.connector import (
     PutAnswer,
     PutResult,
     Upload,
     sync_directory,
 )
-from ingest.embedding import FastEmbedder
+from ingest.embedder.embedding import FastEmbedder
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.index import EdgeIndex
 from ingest.extract import ExtractionError, extract, html_text, markdown_title
 from ingest.payload import Classification, Scope
-from ingest.qdrant_edge import EdgeIndex
 from ingest.sync import Target
 from settings.config import load_config
 from settings.records import Role
@@ -323,14 +324,14 @@ async def provision(data_dir: Path, embedder: FastEmbedder, *, legacy_org: bool 
         config, Telemetry(build_logger("WARNING", StringIO())), embedder=embedder
     )
     try:
-        await provisioning.create_org(services, ORG)
+        await provisioning.create_org(services.store, services.index, ORG)
         created = "2026-01-01T00:00:00+00:00" if legacy_org else None
-        await provisioning.create_workspace(services, ORG, TENANT, created)
+        await provisioning.create_workspace(services.store, ORG, TENANT, created)
         admin = Principal(
             key_id="test", roles=frozenset({Role.ADMIN}), org_id=ORG, tenant_id=TENANT
         )
         await knowledge.put_knowledge_base(
-            services, admin, KB, name="Handbook", storage="org", settings={}
+            services.knowledge, admin, KB, name="Handbook", storage="org", settings={}
         )
     finally:
         await services.close()
@@ -360,7 +361,7 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, d
 
 def stored(data_dir: Path) -> dict[str, list[tuple[str, str, str]]]:
     """(title, indexedAt, text) of every stored passage, by document id."""
-    index = EdgeIndex(data_dir)
+    index = BlockingIndex(EdgeIndex(data_dir))
     target = Target(org_id=ORG, tenant_id=TENANT, kb_id=KB, storage="org")
     try:
         ids = index.document_ids(target.collection, target.write_scope())
@@ -429,7 +430,7 @@ def test_embedded_run_leaves_the_store_indexed(
     monkeypatch.setenv("KBGATE_EDGE_INDEXING_THRESHOLD_KB", "1")
     code, summary = run_cli(embedded.argv(), capsys)
     assert (code, summary["added"]) == (1, 4)
-    index = EdgeIndex(embedded.data_dir, indexing_threshold_kb=1)
+    index = BlockingIndex(EdgeIndex(embedded.data_dir, indexing_threshold_kb=1))
     try:
         assert index.optimize() == []
     finally:
@@ -528,7 +529,7 @@ def test_backfill_org_cli_counts_then_is_idempotent(
     data_dir = tmp_path / "data"
     asyncio.run(provision(data_dir, embedder, legacy_org=True))
     target = Target(org_id=ORG, tenant_id=TENANT, kb_id=KB, storage="org")
-    index = EdgeIndex(data_dir)
+    index = BlockingIndex(EdgeIndex(data_dir))
     try:
         writer = DocumentWriter(index, embedder)
         written = writer.put(
@@ -548,7 +549,7 @@ def test_backfill_org_cli_counts_then_is_idempotent(
     assert first["updated"] == written.passages
     assert main(argv) == 0
     assert "set orgId on 0 legacy points" in capsys.readouterr().out
-    index = EdgeIndex(data_dir)
+    index = BlockingIndex(EdgeIndex(data_dir))
     try:
         assert index.count(target.collection, strict) == written.passages
     finally:

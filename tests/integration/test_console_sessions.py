@@ -9,7 +9,7 @@ import redis
 from litestar.stores.memory import MemoryStore
 
 from gateway.http.console.sessions import ABSOLUTE_S, ConsoleSessions
-from settings.redis_store import redis_client
+from settings.stores.redis.store import redis_client
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio

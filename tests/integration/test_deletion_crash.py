@@ -14,13 +14,14 @@ from typing import Any
 import httpx
 import pytest
 
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.index import EdgeIndex
 from ingest.index import SHARED_COLLECTION, org_collection
 from ingest.payload import Scope
-from ingest.qdrant_edge import EdgeIndex
 from settings.records import Lifecycle
-from settings.redis_store import RedisStore
-from settings.sqlite_store import SqliteStore
 from settings.store import SettingsStore
+from settings.stores.redis.store import RedisStore
+from settings.stores.sqlite.store import SqliteStore
 from tests.support.gateway_process import GatewayProcess
 from tests.support.redis_server import RedisServer
 from tests.support.workspace_http import workspace_headers
@@ -90,7 +91,7 @@ def _turn(client: httpx.Client, headers: dict[str, str]) -> list[tuple[str, str]
 
 def _passages(data: Path, tenant_id: str) -> tuple[int, int]:
     """The tenant's passages in the org collection and in kb_shared (the gateway stopped)."""
-    index = EdgeIndex(data)
+    index = BlockingIndex(EdgeIndex(data))
     try:
         scope = Scope.of(
             org_id="acme",

@@ -18,9 +18,10 @@ import httpx
 import pytest
 
 from gateway.runtime.healthcheck import is_ready
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.server.index import CollectionLayout, ServerIndex
 from ingest.index import IncompatibleServerError, IndexUnavailableError
 from ingest.payload import Classification, Scope
-from ingest.qdrant_server import CollectionLayout, ServerIndex
 from tests.support.fake_qdrant import FakeQdrant
 from tests.support.gateway_process import GatewayProcess
 from tests.support.redis_server import free_port
@@ -143,7 +144,7 @@ def test_a_server_reached_only_later_is_checked_before_use() -> None:
     reaches it: a too-old one makes that call, and every later one, fail as unavailable
     (never run against it), naming its version."""
     port = free_port()
-    index = ServerIndex.connect(f"http://127.0.0.1:{port}", None, 1)
+    index = BlockingIndex.opening(lambda: ServerIndex.connect(f"http://127.0.0.1:{port}", None, 1))
     scope = Scope.of(
         org_id="acme", tenant_id="t1", kb_ids=["kb"], clearance=Classification.RESTRICTED
     )
@@ -160,17 +161,19 @@ def test_version_check_accepts_newer_and_refuses_older_versions() -> None:
     """1.19.0, 1.20.0-rc1 and 2.0 are accepted; 1.18.9 and a nonsense version are refused."""
     for version in ("1.19.0", "v1.20.0-rc1", "2.0"):
         with FakeQdrant(version) as qdrant:
-            ServerIndex.connect(qdrant.url, None, 2).close()
+            BlockingIndex.opening(lambda: ServerIndex.connect(qdrant.url, None, 2)).close()
     for version in ("1.18.9", "dev"):
         with FakeQdrant(version) as qdrant, pytest.raises(IncompatibleServerError):
-            ServerIndex.connect(qdrant.url, None, 2)
+            BlockingIndex.opening(lambda: ServerIndex.connect(qdrant.url, None, 2))
 
 
 def test_collections_get_the_configured_shards_replicas_and_write_consistency() -> None:
     """A collection kbgate creates on a server asks for the layout's shard number,
     replication factor and write consistency factor."""
     with FakeQdrant("1.20.0") as qdrant:
-        index = ServerIndex.connect(qdrant.url, None, 2, layout=CollectionLayout(3, 2, 2))
+        index = BlockingIndex.opening(
+            lambda: ServerIndex.connect(qdrant.url, None, 2, layout=CollectionLayout(3, 2, 2))
+        )
         with pytest.raises(Exception):  # noqa: B017, PT011 — the fake stops after creation
             index.ensure_collection("kb_shared")
         index.close()
@@ -501,7 +504,7 @@ def test_compose_pins_a_supported_qdrant_and_scales_the_gateway() -> None:
     above the shutdown bound it sets."""
     import yaml  # type: ignore[import-untyped]  # PyYAML ships no type hints (it comes with litestar)
 
-    from ingest.qdrant_server_requests import MIN_SERVER_VERSION, parse_version
+    from ingest.engines.server.requests import MIN_SERVER_VERSION, parse_version
 
     compose = yaml.safe_load((REPO / "compose.yaml").read_text())
     services = compose["services"]

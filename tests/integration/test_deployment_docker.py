@@ -19,6 +19,8 @@ from testcontainers.community.qdrant import QdrantContainer
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.server.index import CollectionLayout, ServerIndex
 from ingest.index import (
     SHARED_COLLECTION,
     IncompatibleServerError,
@@ -28,7 +30,6 @@ from ingest.index import (
     SparseVector,
 )
 from ingest.payload import Classification, PassagePayload, Scope
-from ingest.qdrant_server import CollectionLayout, ServerIndex
 from tests.support.redis_server import free_port
 from tests.support.services import require_docker
 
@@ -46,7 +47,7 @@ def test_a_real_qdrant_1_16_is_refused_and_1_20_accepted(tmp_path: Path, model_d
     with QdrantContainer(image=TOO_OLD) as old:
         url = f"http://{old.rest_host_address}"
         with pytest.raises(IncompatibleServerError, match=r"1\.16\.0"):
-            ServerIndex.connect(url, None, 5)
+            BlockingIndex.opening(lambda: ServerIndex.connect(url, None, 5))
         done = subprocess.run(  # noqa: S603 — our own console script, fixed arguments
             [str(Path(sys.executable).with_name("kbgate")), "serve"],
             env={
@@ -65,7 +66,9 @@ def test_a_real_qdrant_1_16_is_refused_and_1_20_accepted(tmp_path: Path, model_d
         assert done.returncode != 0
         assert "1.16.0" in done.stderr
     with QdrantContainer(image=SUPPORTED) as new:
-        ServerIndex.connect(f"http://{new.rest_host_address}", None, 5).close()
+        BlockingIndex.opening(
+            lambda: ServerIndex.connect(f"http://{new.rest_host_address}", None, 5)
+        ).close()
 
 
 def _node(network: Network, name: str, bootstrap: str | None) -> DockerContainer:
@@ -147,7 +150,9 @@ def test_a_three_node_cluster_with_two_replicas_survives_a_node_down(
     """Collections created with 3 shards and replication 2 answer the same search, with
     every point, after one of the three nodes stops."""
     url, nodes = cluster
-    index = ServerIndex.connect(url, None, 10, layout=CollectionLayout(3, 2, 1))
+    index = BlockingIndex.opening(
+        lambda: ServerIndex.connect(url, None, 10, layout=CollectionLayout(3, 2, 1))
+    )
     index.upsert(SHARED_COLLECTION, [_passage(n) for n in range(60)])
     leg = Leg(kind=LegKind.DENSE, dense=_passage(7).dense, limit=5)
     before = index.query(SHARED_COLLECTION, SCOPE, [leg])

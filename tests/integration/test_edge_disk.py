@@ -1,5 +1,5 @@
-"""The free disk the embedded engine keeps (`ingest.edge_disk`): at its reserve, writes
-and index builds are refused with `DiskFullError` and change nothing, while reads and
+"""The free disk the embedded engine keeps (`ingest.engines.edge.disk`): at its reserve,
+writes and index builds are refused with `DiskFullError` and change nothing, while reads and
 deletions go on. Real Qdrant Edge shards on the real disk (a reserve above what is free),
 and on a small ext4 disk that really fills (root only: it is mounted for the test; CI
 requires it)."""
@@ -16,15 +16,30 @@ from pathlib import Path
 
 import pytest
 
-from ingest.edge_disk import DiskReserve, allocated_bytes
-from ingest.index import DiskFullError, org_collection
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.disk import DiskReserve, allocated_bytes
+from ingest.engines.edge.engine import EdgeEngine
+from ingest.engines.edge.index import EDGE_DIR, EdgeIndex
+from ingest.index import DiskFullError, Passage, org_collection
 from ingest.payload import PiiAnalysis
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
-from tests.integration.test_edge_build import COLLECTION, _passages
-from tests.integration.test_index_contract import DIM, dense_leg, hit_ids, scope
+from tests.integration.test_index_contract import (
+    DIM,
+    dense_leg,
+    hit_ids,
+    passage,
+    random_unit,
+    scope,
+)
 from tests.support.services import missing_service
 
 _MIB = 1024 * 1024
+COLLECTION = org_collection("acme")
+
+
+def _passages(start: int, count: int, rng: random.Random) -> list[Passage]:
+    return [
+        passage(idx=i, doc=f"doc{i}", dense=random_unit(rng)) for i in range(start, start + count)
+    ]
 
 
 def _more_than_free(path: Path) -> int:
@@ -60,10 +75,10 @@ def test_writes_at_the_reserve_are_refused_and_change_nothing(tmp_path: Path) ->
     data_dir = tmp_path / "data"
     rng = random.Random(41)
     written = _passages(0, 20, rng)
-    with closing(EdgeIndex(data_dir, dense_dim=DIM)) as index:
+    with closing(BlockingIndex(EdgeIndex(data_dir, dense_dim=DIM))) as index:
         index.upsert(COLLECTION, written)
     with closing(
-        EdgeIndex(data_dir, dense_dim=DIM, min_free_mb=_more_than_free(data_dir))
+        BlockingIndex(EdgeIndex(data_dir, dense_dim=DIM, min_free_mb=_more_than_free(data_dir)))
     ) as index:
         with pytest.raises(DiskFullError):
             index.upsert(COLLECTION, _passages(20, 5, rng))
@@ -83,7 +98,9 @@ def test_writes_at_the_reserve_are_refused_and_change_nothing(tmp_path: Path) ->
 
 def test_no_reserve_refuses_nothing(tmp_path: Path) -> None:
     """A reserve of 0 checks nothing: writes go through on any disk."""
-    with closing(EdgeIndex(tmp_path / "data", dense_dim=DIM, min_free_mb=0)) as index:
+    with closing(
+        BlockingIndex(EdgeIndex(tmp_path / "data", dense_dim=DIM, min_free_mb=0))
+    ) as index:
         index.upsert(COLLECTION, _passages(0, 3, random.Random(42)))
         assert index.count(COLLECTION, scope()) == 3
 
@@ -92,13 +109,16 @@ _FILL = textwrap.dedent(
     """
     import random, sys
     from pathlib import Path
+    from ingest.engines.blocking import BlockingIndex
+    from ingest.engines.edge.index import EdgeIndex
     from ingest.index import DiskFullError
-    from ingest.qdrant_edge import EdgeIndex
-    from tests.integration.test_edge_build import COLLECTION, _passages
+    from tests.integration.test_edge_disk import COLLECTION, _passages
     from tests.integration.test_index_contract import DIM, scope
 
     data_dir, reserve_mb = Path(sys.argv[1]), int(sys.argv[2])
-    index = EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=0, min_free_mb=reserve_mb)
+    index = BlockingIndex(
+        EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=0, min_free_mb=reserve_mb)
+    )
     rng, written = random.Random(43), 0
     while True:
         try:
@@ -108,7 +128,7 @@ _FILL = textwrap.dedent(
         written += 500
     deleted = index.delete_document(COLLECTION, scope(), "doc0")
     index.close()
-    again = EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=0)
+    again = BlockingIndex(EdgeIndex(data_dir, dense_dim=DIM, indexing_threshold_kb=0))
     print(written, deleted, again.count(COLLECTION, scope()))
     again.close()
     """
@@ -133,19 +153,18 @@ def test_a_disk_that_fills_refuses_writes_instead_of_ending_the_process(small_di
     assert counted == written - deleted
 
 
-def test_an_index_build_without_room_for_its_copy_is_refused(small_disk: Path) -> None:
-    """A build beside the gateway first checks there is room for its copy of the shard
-    above the reserve: without it the round fails with DiskFullError and leaves no copy
-    behind, the collection serving on; with room, the same round builds it."""
-    with closing(EdgeIndex(small_disk / "data", dense_dim=DIM, indexing_threshold_kb=1)) as index:
-        index.upsert(COLLECTION, _passages(0, 200, random.Random(44)))
-        disk = index._shards.disk
+def test_an_index_build_without_room_for_its_segments_is_refused(small_disk: Path) -> None:
+    """`optimize` (a start's build) first checks there is room for the collection's new
+    segments above the reserve: without it the build fails with DiskFullError and the
+    collection serves on, exactly; with room, the same call builds it."""
+    engine = EdgeEngine(small_disk / "data", dense_dim=DIM, indexing_threshold_kb=1)
+    with closing(engine):
+        engine.upsert(COLLECTION, _passages(0, 200, random.Random(44)))
         shard = allocated_bytes(small_disk / "data" / EDGE_DIR / COLLECTION)
-        disk.reserve_bytes = disk.free_bytes() - shard // 2
+        engine.disk.reserve_bytes = engine.disk.free_bytes() - shard // 2
         with pytest.raises(DiskFullError):
-            index.index_written()
-        assert [p.name for p in (small_disk / "data" / EDGE_DIR).iterdir()] == [COLLECTION]
-        assert index.count(COLLECTION, scope()) == 200
-        disk.reserve_bytes = disk.free_bytes() - 2 * shard - 4 * _MIB
-        assert index.index_written().collections == (COLLECTION,)
-        assert index.count(COLLECTION, scope()) == 200
+            engine.optimize()
+        assert engine.count(COLLECTION, scope()) == 200
+        engine.disk.reserve_bytes = engine.disk.free_bytes() - 2 * shard - 4 * _MIB
+        assert engine.optimize() == [COLLECTION]
+        assert engine.count(COLLECTION, scope()) == 200

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from qdrant_edge import CountRequest, EdgeShard
 
-from ingest.edge_log_pages import mapped_ranges, page_out_log
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.index import EDGE_DIR, EdgeIndex
+from ingest.engines.edge.log_pages import mapped_ranges, page_out_log
 from ingest.index import org_collection
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
 from tests.integration.test_index_contract import passage, scope
 
 DIM = 384
@@ -43,7 +44,7 @@ def _unit(rng: random.Random) -> tuple[float, ...]:
 def written(tmp_path: Path) -> Path:
     """A data dir whose one collection holds `PASSAGES` passages in its log, closed."""
     rng = random.Random(3)
-    index = EdgeIndex(tmp_path, dense_dim=DIM, indexing_threshold_kb=0)
+    index = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM, indexing_threshold_kb=0))
     index.upsert(
         org_collection("acme"),
         [passage(doc=f"doc{n}", dense=_unit(rng)) for n in range(PASSAGES)],
@@ -76,7 +77,7 @@ def test_the_index_pages_out_each_shards_log_when_it_loads(written: Path) -> Non
     """Opening a collection through `EdgeIndex` leaves at most a few pages of its log
     resident, and every passage searchable."""
     _, log = _log(written)
-    index = EdgeIndex(written, dense_dim=DIM, indexing_threshold_kb=0)
+    index = BlockingIndex(EdgeIndex(written, dense_dim=DIM, indexing_threshold_kb=0))
     try:
         index.ensure_collection(org_collection("acme"))
         assert mapped_ranges(log)

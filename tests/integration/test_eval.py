@@ -13,7 +13,7 @@ from gateway.safety.redaction import Redactor
 from gateway.tools.evaluation.command import main
 from gateway.tools.evaluation.dataset import CORPUS_PER_QUERY, load_beir, select, split_queries
 from gateway.tools.evaluation.metrics import MEASURES, check_gate, score_run
-from ingest.embedding import FastEmbedder
+from ingest.embedder.embedding import FastEmbedder
 
 pytestmark = pytest.mark.slow
 

@@ -21,10 +21,11 @@ import pytest
 from qdrant_client import QdrantClient, models
 from testcontainers.community.qdrant import QdrantContainer
 
-from ingest.index import Index, Leg, LegKind, Passage, SparseVector, org_collection
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.index import EdgeIndex
+from ingest.engines.server.index import ServerIndex
+from ingest.index import Leg, LegKind, Passage, SparseVector, org_collection
 from ingest.payload import CLASSIFICATION_ORDER, Classification, PassagePayload, Scope
-from ingest.qdrant_edge import EdgeIndex
-from ingest.qdrant_server import ServerIndex
 from tests.integration.test_index_contract import QDRANT_IMAGE
 from tests.support.services import require_docker
 
@@ -138,7 +139,7 @@ def queries(corpus: Corpus, inside: npt.NDArray[np.int64], seed: int) -> Vectors
     return _unit(corpus.vectors[anchors] + noise)
 
 
-def assert_recall(index: Index, corpus: Corpus) -> None:
+def assert_recall(index: BlockingIndex, corpus: Corpus) -> None:
     for number, scope in enumerate(SCOPES):
         inside = corpus.inside(scope)
         recalls = []
@@ -163,7 +164,7 @@ def test_edge_filtered_dense_search_finds_the_exact_top_10(tmp_path: Path, corpu
     of the exact top 10 of every Scope, from most of a collection down to a few percent of
     it inside a large tenant and a small tenant's, for questions near the Scope's points and
     near anyone's; and never a point outside the Scope."""
-    index = EdgeIndex(tmp_path, dense_dim=DIM, indexing_threshold_kb=1)
+    index = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM, indexing_threshold_kb=1))
     try:
         index.upsert(COLLECTION, passages(corpus))
         assert index.optimize() == [COLLECTION]
@@ -173,18 +174,18 @@ def test_edge_filtered_dense_search_finds_the_exact_top_10(tmp_path: Path, corpu
 
 
 @pytest.fixture
-def server_index() -> Iterator[tuple[ServerIndex, str]]:
+def server_index() -> Iterator[tuple[BlockingIndex, str]]:
     require_docker()
     with QdrantContainer(image=QDRANT_IMAGE) as container:
         url = f"http://{container.rest_host_address}"
-        index = ServerIndex.connect(url, None, 10, dense_dim=DIM)
+        index = BlockingIndex.opening(lambda: ServerIndex.connect(url, None, 10, dense_dim=DIM))
         yield index, url
         index.close()
 
 
 @pytest.mark.docker
 def test_server_filtered_dense_search_finds_the_exact_top_10(
-    server_index: tuple[ServerIndex, str], corpus: Corpus
+    server_index: tuple[BlockingIndex, str], corpus: Corpus
 ) -> None:
     """The same on a Qdrant server, once its optimizer has built the collection's graphs
     (its thresholds lowered for the test, as the Edge test lowers Edge's)."""

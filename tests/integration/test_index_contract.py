@@ -1,5 +1,7 @@
 """The Index contract, run against every engine: Qdrant Edge, qdrant-client local mode,
-and a Qdrant server in a container (skipped without Docker).
+and a Qdrant server in a container (skipped without Docker). Each engine's async adapter
+is called through `BlockingIndex`, on a loop of its own, as the gateway's worker threads
+call it.
 
 Vectors are small and synthetic (8-d dense, hand-made sparse): no embedding model.
 """
@@ -40,11 +42,17 @@ from qdrant_edge import (
 )
 from testcontainers.community.qdrant import QdrantContainer
 
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.common import EXACT_CHECK_BELOW, IDF_COUNT_LIMIT, SCROLL_PAGE
+from ingest.engines.edge.engine import _FILTERED_DENSE as _EDGE_GRAPH_SEARCH
+from ingest.engines.edge.engine import DELETE_PAGE as EDGE_DELETE_PAGE
+from ingest.engines.edge.engine import _scope_filter as _edge_scope_filter
+from ingest.engines.edge.index import EDGE_DIR, EdgeIndex
+from ingest.engines.server.index import ServerIndex
 from ingest.index import (
     DENSE_VECTOR,
     SPARSE_VECTOR,
     HeldTerms,
-    Index,
     IndexUnavailableError,
     Leg,
     LegKind,
@@ -52,7 +60,6 @@ from ingest.index import (
     SparseVector,
     org_collection,
 )
-from ingest.index_common import EXACT_CHECK_BELOW, IDF_COUNT_LIMIT, SCROLL_PAGE
 from ingest.keyword_scale import bm25_idf
 from ingest.payload import (
     INDEXED_KEYS,
@@ -66,11 +73,6 @@ from ingest.payload import (
     text_checksum,
     to_payload,
 )
-from ingest.qdrant_edge import _FILTERED_DENSE as _EDGE_GRAPH_SEARCH
-from ingest.qdrant_edge import DELETE_PAGE as EDGE_DELETE_PAGE
-from ingest.qdrant_edge import EDGE_DIR, EdgeIndex
-from ingest.qdrant_edge import _scope_filter as _edge_scope_filter
-from ingest.qdrant_server import ServerIndex
 from tests.support.services import require_docker
 
 DIM = 8
@@ -171,7 +173,7 @@ def with_document_terms(first: Passage, *terms: int) -> Passage:
     return replace(first, document_sparse=sparse(*terms))
 
 
-def hit_ids(index: Index, collection: str, where: Scope, *legs: Leg) -> list[list[str]]:
+def hit_ids(index: BlockingIndex, collection: str, where: Scope, *legs: Leg) -> list[list[str]]:
     result = index.query(collection, where, legs)
     return [[hit.point_id for hit in leg] for leg in result.legs]
 
@@ -196,7 +198,7 @@ class Engine:
     """An Index under test, plus a way to read its payload indexes (None: not inspectable)."""
 
     name: str
-    index: Index
+    index: BlockingIndex
     payload_indexes: Callable[[str], dict[str, IndexKind]] | None
 
 
@@ -207,7 +209,7 @@ def qdrant_url() -> Iterator[str]:
         yield f"http://{container.rest_host_address}"
 
 
-def _edge_indexes(index: EdgeIndex, root: Path) -> Callable[[str], dict[str, IndexKind]]:
+def _edge_indexes(index: BlockingIndex, root: Path) -> Callable[[str], dict[str, IndexKind]]:
     def read(collection: str) -> dict[str, IndexKind]:
         index.close()  # one EdgeShard per directory: release it to read it
         shard = EdgeShard.load(str(root / EDGE_DIR / collection))
@@ -247,20 +249,20 @@ def _server_indexes(url: str) -> Callable[[str], dict[str, IndexKind]]:
 @pytest.fixture(params=["edge", "local", pytest.param("container", marks=pytest.mark.docker)])
 def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     if request.param == "edge":
-        edge = EdgeIndex(tmp_path, dense_dim=DIM)
+        edge = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM))
         built = Engine("edge", edge, _edge_indexes(edge, tmp_path))
     elif request.param == "local":
-        built = Engine("local", ServerIndex.local(None, dense_dim=DIM), None)
+        built = Engine("local", BlockingIndex(ServerIndex.local(None, dense_dim=DIM)), None)
     else:
         url: str = request.getfixturevalue("qdrant_url")
-        server = ServerIndex.connect(url, None, 10, dense_dim=DIM)
+        server = BlockingIndex.opening(lambda: ServerIndex.connect(url, None, 10, dense_dim=DIM))
         built = Engine("container", server, _server_indexes(url))
     yield built
     built.index.close()
 
 
 @pytest.fixture
-def index(engine: Engine) -> Index:
+def index(engine: Engine) -> BlockingIndex:
     return engine.index
 
 
@@ -296,7 +298,7 @@ def test_an_edge_shard_made_with_its_document_index_in_memory_gets_it_on_disk(
 ) -> None:
     """A shard whose `documentId` index was built in memory (before that index moved to
     disk) has it made again on disk when next opened, its points unchanged."""
-    edge = EdgeIndex(tmp_path, dense_dim=DIM)
+    edge = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM))
     edge.upsert(collection, [passage(idx=k, dense=tilted(k), terms=(1,)) for k in range(3)])
     edge.close()
     shard = EdgeShard.load(str(tmp_path / EDGE_DIR / collection))
@@ -309,14 +311,16 @@ def test_an_edge_shard_made_with_its_document_index_in_memory_gets_it_on_disk(
         tenant=False, on_disk=False
     )
 
-    reopened = EdgeIndex(tmp_path, dense_dim=DIM)
+    reopened = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM))
     assert reopened.count(collection, scope()) == 3
     assert _edge_indexes(reopened, tmp_path)(collection)[PayloadKey.DOCUMENT_ID] == IndexKind(
         tenant=False, on_disk=True
     )
 
 
-def test_query_runs_every_leg_with_its_own_limit_and_floor(index: Index, collection: str) -> None:
+def test_query_runs_every_leg_with_its_own_limit_and_floor(
+    index: BlockingIndex, collection: str
+) -> None:
     """Each leg comes back in order, ranked, cut at its own limit and score floor,
     with the stored payload."""
     passages = [passage(idx=k, dense=tilted(k), terms=(1, 100 + k)) for k in range(4)]
@@ -347,7 +351,7 @@ def test_query_runs_every_leg_with_its_own_limit_and_floor(index: Index, collect
 
 
 def test_rank_scores_like_query_and_reads_only_where_hits_belong(
-    index: Index, collection: str
+    index: BlockingIndex, collection: str
 ) -> None:
     """`rank` returns the same points and scores as `query`, leg by leg, each with its
     PassageRef (KB, document, version, passage index, indexing time) and no text."""
@@ -363,7 +367,9 @@ def test_rank_scores_like_query_and_reads_only_where_hits_belong(
     assert not hasattr(ranked.legs[0][0], "payload")
 
 
-def test_a_weak_dense_answer_is_searched_again_exactly(index: Index, collection: str) -> None:
+def test_a_weak_dense_answer_is_searched_again_exactly(
+    index: BlockingIndex, collection: str
+) -> None:
     """A dense leg that finds nothing above its floor, or whose best cosine is below
     `EXACT_CHECK_BELOW`, is searched again exactly and counted in `exact_checks`; a
     strong dense leg and the keyword legs are not. Each leg answers the points and
@@ -391,7 +397,7 @@ def test_a_weak_dense_answer_is_searched_again_exactly(index: Index, collection:
     assert index.rank(collection, scope(), [dense_leg(axis(0), floor=1.01)]).legs == ((),)
 
 
-def test_rank_reads_each_points_ref_as_last_written(index: Index, collection: str) -> None:
+def test_rank_reads_each_points_ref_as_last_written(index: BlockingIndex, collection: str) -> None:
     """Ranking answers with a point's ref as it is now, however often the point was ranked
     before (Edge remembers refs between calls): a passage rewritten under the same id, or
     deleted and written again, ranks with its new indexing time and index."""
@@ -416,7 +422,7 @@ def test_rank_reads_each_points_ref_as_last_written(index: Index, collection: st
     assert ranked_ref() == [(first.point_id, "2026-03-01", 5)]
 
 
-def test_fetch_reads_payloads_inside_the_scope_only(index: Index, collection: str) -> None:
+def test_fetch_reads_payloads_inside_the_scope_only(index: BlockingIndex, collection: str) -> None:
     """`fetch` returns the stored payload of each requested point inside the scope; points
     of another tenant, KB, clearance or org, unknown ids and missing collections are simply
     absent — never read."""
@@ -441,7 +447,7 @@ def test_fetch_reads_payloads_inside_the_scope_only(index: Index, collection: st
 
 
 def test_held_terms_reads_each_points_terms_inside_the_scope_only(
-    index: Index, collection: str
+    index: BlockingIndex, collection: str
 ) -> None:
     """`held_terms` gives the BM25 terms of each requested point inside the scope, its
     passage's and its whole document's; points of another tenant, KB or clearance, unknown
@@ -464,7 +470,7 @@ def test_held_terms_reads_each_points_terms_inside_the_scope_only(
     assert index.held_terms(org_collection("nobody"), scope("t1"), [mine.point_id]) == {}
 
 
-def test_keyword_floor_drops_weak_hits(index: Index, collection: str) -> None:
+def test_keyword_floor_drops_weak_hits(index: BlockingIndex, collection: str) -> None:
     """A keyword leg's floor keeps only hits scoring at least that much."""
     index.upsert(collection, [passage(idx=k, terms=(1, 100 + k)) for k in range(4)])
     [strong] = index.query(collection, scope(), [keyword_leg(1, 102)]).legs
@@ -474,7 +480,7 @@ def test_keyword_floor_drops_weak_hits(index: Index, collection: str) -> None:
     assert [h.point_id for h in floored] == [strong[0].point_id]
 
 
-def test_other_tenant_is_never_visible(index: Index, collection: str) -> None:
+def test_other_tenant_is_never_visible(index: BlockingIndex, collection: str) -> None:
     """Two tenants with the same KB id and document id: each sees only its own points,
     through every read."""
     mine = [passage(tenant="t1", idx=i, terms=(1, 7)) for i in range(3)]
@@ -494,7 +500,7 @@ def test_other_tenant_is_never_visible(index: Index, collection: str) -> None:
     assert index.count(collection, scope("t3")) == 0
 
 
-def test_knowledge_base_set_is_honoured(index: Index, collection: str) -> None:
+def test_knowledge_base_set_is_honoured(index: BlockingIndex, collection: str) -> None:
     """Only the KBs named in the scope are searched."""
     docs = {kb: passage(kb=kb, doc=f"doc-{kb}") for kb in ("kb-a", "kb-b", "kb-c")}
     index.upsert(collection, list(docs.values()))
@@ -506,7 +512,7 @@ def test_knowledge_base_set_is_honoured(index: Index, collection: str) -> None:
     assert index.count(collection, scope(kbs=("kb-c",))) == 1
 
 
-def test_clearance_is_honoured(index: Index, collection: str) -> None:
+def test_clearance_is_honoured(index: BlockingIndex, collection: str) -> None:
     """A clearance admits its own label and those below: restricted stays hidden from internal."""
     by_label = {label: passage(doc=f"doc-{label}", label=label) for label in Classification}
     index.upsert(collection, list(by_label.values()))
@@ -525,7 +531,9 @@ def test_clearance_is_honoured(index: Index, collection: str) -> None:
     }
 
 
-def test_strict_scope_hides_legacy_and_foreign_org_points(index: Index, collection: str) -> None:
+def test_strict_scope_hides_legacy_and_foreign_org_points(
+    index: BlockingIndex, collection: str
+) -> None:
     """Strict isolation shows only points of the scope's org; a non-strict scope also shows
     legacy points that carry no orgId."""
     current = passage(doc="current", org=ORG)
@@ -545,7 +553,7 @@ def test_strict_scope_hides_legacy_and_foreign_org_points(index: Index, collecti
     assert legacy_hit.payload.org_id is None
 
 
-def test_count_whole_scope_and_per_document(index: Index, collection: str) -> None:
+def test_count_whole_scope_and_per_document(index: BlockingIndex, collection: str) -> None:
     """Counts cover the scope, or one document inside it."""
     doc1 = [passage(doc="doc1", idx=i) for i in range(3)]
     doc2 = [passage(doc="doc2", idx=i) for i in range(2)]
@@ -556,7 +564,9 @@ def test_count_whole_scope_and_per_document(index: Index, collection: str) -> No
     assert index.count(collection, scope(), "nope") == 0
 
 
-def test_scroll_document_is_ordered_scoped_and_paginated(index: Index, collection: str) -> None:
+def test_scroll_document_is_ordered_scoped_and_paginated(
+    index: BlockingIndex, collection: str
+) -> None:
     """All passages of a long document come back, in passage order, and only from the scope."""
     rng = random.Random(7)
     big = [passage(doc="big", idx=i, dense=random_unit(rng)) for i in range(300)]
@@ -575,7 +585,7 @@ def test_scroll_document_is_ordered_scoped_and_paginated(index: Index, collectio
     assert index.scroll_document(collection, scope(), "missing") == []
 
 
-def test_document_ids_are_scoped(index: Index, collection: str) -> None:
+def test_document_ids_are_scoped(index: BlockingIndex, collection: str) -> None:
     """Distinct document ids come from the scope only, each once, however many there are
     (more than a scroll page: `SCROLL_PAGE`)."""
     many = {f"doc{n:03}" for n in range(SCROLL_PAGE + 44)}
@@ -594,7 +604,7 @@ def test_document_ids_are_scoped(index: Index, collection: str) -> None:
     assert index.document_ids(collection, scope("t2")) == {"d"}
 
 
-def test_delete_document_stays_inside_the_scope(index: Index, collection: str) -> None:
+def test_delete_document_stays_inside_the_scope(index: BlockingIndex, collection: str) -> None:
     """Deleting a document removes it from both legs for its tenant only, and reports how many
     points went; another tenant's same-named document and unseen labels survive."""
     mine = [passage(idx=i, terms=(1, 50 + i)) for i in range(3)]
@@ -614,7 +624,7 @@ def test_delete_document_stays_inside_the_scope(index: Index, collection: str) -
     assert index.delete_document(collection, scope(), "doc1") == 0
 
 
-def test_delete_points_stays_inside_the_scope(index: Index, collection: str) -> None:
+def test_delete_points_stays_inside_the_scope(index: BlockingIndex, collection: str) -> None:
     """Deleting by id only touches ids inside the scope, and counts only those."""
     a, b = passage(idx=0), passage(idx=1)
     other = passage(tenant="t2", idx=0)
@@ -626,7 +636,7 @@ def test_delete_points_stays_inside_the_scope(index: Index, collection: str) -> 
     assert index.count(collection, scope("t2")) == 1
 
 
-def test_delete_scope_removes_exactly_the_scope(index: Index, collection: str) -> None:
+def test_delete_scope_removes_exactly_the_scope(index: BlockingIndex, collection: str) -> None:
     """Deleting a scope removes every point inside it (legacy points too, when not strict)
     and reports how many; another tenant's same KB, another KB and labels above the
     clearance survive, and a second call removes nothing."""
@@ -648,7 +658,7 @@ def test_delete_scope_removes_exactly_the_scope(index: Index, collection: str) -
 
 
 def test_delete_scope_removes_a_scope_larger_than_an_edge_page(
-    index: Index, collection: str
+    index: BlockingIndex, collection: str
 ) -> None:
     """A Scope of more points than Qdrant Edge deletes in one call goes whole, and
     another tenant's points stay."""
@@ -661,7 +671,7 @@ def test_delete_scope_removes_a_scope_larger_than_an_edge_page(
     assert index.count(collection, scope("t2")) == 1
 
 
-def test_backfill_org_sets_org_inside_the_scope_only(index: Index, collection: str) -> None:
+def test_backfill_org_sets_org_inside_the_scope_only(index: BlockingIndex, collection: str) -> None:
     """Backfill writes the scope's org on its legacy points, reports the count, is a no-op the
     second time, and then strict scopes see those points; other tenants are untouched."""
     legacy = [passage(doc="old", idx=i, org=None) for i in range(3)]
@@ -682,7 +692,7 @@ def test_backfill_org_sets_org_inside_the_scope_only(index: Index, collection: s
     assert index.count(collection, scope(clearance=Classification.RESTRICTED), "old") == 3
 
 
-def test_backfill_org_refuses_a_strict_scope(index: Index, collection: str) -> None:
+def test_backfill_org_refuses_a_strict_scope(index: BlockingIndex, collection: str) -> None:
     """A strict scope cannot see legacy points, so backfilling through one is a caller bug."""
     index.ensure_collection(collection)
     with pytest.raises(ValueError, match="non-strict"):
@@ -693,7 +703,7 @@ def _analysis(analyzer: str, *spans: PiiSpan) -> PiiAnalysis:
     return PiiAnalysis(analyzer=analyzer, text=spans, title=(PiiSpan(0, 3, "PERSON", 0.85),))
 
 
-def test_pii_analysis_round_trips_in_the_payload(index: Index, collection: str) -> None:
+def test_pii_analysis_round_trips_in_the_payload(index: BlockingIndex, collection: str) -> None:
     """A passage written with its PII analysis reads back with the same spans (offsets,
     types, scores) and analyzer, through fetch, scroll and query alike."""
     analysis = _analysis("pii-1-a", PiiSpan(0, 2, "EMAIL_ADDRESS", 1.0), PiiSpan(3, 5, "URL", 0.5))
@@ -707,7 +717,9 @@ def test_pii_analysis_round_trips_in_the_payload(index: Index, collection: str) 
     assert hits[0].payload.pii == analysis
 
 
-def test_stale_pii_pages_and_set_pii_stay_inside_the_scope(index: Index, collection: str) -> None:
+def test_stale_pii_pages_and_set_pii_stay_inside_the_scope(
+    index: BlockingIndex, collection: str
+) -> None:
     """Pages list the scope's points whose analysis is missing or another analyzer's, and
     no others; set_pii writes only inside the scope (counting those), keeps the other payload
     keys, and analysed points drop out of later pages."""
@@ -740,7 +752,7 @@ def test_stale_pii_pages_and_set_pii_stay_inside_the_scope(index: Index, collect
     assert untouched.payload.pii is None
 
 
-def test_missing_collection_behaves_as_empty(index: Index) -> None:
+def test_missing_collection_behaves_as_empty(index: BlockingIndex) -> None:
     """Reads and deletes on a collection never created return nothing instead of failing."""
     missing = org_collection("never-created")
     result = index.query(missing, scope(), [dense_leg(axis(0)), keyword_leg(1), document_leg(1)])
@@ -755,7 +767,7 @@ def test_missing_collection_behaves_as_empty(index: Index) -> None:
 
 
 def test_document_keyword_leg_ranks_whole_documents_inside_the_scope(
-    index: Index, collection: str
+    index: BlockingIndex, collection: str
 ) -> None:
     """A new collection stores whole-document BM25 vectors: the document keyword leg finds a
     document by words of any of its passages, answers with its first passage, ranks it by
@@ -783,12 +795,12 @@ def test_document_keyword_leg_ranks_whole_documents_inside_the_scope(
     assert [r.ref for r in ranked.legs[0]] == [both[0].payload.ref, one[0].payload.ref]
 
 
-def test_document_keywords_of_a_missing_collection(index: Index) -> None:
+def test_document_keywords_of_a_missing_collection(index: BlockingIndex) -> None:
     """A collection not created yet has no document keyword vectors to search."""
     assert not index.document_keywords(org_collection("never-created"))
 
 
-def test_upsert_overwrites_a_point_with_the_same_id(index: Index, collection: str) -> None:
+def test_upsert_overwrites_a_point_with_the_same_id(index: BlockingIndex, collection: str) -> None:
     """Re-indexing a passage replaces it in place (deterministic ids), never duplicates it."""
     index.upsert(collection, [passage(text="first")])
     index.upsert(collection, [passage(text="second")])
@@ -796,7 +808,9 @@ def test_upsert_overwrites_a_point_with_the_same_id(index: Index, collection: st
     assert [s.payload.text for s in stored] == ["second"]
 
 
-def test_keyword_scores_ignore_other_tenants_documents(index: Index, collection: str) -> None:
+def test_keyword_scores_ignore_other_tenants_documents(
+    index: BlockingIndex, collection: str
+) -> None:
     """BM25 IDF is computed over the scope, so another tenant's documents cannot move a
     tenant's keyword scores (nor reveal their vocabulary through them)."""
     index.upsert(collection, [passage(idx=i, terms=(1, 10 + i)) for i in range(4)])
@@ -811,7 +825,7 @@ def test_keyword_scores_ignore_other_tenants_documents(index: Index, collection:
 
 
 def test_keyword_scores_ignore_the_tenants_other_kbs_and_restricted_documents(
-    index: Index, collection: str
+    index: BlockingIndex, collection: str
 ) -> None:
     """IDF counts only the scope's points: documents of the tenant's other KBs and those
     above the caller's clearance move no score, whether written after the scope was last
@@ -838,7 +852,9 @@ def test_keyword_scores_ignore_the_tenants_other_kbs_and_restricted_documents(
     assert scores() == pytest.approx(before)
 
 
-def test_keyword_idf_is_what_the_keyword_legs_score_with(index: Index, collection: str) -> None:
+def test_keyword_idf_is_what_the_keyword_legs_score_with(
+    index: BlockingIndex, collection: str
+) -> None:
     """`keyword_idf` gives each keyword leg's terms the IDF the engine scores that leg with,
     over the scope's points holding the leg's vector alone (another tenant's points move
     nothing): a passage scores the sum of IDF x its weight over the terms it holds; a term
@@ -867,7 +883,7 @@ def test_keyword_idf_is_what_the_keyword_legs_score_with(index: Index, collectio
 
 
 def test_keyword_idf_holds_in_a_scope_too_large_to_count_term_by_term(
-    index: Index, collection: str
+    index: BlockingIndex, collection: str
 ) -> None:
     """In a scope whose points holding the keyword vector are more than `keyword_idf`
     counts term by term (`IDF_COUNT_LIMIT`), each term's IDF is still the one the keyword
@@ -887,7 +903,7 @@ def test_keyword_idf_holds_in_a_scope_too_large_to_count_term_by_term(
     assert first == pytest.approx(idf[0] + idf[1])
 
 
-def test_bad_input_is_rejected(index: Index, collection: str) -> None:
+def test_bad_input_is_rejected(index: BlockingIndex, collection: str) -> None:
     """Wrong dense size, non-UUID ids and foreign collection names raise ValueError."""
     with pytest.raises(ValueError, match="dimensions"):
         index.upsert(collection, [passage(dense=(1.0, 0.0))])
@@ -902,7 +918,7 @@ def test_bad_input_is_rejected(index: Index, collection: str) -> None:
         index.count("../elsewhere", scope())
 
 
-def test_ping_then_close(index: Index, collection: str) -> None:
+def test_ping_then_close(index: BlockingIndex, collection: str) -> None:
     """A live index answers ping; a closed one reports itself unavailable."""
     index.ensure_collection(collection)
     index.ping()
@@ -919,11 +935,11 @@ def test_ping_then_close(index: Index, collection: str) -> None:
 def test_edge_upserts_survive_close_and_reopen(tmp_path: Path) -> None:
     """Points written by one EdgeIndex are there, indexed and searchable, for the next one."""
     collection = org_collection(ORG)
-    first = EdgeIndex(tmp_path, dense_dim=DIM)
+    first = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM))
     first.upsert(collection, [passage(idx=i) for i in range(5)])
     first.close()
 
-    second = EdgeIndex(tmp_path, dense_dim=DIM)
+    second = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM))
     try:
         assert second.count(collection, scope()) == 5
         assert second.document_ids(collection, scope()) == {"doc1"}
@@ -955,8 +971,8 @@ def _mixed_corpus(rng: random.Random) -> list[Passage]:
     ]
 
 
-def _indexed_edge(root: Path) -> EdgeIndex:
-    return EdgeIndex(root, dense_dim=DIM, indexing_threshold_kb=1)
+def _indexed_edge(root: Path) -> BlockingIndex:
+    return BlockingIndex(EdgeIndex(root, dense_dim=DIM, indexing_threshold_kb=1))
 
 
 def test_edge_optimize_builds_the_graph_and_searches_stay_inside_the_scope(
@@ -1048,7 +1064,7 @@ def test_edge_answers_a_far_question_exactly_where_its_graph_misses(tmp_path: Pa
     rng.shuffle(corpus)
     questions = [around(dim - 1, 0.6) for _ in range(20)]
     collection = org_collection(ORG)
-    index = EdgeIndex(tmp_path, dense_dim=dim, indexing_threshold_kb=1)
+    index = BlockingIndex(EdgeIndex(tmp_path, dense_dim=dim, indexing_threshold_kb=1))
     try:
         index.upsert(collection, corpus)
         assert index.optimize() == [collection]
@@ -1089,7 +1105,7 @@ def test_edge_threshold_zero_never_indexes(tmp_path: Path) -> None:
     stays instant) and searches still answer; the same data would have been indexed."""
     collection = org_collection(ORG)
     corpus = _mixed_corpus(random.Random(3))
-    never = EdgeIndex(tmp_path, dense_dim=DIM, indexing_threshold_kb=0)
+    never = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM, indexing_threshold_kb=0))
     never.upsert(collection, corpus)
     try:
         assert never.optimize() == []
@@ -1121,7 +1137,7 @@ def test_edge_shards_open_with_the_configured_search_pool(
     applies that one, not the count the shard kept."""
     collection = org_collection(ORG)
     corpus = _mixed_corpus(random.Random(5))
-    index = EdgeIndex(tmp_path, dense_dim=DIM, search_threads=search_threads)
+    index = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM, search_threads=search_threads))
     try:
         index.upsert(collection, corpus)
         [dense] = hit_ids(index, collection, scope(), dense_leg(corpus[7].dense, limit=1))
@@ -1129,7 +1145,7 @@ def test_edge_shards_open_with_the_configured_search_pool(
     finally:
         index.close()
     assert _recorded_search_pool(tmp_path, collection) == pool
-    again = EdgeIndex(tmp_path, dense_dim=DIM, search_threads=2)
+    again = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM, search_threads=2))
     try:
         [dense] = hit_ids(again, collection, scope(), dense_leg(corpus[7].dense, limit=1))
         assert dense == [corpus[7].point_id]
@@ -1141,7 +1157,7 @@ def test_edge_shards_open_with_the_configured_search_pool(
 def test_edge_search_pool_of_no_threads_is_refused(tmp_path: Path) -> None:
     """A search pool of 0 threads is a configuration error."""
     with pytest.raises(ValueError, match="search_threads"):
-        EdgeIndex(tmp_path, dense_dim=DIM, search_threads=0)
+        BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM, search_threads=0))
 
 
 def test_edge_writes_after_optimize_are_searched(tmp_path: Path) -> None:
@@ -1176,9 +1192,10 @@ import os, signal, sys, uuid
 from pathlib import Path
 from ingest.index import Passage, SparseVector, org_collection
 from ingest.payload import PassagePayload, Scope
-from ingest.qdrant_edge import EdgeIndex
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.index import EdgeIndex
 
-index = EdgeIndex(Path(sys.argv[1]), dense_dim=int(sys.argv[2]))
+index = BlockingIndex(EdgeIndex(Path(sys.argv[1]), dense_dim=int(sys.argv[2])))
 collection = org_collection("acme")
 payload = dict(tenant_id="t1", knowledge_base_id="kb", document_id="doc1", document_version="v1",
                classification="internal", text="x", title="x", source="x", checksum="x",
@@ -1205,7 +1222,7 @@ def test_edge_writes_survive_kill_9(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    index = EdgeIndex(tmp_path, dense_dim=DIM)
+    index = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM))
     try:
         assert index.count(org_collection(ORG), scope()) == 40
     finally:
@@ -1215,8 +1232,8 @@ def test_edge_writes_survive_kill_9(tmp_path: Path) -> None:
 def test_edge_directory_is_held_by_one_index(tmp_path: Path) -> None:
     """A second EdgeIndex on a directory in use reports the collection unavailable."""
     collection = org_collection(ORG)
-    first = EdgeIndex(tmp_path, dense_dim=DIM)
-    second = EdgeIndex(tmp_path, dense_dim=DIM)
+    first = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM))
+    second = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM))
     try:
         first.ensure_collection(collection)
         with pytest.raises(IndexUnavailableError):
@@ -1228,7 +1245,7 @@ def test_edge_directory_is_held_by_one_index(tmp_path: Path) -> None:
 
 def test_edge_is_safe_across_threads(tmp_path: Path) -> None:
     """Concurrent writers and readers on shared collections lose no points."""
-    index = EdgeIndex(tmp_path, dense_dim=DIM)
+    index = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM))
     collections = [org_collection(f"org{n}") for n in range(3)]
 
     def work(n: int) -> int:
@@ -1249,7 +1266,9 @@ def test_unreachable_server_is_unavailable() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    index = ServerIndex.connect(f"http://127.0.0.1:{port}", None, 1, dense_dim=DIM)
+    index = BlockingIndex.opening(
+        lambda: ServerIndex.connect(f"http://127.0.0.1:{port}", None, 1, dense_dim=DIM)
+    )
     try:
         with pytest.raises(IndexUnavailableError):
             index.ping()
@@ -1261,7 +1280,7 @@ def test_unreachable_server_is_unavailable() -> None:
 
 def test_edge_shards_live_under_the_data_dir(tmp_path: Path) -> None:
     """One shard directory per collection, created only when written to."""
-    index = EdgeIndex(tmp_path, dense_dim=DIM)
+    index = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM))
     try:
         index.count(org_collection("ghost"), scope())
         index.ensure_collection(org_collection(ORG))
@@ -1274,7 +1293,9 @@ def test_edge_shards_live_under_the_data_dir(tmp_path: Path) -> None:
 # --- collections made before whole-document keyword vectors ------------------------------
 
 
-def _older_collection_is_served_without_document_legs(index: Index, collection: str) -> None:
+def _older_collection_is_served_without_document_legs(
+    index: BlockingIndex, collection: str
+) -> None:
     assert not index.document_keywords(collection)
     first = with_document_terms(passage(idx=0, terms=(7,)), 7, 8)
     index.upsert(collection, [first, passage(idx=1, terms=(8,))])
@@ -1299,7 +1320,7 @@ def test_edge_shard_made_before_document_keywords_opens_and_skips_that_leg(
         sparse_vectors={SPARSE_VECTOR: EdgeSparseVectorParams(modifier=Modifier.Idf)},
     )
     EdgeShard.create(str(tmp_path / EDGE_DIR / collection), older).close()
-    index = EdgeIndex(tmp_path, dense_dim=DIM)
+    index = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM))
     try:
         _older_collection_is_served_without_document_legs(index, collection)
     finally:
@@ -1320,7 +1341,7 @@ def test_local_collection_made_before_document_keywords_skips_that_leg(tmp_path:
         },
     )
     client.close()
-    index = ServerIndex.local(tmp_path, dense_dim=DIM)
+    index = BlockingIndex(ServerIndex.local(tmp_path, dense_dim=DIM))
     try:
         _older_collection_is_served_without_document_legs(index, collection)
     finally:

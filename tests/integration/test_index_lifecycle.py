@@ -11,15 +11,15 @@ from dataclasses import replace
 
 import pytest
 
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.server.index import ServerIndex
 from ingest.index import (
     SHARED_COLLECTION,
-    Index,
     IndexUnavailableError,
     Passage,
     SparseVector,
     org_collection,
 )
-from ingest.qdrant_server import ServerIndex
 from tests.integration.test_index_contract import (  # the contract suite's engines and data
     DIM,
     Engine,
@@ -38,7 +38,7 @@ def _org_collection() -> str:
     return org_collection(f"org-{uuid.uuid4().hex[:12]}")
 
 
-def _read_all(index: Index, collection: str, page: int) -> list[Passage]:
+def _read_all(index: BlockingIndex, collection: str, page: int) -> list[Passage]:
     """Every passage inside the scope of tenant t1's KB `kb`, page by page."""
     found: list[Passage] = []
     offset: str | None = None
@@ -50,7 +50,9 @@ def _read_all(index: Index, collection: str, page: int) -> list[Passage]:
             return found
 
 
-def test_passages_page_reads_back_what_was_written_inside_the_scope_only(index: Index) -> None:
+def test_passages_page_reads_back_what_was_written_inside_the_scope_only(
+    index: BlockingIndex,
+) -> None:
     """Paging through a scope returns every point of it exactly as `upsert` took it (ids,
     payloads, dense, BM25 and whole-document BM25 vectors) and nothing of a neighbour in
     the same collection; rewriting the pages into a fresh collection reproduces them."""
@@ -113,8 +115,8 @@ def test_a_collection_another_replica_dropped_is_found_missing_then_made_anew(
     """Two server adapters on one Qdrant (two gateway replicas): after one drops an org's
     collection, the other's next call on it fails as unavailable (503, retried) instead of
     erroring, and from then on it sees the collection as missing and can create it again."""
-    first = ServerIndex.connect(qdrant_url, None, 10, dense_dim=DIM)
-    second = ServerIndex.connect(qdrant_url, None, 10, dense_dim=DIM)
+    first = BlockingIndex.opening(lambda: ServerIndex.connect(qdrant_url, None, 10, dense_dim=DIM))
+    second = BlockingIndex.opening(lambda: ServerIndex.connect(qdrant_url, None, 10, dense_dim=DIM))
     collection = _org_collection()
     try:
         first.upsert(collection, [passage()])

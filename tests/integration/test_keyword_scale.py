@@ -14,10 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.retrieval.answering import keyword_share
-from ingest.embedding import FastEmbedder
-from ingest.index import Index, Leg, LegKind, Passage, org_collection
+from ingest.embedder.embedding import FastEmbedder
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.index import EdgeIndex
+from ingest.index import Leg, LegKind, Passage, org_collection
 from ingest.payload import PassagePayload, Scope, text_checksum
-from ingest.qdrant_edge import EdgeIndex
 
 pytestmark = pytest.mark.slow
 
@@ -83,11 +84,11 @@ def _passages(embedder: FastEmbedder, documents: Mapping[str, str]) -> list[Pass
 @pytest.fixture(scope="module")
 def knowledge_bases(
     embedder: FastEmbedder, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[int, Index]]:
+) -> Iterator[dict[int, BlockingIndex]]:
     """The same documents in KBs of 8, 48 and 168 documents (by padding)."""
-    indexes: dict[int, Index] = {}
+    indexes: dict[int, BlockingIndex] = {}
     for padding in PADDING:
-        index = EdgeIndex(tmp_path_factory.mktemp(f"kb-{padding}"))
+        index = BlockingIndex(EdgeIndex(tmp_path_factory.mktemp(f"kb-{padding}")))
         index.upsert(COLLECTION, _passages(embedder, {**DOCUMENTS, **_unrelated(padding)}))
         indexes[padding] = index
     yield indexes
@@ -95,7 +96,7 @@ def knowledge_bases(
         opened.close()
 
 
-def _best(index: Index, embedder: FastEmbedder, question: str) -> list[tuple[float, float]]:
+def _best(index: BlockingIndex, embedder: FastEmbedder, question: str) -> list[tuple[float, float]]:
     """(raw BM25, share of the attainable score) of the best hit of each keyword leg."""
     sparse = embedder.embed_queries([question])[0].sparse
     legs = [
@@ -113,7 +114,7 @@ def _best(index: Index, embedder: FastEmbedder, question: str) -> list[tuple[flo
 @settings(max_examples=25, deadline=None)
 @given(words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=8, unique=True))
 def test_the_share_does_not_move_with_the_size_of_the_kb(
-    knowledge_bases: dict[int, Index], embedder: FastEmbedder, words: list[str]
+    knowledge_bases: dict[int, BlockingIndex], embedder: FastEmbedder, words: list[str]
 ) -> None:
     """For any question made of the KB's words, the best hit's share of the attainable
     score stays within 0.05 whether the KB holds 8, 48 or 168 documents: unrelated
@@ -129,7 +130,7 @@ def test_the_share_does_not_move_with_the_size_of_the_kb(
 
 
 def test_raw_scores_move_with_size_and_length_where_the_share_does_not(
-    knowledge_bases: dict[int, Index], embedder: FastEmbedder
+    knowledge_bases: dict[int, BlockingIndex], embedder: FastEmbedder
 ) -> None:
     """Questions of 2, 4 and 6 words the harbour note alone holds: the raw BM25 of its
     passage grows with the question's length and with the KB's size (a fixed BM25 floor
@@ -149,7 +150,7 @@ def test_raw_scores_move_with_size_and_length_where_the_share_does_not(
 
 
 def test_a_question_about_something_else_matches_little_of_its_weight(
-    knowledge_bases: dict[int, Index], embedder: FastEmbedder
+    knowledge_bases: dict[int, BlockingIndex], embedder: FastEmbedder
 ) -> None:
     """Words the KB lacks count in the attainable score and in no passage's: a question
     half about the harbour and half about chess reaches a much lower share than the

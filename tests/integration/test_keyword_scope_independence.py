@@ -12,9 +12,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from ingest.index import Index, org_collection
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.index import EdgeIndex
+from ingest.index import org_collection
 from ingest.payload import Classification
-from ingest.qdrant_edge import EdgeIndex
 from tests.integration.test_index_contract import (
     DIM,
     ORG,
@@ -48,7 +49,9 @@ def _traced(call: Callable[[], Any]) -> tuple[Any, list[str]]:
     return result, path
 
 
-def _ranking(index: Index, collection: str) -> tuple[list[list[tuple[str, float]]], list[str]]:
+def _ranking(
+    index: BlockingIndex, collection: str
+) -> tuple[list[list[tuple[str, float]]], list[str]]:
     """The turn's ranking call (dense, passage keyword, document keyword legs) for an
     internal-clearance caller: each leg's (point, score), and the code path it took.
     Run once untraced first, so that per-write state is settled in both runs alike."""
@@ -71,7 +74,7 @@ def test_a_document_above_the_callers_clearance_changes_neither_scores_nor_code_
     leaves the caller's keyword scores and the ranking call's code path exactly as they
     were: no cheaper path is taken when the workspace holds nothing outside the Scope, so
     neither scores nor timing tell that documents above the caller's clearance exist."""
-    index = EdgeIndex(tmp_path, dense_dim=DIM)
+    index = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM))
     collection = org_collection(ORG)
     try:
         visible = [

@@ -33,7 +33,7 @@ PLATFORM_KEY = "fault-proxy-platform-key-000001"
 REDIS_TIMEOUT_S = 0.3
 STALENESS_S = 1.0
 # Under a fault the first request waits out one Redis timeout for settings and one for
-# the rate limit; after that the store fails fast (settings/outage.py). Noisy machines:
+# the rate limit; after that the store fails fast (settings/stores/outage.py). Noisy machines:
 # allow a margin.
 TURN_BOUND_S = 2.0
 KBS = ("k1", "k2", "k3", "k4")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from redis.asyncio import Redis
 
-from gateway.access.ratelimit import RedisFailures, RedisLimiter
+from gateway.access.redis_limits import RedisFailures, RedisLimiter
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio

@@ -10,8 +10,8 @@ from gateway.access.auth import principal_of
 from gateway.admin import knowledge, provisioning, workspace
 from gateway.retrieval.plan import plan_turn
 from gateway.runtime.services import build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
-from ingest.embedding import Embedder
+from gateway.telemetry import Telemetry, build_logger
+from ingest.embedder.embedding import Embedder
 from settings.config import load_config
 from tests.support.redis_server import RedisServer
 
@@ -32,24 +32,32 @@ async def test_unknown_workspace_settings_fall_back_to_cap_3(
     )
     services = await build_services(config, Telemetry(build_logger("INFO")), embedder=embedder)
     try:
-        await provisioning.create_org(services, "acme")
-        await provisioning.create_workspace(services, "acme", "ws", None)
+        await provisioning.create_org(services.store, services.index, "acme")
+        await provisioning.create_workspace(services.store, "acme", "ws", None)
         _, record = await provisioning.create_key(
-            services, org_id="acme", tenant_id="ws", roles=["admin", "retrieve"], clearance=None
+            services.store,
+            org_id="acme",
+            tenant_id="ws",
+            roles=["admin", "retrieve"],
+            clearance=None,
         )
         principal = principal_of(record)
         for kb in ("k1", "k2", "k3", "k4"):
             await knowledge.put_knowledge_base(
-                services, principal, kb, name="", storage="org", settings={}
+                services.knowledge, principal, kb, name="", storage="org", settings={}
             )
-        await knowledge.put_agent(services, principal, "bot", ["k1", "k2", "k3", "k4"], {})
-        await workspace.change_settings(services, principal, {"max_knowledge_bases_per_agent": 1})
+        await knowledge.put_agent(
+            services.knowledge, principal, "bot", ["k1", "k2", "k3", "k4"], {}
+        )
+        await workspace.change_settings(
+            services.workspaces, principal, {"max_knowledge_bases_per_agent": 1}
+        )
         await services.settings.agent("ws", "bot")
         for kb in ("k1", "k2", "k3"):
             await services.settings.knowledge_base("ws", kb)
 
         redis.stop()
-        unknown = await plan_turn(services, principal, "bot")
+        unknown = await plan_turn(services.planning, principal, "bot")
         assert unknown.workspace is None
         assert unknown.cap.value == 3
         assert [plan.kb.kb_id for plan in unknown.plans] == ["k1", "k2", "k3"]
@@ -59,7 +67,7 @@ async def test_unknown_workspace_settings_fall_back_to_cap_3(
         await services.settings.workspace("ws")
         redis.stop()
         services.settings.invalidate_all()
-        known = await plan_turn(services, principal, "bot")
+        known = await plan_turn(services.planning, principal, "bot")
         assert known.cap.value == 1
         assert [plan.kb.kb_id for plan in known.plans] == ["k1"]
     finally:

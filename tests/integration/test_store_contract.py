@@ -36,8 +36,6 @@ from settings.records import (
     TurnRecord,
     Workspace,
 )
-from settings.redis_store import CREDENTIALS_CHANGED, INVALIDATION_CHANNEL, RedisStore
-from settings.sqlite_store import SqliteStore
 from settings.store import (
     AlreadyExistsError,
     NotEmptyError,
@@ -45,6 +43,8 @@ from settings.store import (
     SettingsStore,
     StoreUnavailableError,
 )
+from settings.stores.redis.store import CREDENTIALS_CHANGED, INVALIDATION_CHANNEL, RedisStore
+from settings.stores.sqlite.store import SqliteStore
 from tests.support.redis_server import RedisServer
 from tests.support.services import require_docker
 

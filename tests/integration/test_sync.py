@@ -16,11 +16,12 @@ import pytest
 
 from gateway.retrieval.versions import newest_versions
 from ingest.chunking import ChunkingParams, split_sentences
-from ingest.embedding import Embedder, Embedding, FastEmbedder
-from ingest.index import Hit, Index, Leg, LegKind, SparseVector
+from ingest.embedder.embedding import Embedder, Embedding, FastEmbedder
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.index import EdgeIndex
+from ingest.engines.server.index import ServerIndex
+from ingest.index import Hit, Leg, LegKind, SparseVector
 from ingest.payload import Classification, Scope
-from ingest.qdrant_edge import EdgeIndex
-from ingest.qdrant_server import ServerIndex
 from ingest.sync import Document, DocumentWriter, Target
 
 pytestmark = pytest.mark.slow
@@ -57,7 +58,7 @@ class CountingEmbedder:
 class CrashBeforeCleanup:
     """An Index whose next `delete_points` fails, as if the process died mid-replacement."""
 
-    def __init__(self, inner: Index) -> None:
+    def __init__(self, inner: BlockingIndex) -> None:
         self._inner = inner
         self.armed = True
 
@@ -72,10 +73,12 @@ class CrashBeforeCleanup:
 
 
 @pytest.fixture(params=["edge", "local"])
-def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Index]:
+def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BlockingIndex]:
     """A fresh, empty index: Qdrant Edge in a temp dir, or qdrant-client in memory."""
-    engine: Index = (
-        EdgeIndex(tmp_path / "data") if request.param == "edge" else ServerIndex.local(None)
+    engine: BlockingIndex = (
+        BlockingIndex(EdgeIndex(tmp_path / "data"))
+        if request.param == "edge"
+        else BlockingIndex(ServerIndex.local(None))
     )
     try:
         yield engine
@@ -98,7 +101,9 @@ def scope(*, strict: bool = True) -> Scope:
     )
 
 
-def both_legs(index: Index, embedder: Embedder, question: str, where: Scope) -> list[list[Hit]]:
+def both_legs(
+    index: BlockingIndex, embedder: Embedder, question: str, where: Scope
+) -> list[list[Hit]]:
     """The dense and the keyword leg's hits for one question, no floors."""
     query = embedder.embed_queries([question])[0]
     legs = [
@@ -121,7 +126,9 @@ def manual(release: int, sections: int) -> str:
 # ---- unchanged documents ----------------------------------------------------------------
 
 
-def test_unchanged_document_is_not_reembedded(index: Index, counting: CountingEmbedder) -> None:
+def test_unchanged_document_is_not_reembedded(
+    index: BlockingIndex, counting: CountingEmbedder
+) -> None:
     """Putting the same document again answers `unchanged` and embeds nothing; any change
     to the text or the label is a new version and is embedded once."""
     writer = DocumentWriter(index, counting)
@@ -157,7 +164,7 @@ def test_unchanged_document_is_not_reembedded(index: Index, counting: CountingEm
 
 
 def test_replacement_never_shows_both_versions_or_neither(
-    index: Index, embedder: FastEmbedder
+    index: BlockingIndex, embedder: FastEmbedder
 ) -> None:
     """While a writer replaces a document again and again, a concurrent reader querying both
     legs always sees exactly one version of it once superseded hits are dropped with
@@ -212,7 +219,9 @@ def test_replacement_never_shows_both_versions_or_neither(
     print(f"{observations} observations, {raw_overlaps} saw two versions before filtering")  # noqa: T201
 
 
-def test_half_finished_replacement_converges_on_reput(index: Index, embedder: FastEmbedder) -> None:
+def test_half_finished_replacement_converges_on_reput(
+    index: BlockingIndex, embedder: FastEmbedder
+) -> None:
     """A replacement that wrote the new version but died before removing the old one leaves
     both stored; putting the document again removes the stale points and answers `indexed`,
     and a further put is `unchanged`."""
@@ -221,7 +230,7 @@ def test_half_finished_replacement_converges_on_reput(index: Index, embedder: Fa
     writer = DocumentWriter(index, embedder)
     writer.put(TARGET, old)
 
-    crashing = DocumentWriter(cast(Index, CrashBeforeCleanup(index)), embedder)
+    crashing = DocumentWriter(cast(BlockingIndex, CrashBeforeCleanup(index)), embedder)
     with pytest.raises(RuntimeError, match="simulated crash"):
         crashing.put(TARGET, new)
     stored = index.scroll_document(COLLECTION, scope(), "pumps.txt")
@@ -247,7 +256,9 @@ def test_half_finished_replacement_converges_on_reput(index: Index, embedder: Fa
 # ---- deletes -------------------------------------------------------------------------
 
 
-def test_deleted_document_is_gone_from_both_legs(index: Index, embedder: FastEmbedder) -> None:
+def test_deleted_document_is_gone_from_both_legs(
+    index: BlockingIndex, embedder: FastEmbedder
+) -> None:
     """After a delete, neither the dense nor the keyword leg returns any passage of the
     document, counts and scrolls see none, and the other document is untouched."""
     writer = DocumentWriter(index, embedder)
@@ -287,7 +298,7 @@ def test_deleted_document_is_gone_from_both_legs(index: Index, embedder: FastEmb
 # ---- boundaries ----------------------------------------------------------------------
 
 
-def test_boundary_sentences_are_found_whole(index: Index, embedder: FastEmbedder) -> None:
+def test_boundary_sentences_are_found_whole(index: BlockingIndex, embedder: FastEmbedder) -> None:
     """In a long document cut into many overlapping passages, every sentence is stored whole
     in at least one passage, and a keyword search for a word that only one sentence has
     returns only passages that hold that sentence whole."""
@@ -315,7 +326,7 @@ def test_boundary_sentences_are_found_whole(index: Index, embedder: FastEmbedder
 
 
 def test_a_documents_words_are_found_whole_on_its_first_passage(
-    index: Index, embedder: FastEmbedder
+    index: BlockingIndex, embedder: FastEmbedder
 ) -> None:
     """The writer gives a document's first passage the BM25 vector of the whole document:
     the document keyword leg finds the document by words that only its later passages hold,
@@ -347,7 +358,7 @@ def test_a_documents_words_are_found_whole_on_its_first_passage(
 
 
 def test_legacy_points_hidden_by_strict_scope_until_backfill(
-    index: Index, counting: CountingEmbedder
+    index: BlockingIndex, counting: CountingEmbedder
 ) -> None:
     """Points written without `orgId` are invisible to a strict Scope (queries and counts)
     but visible to a non-strict one; `backfill_org` sets the org on all of them, after which
@@ -380,7 +391,9 @@ def test_legacy_points_hidden_by_strict_scope_until_backfill(
     assert counting.document_calls == calls
 
 
-def test_backfill_touches_only_the_scoped_tenant(index: Index, embedder: FastEmbedder) -> None:
+def test_backfill_touches_only_the_scoped_tenant(
+    index: BlockingIndex, embedder: FastEmbedder
+) -> None:
     """A backfill for one workspace leaves another workspace's legacy points without an org."""
     other = Target(org_id=ORG, tenant_id="t-other", kb_id="manuals", storage="org")
     writer = DocumentWriter(index, embedder)
@@ -398,7 +411,9 @@ def test_backfill_touches_only_the_scoped_tenant(index: Index, embedder: FastEmb
     assert index.count(COLLECTION, other_scope(strict=False)) >= 1
 
 
-def test_passages_are_stored_with_their_pii_analysis(index: Index, embedder: FastEmbedder) -> None:
+def test_passages_are_stored_with_their_pii_analysis(
+    index: BlockingIndex, embedder: FastEmbedder
+) -> None:
     """With an analyzer, every passage carries the spans found in its text and in the
     document's title, offsets into the stored strings; re-putting an unchanged document
     whose analysis is another analyzer's stores the current one without re-embedding."""

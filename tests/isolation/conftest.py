@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager
@@ -36,16 +35,15 @@ from hypothesis import Phase, settings
 
 from gateway.http.app import create_app
 from gateway.runtime.services import Services, build_services
-from gateway.runtime.telemetry import Telemetry, build_logger
 from gateway.safety.redaction import Redactor
+from gateway.telemetry import Telemetry, build_logger
 from gateway.tools.probe.campaign import Campaign
 from gateway.tools.probe.client import ARCHIVE_MEDIA_TYPE, Reply, retry_after_s
 from gateway.tools.probe.report import Report
 from gateway.tools.probe.world import PHASES, LegacyDocument
-from ingest.embedding import Embedder, build_embedder
-from ingest.index import Index
+from ingest.embedder.embedding import Embedder, build_embedder
+from ingest.engines.server.index import ServerIndex
 from ingest.payload import Classification
-from ingest.qdrant_server import ServerIndex
 from ingest.sync import Document, Target
 from settings.config import Config, load_config
 from tests.isolation.faults import CLAUSES, break_scope_filters
@@ -149,25 +147,6 @@ class ClientTransport:
         )
 
 
-class SerializedIndex:
-    """One engine call at a time: qdrant-client's local mode is a single-threaded emulation
-    (plain dicts and numpy arrays, no locks), while the gateway calls its index from worker
-    threads. Requests still overlap everywhere else (embedding, fusion, the store)."""
-
-    def __init__(self, inner: Index) -> None:
-        self._inner = inner
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._inner, name)
-
-        def locked(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                return method(*args, **kwargs)
-
-        return locked
-
-
 @asynccontextmanager
 async def live_gateway(
     engine: str,
@@ -191,9 +170,10 @@ async def live_gateway(
     logs = io.StringIO()
     engines: dict[str, tuple[Any, str] | None] = {"edge": None}
     if engine == "local":
-        engines["local"] = (SerializedIndex(ServerIndex.local(None)), "qdrant-local")
+        # local mode runs on the event loop: one call at a time, as its emulation needs
+        engines["local"] = (ServerIndex.local(None), "qdrant-local")
     if engine == "server" and qdrant_url is not None:
-        engines["server"] = (ServerIndex.connect(qdrant_url, None, 10.0), "qdrant-server")
+        engines["server"] = (await ServerIndex.connect(qdrant_url, None, 10.0), "qdrant-server")
     services = await build_services(
         config,
         Telemetry(build_logger("DEBUG", logs)),
@@ -223,7 +203,9 @@ def legacy_writer(services: Services) -> Any:
             title=doc.title,
             source="kbgate-probe",
         )
-        outcome = await asyncio.to_thread(services.writer.put, target, document, legacy=True)
+        outcome = await asyncio.to_thread(
+            services.documents.writer.put, target, document, legacy=True
+        )
         return outcome.passages
 
     return write

@@ -15,8 +15,8 @@ import pytest
 from qdrant_client import models
 from qdrant_edge import FieldCondition, Filter, MatchAny, MatchValue
 
-import ingest.qdrant_edge
-import ingest.qdrant_server
+import ingest.engines.edge.engine
+import ingest.engines.server.index
 from ingest.payload import PayloadKey, Scope
 
 CLAUSES = ("tenant", "kb", "clearance", "org")
@@ -34,7 +34,7 @@ def _clauses(scope: Scope, drop: str) -> list[tuple[PayloadKey, str | list[str]]
 
 
 def broken_edge_filter(drop: str) -> Callable[..., Filter]:
-    """`ingest.qdrant_edge._scope_filter` without the `drop` clause."""
+    """`ingest.engines.edge.engine._scope_filter` without the `drop` clause."""
 
     def scope_filter(scope: Scope, *extra: Any) -> Filter:
         must: list[Any] = [
@@ -50,7 +50,7 @@ def broken_edge_filter(drop: str) -> Callable[..., Filter]:
 
 
 def broken_server_filter(drop: str) -> Callable[..., models.Filter]:
-    """`ingest.qdrant_server._scope_filter` without the `drop` clause."""
+    """`ingest.engines.server.index._scope_filter` without the `drop` clause."""
 
     def scope_filter(scope: Scope, *extra: models.Condition) -> models.Filter:
         must: list[models.Condition] = [
@@ -71,5 +71,5 @@ def break_scope_filters(monkeypatch: pytest.MonkeyPatch, drop: str) -> None:
     """Make both adapters drop one clause of every Scope until `monkeypatch` is undone."""
     if drop not in CLAUSES:
         raise ValueError(f"unknown clause {drop!r}; choose from {CLAUSES}")
-    monkeypatch.setattr(ingest.qdrant_edge, "_scope_filter", broken_edge_filter(drop))
-    monkeypatch.setattr(ingest.qdrant_server, "_scope_filter", broken_server_filter(drop))
+    monkeypatch.setattr(ingest.engines.edge.engine, "_scope_filter", broken_edge_filter(drop))
+    monkeypatch.setattr(ingest.engines.server.index, "_scope_filter", broken_server_filter(drop))

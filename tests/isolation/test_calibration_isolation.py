@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from gateway.safety.redaction import Redactor
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.isolation.conftest import PLATFORM_KEY, LiveGateway, live_gateway
 from tests.support.redis_server import RedisServer
 

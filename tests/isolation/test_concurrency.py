@@ -29,7 +29,7 @@ from gateway.safety.redaction import Redactor
 from gateway.tools.probe.client import Reply
 from gateway.tools.probe.probe_topics import TOPICS
 from gateway.tools.probe.world import KB_SETTINGS, new_token
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.isolation.conftest import PLATFORM_KEY, SUMMARIES, ClientTransport, live_gateway
 
 pytestmark = pytest.mark.anyio

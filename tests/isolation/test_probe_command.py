@@ -21,7 +21,7 @@ import pytest
 
 from gateway.tools.probe.command import add_probe_command
 from gateway.tools.probe.command import main as probe_main
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.isolation.conftest import SUMMARIES
 from tests.support.gateway_process import GatewayProcess
 from tests.support.redis_server import free_port

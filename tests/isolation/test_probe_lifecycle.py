@@ -14,7 +14,7 @@ from gateway.admin.provisioning import PLATFORM
 from gateway.safety.redaction import Redactor
 from gateway.tools.probe.campaign import Campaign
 from gateway.tools.probe.world import ProbeKey, Workspace
-from ingest.embedding import Embedder
+from ingest.embedder.embedding import Embedder
 from tests.isolation.conftest import PLATFORM_KEY, ClientTransport, live_gateway
 
 pytestmark = pytest.mark.anyio

@@ -32,9 +32,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import ingest.qdrant_edge
-import ingest.qdrant_server
-from ingest.index import Hit, Index, Leg, LegKind, Passage, SparseVector, org_collection
+import ingest.engines.edge.engine
+import ingest.engines.server.index
+from ingest.engines.blocking import BlockingIndex
+from ingest.engines.edge.index import EdgeIndex
+from ingest.engines.server.index import ServerIndex
+from ingest.index import Hit, Leg, LegKind, Passage, SparseVector, org_collection
 from ingest.payload import (
     Classification,
     PassagePayload,
@@ -42,8 +45,6 @@ from ingest.payload import (
     ScopeError,
     to_payload,
 )
-from ingest.qdrant_edge import EdgeIndex
-from ingest.qdrant_server import ServerIndex
 from tests.isolation.conftest import QDRANT_IMAGE
 from tests.support.services import require_docker
 
@@ -164,7 +165,7 @@ def _scope_filter_builders(tree: ast.AST) -> frozenset[str]:
     return is a Scope's filter too."""
     builders = set()
     for fn in ast.walk(tree):
-        if not isinstance(fn, ast.FunctionDef) or fn.name == "_scope_filter":
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) or fn.name == "_scope_filter":
             continue
         returns = [node for node in ast.walk(fn) if isinstance(node, ast.Return)]
         if returns and all(r.value is not None and _is_scope_filter(r.value) for r in returns):
@@ -224,7 +225,7 @@ def _unscoped_engine_calls(tree: ast.AST) -> list[str]:
     return unscoped
 
 
-@pytest.mark.parametrize("module", [ingest.qdrant_edge, ingest.qdrant_server])
+@pytest.mark.parametrize("module", [ingest.engines.edge.engine, ingest.engines.server.index])
 def test_each_adapter_builds_filters_in_one_function_and_always_uses_one(module: Any) -> None:
     """In each adapter, engine filters are constructed only inside `_scope_filter` (no
     other filter exists, not even an IDF corpus: keyword scores and the search's work
@@ -232,7 +233,9 @@ def test_each_adapter_builds_filters_in_one_function_and_always_uses_one(module:
     delete and payload update is handed a filter that came from `_scope_filter`, however
     the variable holding it is named (there is no unscoped call)."""
     tree = ast.parse(inspect.getsource(module))
-    functions = [fn for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef)]
+    functions = [
+        fn for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
     builders = [
         fn.name
         for fn in functions
@@ -318,7 +321,7 @@ def test_the_index_port_takes_scopes_never_raw_filters() -> None:
 
 # ---- engines ---------------------------------------------------------------------------
 
-Engine = Callable[[], AbstractContextManager[Index]]
+Engine = Callable[[], AbstractContextManager[BlockingIndex]]
 
 
 @pytest.fixture(scope="module", params=["edge", "local", "server"])
@@ -327,10 +330,10 @@ def engine(request: pytest.FixtureRequest, fast_root: Path) -> Iterator[Engine]:
     with every point), or one Edge shard / server collection where earlier examples' points
     are noise under other tenant ids."""
     if request.param == "local":
-        yield lambda: closing(ServerIndex.local(None, dense_dim=DIM))
+        yield lambda: closing(BlockingIndex(ServerIndex.local(None, dense_dim=DIM)))
         return
     if request.param == "edge":
-        index = EdgeIndex(fast_root / f"props-{uuid.uuid4().hex[:8]}", dense_dim=DIM)
+        index = BlockingIndex(EdgeIndex(fast_root / f"props-{uuid.uuid4().hex[:8]}", dense_dim=DIM))
         index.ensure_collection(COLLECTION)
         yield lambda: nullcontext(index)
         index.close()
@@ -339,7 +342,9 @@ def engine(request: pytest.FixtureRequest, fast_root: Path) -> Iterator[Engine]:
     from testcontainers.community.qdrant import QdrantContainer
 
     with QdrantContainer(image=QDRANT_IMAGE) as container:
-        server = ServerIndex.connect(f"http://{container.rest_host_address}", None, 10.0, DIM)
+        server = BlockingIndex.opening(
+            lambda: ServerIndex.connect(f"http://{container.rest_host_address}", None, 10.0, DIM)
+        )
         server.ensure_collection(COLLECTION)
         yield lambda: nullcontext(server)
         server.close()
@@ -517,11 +522,13 @@ def test_mixed_legs_agree_with_an_exact_search_oracle(
 
 
 @pytest.fixture(scope="module")
-def indexed_edge(fast_root: Path) -> Iterator[EdgeIndex]:
+def indexed_edge(fast_root: Path) -> Iterator[BlockingIndex]:
     """One Edge shard that indexes (HNSW graph, compact sparse indexes) from 1 KB of vectors
     and searches through the graph under the filter; earlier examples' points are noise."""
-    index = EdgeIndex(
-        fast_root / f"indexed-{uuid.uuid4().hex[:8]}", dense_dim=DIM, indexing_threshold_kb=1
+    index = BlockingIndex(
+        EdgeIndex(
+            fast_root / f"indexed-{uuid.uuid4().hex[:8]}", dense_dim=DIM, indexing_threshold_kb=1
+        )
     )
     index.ensure_collection(COLLECTION)
     yield index
@@ -536,7 +543,7 @@ def indexed_edge(fast_root: Path) -> Iterator[EdgeIndex]:
 )
 @given(points=points_st, scope=scopes_st, legs=legs_st)
 def test_an_indexed_collection_answers_only_inside_the_scope(
-    indexed_edge: EdgeIndex, points: list[Point], scope: Scope, legs: list[Leg]
+    indexed_edge: BlockingIndex, points: list[Point], scope: Scope, legs: list[Leg]
 ) -> None:
     """Once `optimize` has built the graph that searches walk under the Scope filter, every
     leg of `query` and `rank` returns only admitted points, each keyword hit shares a term
@@ -582,7 +589,7 @@ def _ranked(hits: Sequence[Hit]) -> tuple[list[float], set[str]]:
     return scores, {h.point_id for h in hits if round(h.score, 5) > cut}
 
 
-def _snapshot(index: Index, scope: Scope, legs: Sequence[Leg]) -> Any:
+def _snapshot(index: BlockingIndex, scope: Scope, legs: Sequence[Leg]) -> Any:
     result = index.query(COLLECTION, scope, legs)
     assert all(scope.admits(to_payload(h.payload)) for hits in result.legs for h in hits)
     return (
@@ -627,7 +634,7 @@ def test_points_outside_a_scope_never_change_what_it_sees(
     assert after == before
 
 
-def _everything(index: Index, prefix: str) -> dict[str, PassagePayload]:
+def _everything(index: BlockingIndex, prefix: str) -> dict[str, PassagePayload]:
     """Every point of this example, read back through wide (non-strict) scopes."""
     found: dict[str, PassagePayload] = {}
     for tenant, doc in itertools.product(TENANTS, DOCS):

@@ -13,14 +13,15 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from ingest.embedding import Embedding
+from ingest.embedder.embedding import Embedding
 from ingest.index import SparseVector
 
 _WORD = re.compile(r"\w+")
 
 
 class FakeEmbedder:
-    """Same interface as `ingest.embedding.FastEmbedder`; records how many texts it embedded."""
+    """Same interface as `ingest.embedder.embedding.FastEmbedder`; records how many texts it
+    embedded."""
 
     def __init__(self, dense_dim: int = 384) -> None:
         self._dense_dim = dense_dim

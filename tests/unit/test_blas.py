@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.runtime.blas import OPENBLAS_THREADS, single_threaded_blas
+from gateway.blas import OPENBLAS_THREADS, single_threaded_blas
 
 
 def test_blas_gets_one_thread_unless_the_environment_chose() -> None:

@@ -37,7 +37,6 @@ def test_variables_are_read_and_typed() -> None:
             "KBGATE_FUSION_METHOD": "RRF",
             "KBGATE_EMBEDDING_QUERY_THREADS": "2",
             "KBGATE_EDGE_SEARCH_THREADS": "4",
-            "KBGATE_EDGE_HOST_FROM_POINTS": "50000",
         }
     )
     assert config.data_dir == Path("/srv/kbgate")
@@ -49,7 +48,6 @@ def test_variables_are_read_and_typed() -> None:
     assert config.fusion_method is FusionMethod.RRF
     assert config.embedding_query_threads == 2
     assert config.edge_search_threads == 4
-    assert config.edge_host_from_points == 50_000
 
 
 def test_overrides_beat_the_environment() -> None:
@@ -78,7 +76,6 @@ def test_overrides_beat_the_environment() -> None:
         ("KBGATE_EDGE_INDEXING_THRESHOLD_KB", "lots"),
         ("KBGATE_EDGE_SEARCH_THREADS", "0"),
         ("KBGATE_EDGE_SEARCH_THREADS", "all"),
-        ("KBGATE_EDGE_HOST_FROM_POINTS", "-1"),
     ],
 )
 def test_invalid_values_fail_naming_the_variable(variable: str, value: str) -> None:

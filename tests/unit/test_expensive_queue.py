@@ -13,7 +13,7 @@ import pytest
 
 from gateway.access.expensive import ExpensiveWork, Stop, stop_point
 from gateway.errors import RateLimitedError
-from gateway.runtime.telemetry import Telemetry, build_logger
+from gateway.telemetry import Telemetry, build_logger
 
 
 def test_writes_past_the_limit_wait_in_order_while_other_work_is_refused() -> None:

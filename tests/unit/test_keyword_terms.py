@@ -68,7 +68,7 @@ def test_a_long_path_adds_a_bounded_number_of_words() -> None:
 
 
 def _bm25() -> Bm25:
-    from ingest.embedding import BM25_AVG_LEN, _bm25_model, _load_bm25
+    from ingest.embedder.embedding import BM25_AVG_LEN, _bm25_model, _load_bm25
 
     return _bm25_model(_load_bm25(k=1.2, b=0.75, avg_len=BM25_AVG_LEN))
 

@@ -9,7 +9,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from ingest.lanes import LaneRunner
+from ingest.embedder.lanes import LaneRunner
 
 
 def _blocked(runner: LaneRunner, lane: str, gate: threading.Event) -> Future[str]:

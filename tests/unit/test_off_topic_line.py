@@ -22,7 +22,7 @@ from gateway.retrieval.off_topic_line import (
     probe_embeddings,
     scope_key,
 )
-from ingest.embedding import Embedding
+from ingest.embedder.embedding import Embedding
 from ingest.index import SparseVector
 from ingest.payload import Scope
 

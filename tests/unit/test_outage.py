@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from settings.outage import FailFast
+from settings.stores.outage import FailFast
 
 
 class Clock:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from gateway.retrieval.query_embedding import QueryEmbeddings, TurnsInFlight
-from ingest.embedding import Embedding, PreparedQuestions
+from ingest.embedder.embedding import Embedding, PreparedQuestions
 from ingest.index import SparseVector
 from ingest.lru import LruCache
 from tests.support.fake_embedder import FakeEmbedder

@@ -110,3 +110,24 @@ async def test_absent_records_are_not_cached() -> None:
 def test_the_fake_store_is_a_partial_settings_store() -> None:
     """The fake implements the one method of SettingsStore the cache calls, with its signature."""
     assert FakeStore.get_workspace.__annotations__ == SettingsStore.get_workspace.__annotations__
+
+
+async def test_workspace_or_none_falls_back_when_nothing_is_known() -> None:
+    """`workspace_or_none` serves what `workspace` would; with the store down and nothing
+    cached it answers None (the rules' safe defaults then apply) and calls `on_fallback`,
+    and a cached workspace is still served stale, never None."""
+    store, clock = FakeStore(), Clock()
+    fallbacks: list[int] = []
+    cache = CachedSettings(
+        store,  # type: ignore[arg-type]  # a fake with only the read the cache uses
+        30.0,
+        clock=clock,
+        on_fallback=lambda: fallbacks.append(1),
+    )
+    store.workspaces["t"] = _ws(2)
+    assert (await cache.workspace_or_none("t")) == _ws(2)
+    store.down = True
+    clock.now = 100.0
+    assert (await cache.workspace_or_none("t")) == _ws(2)
+    assert (await cache.workspace_or_none("unknown")) is None
+    assert fallbacks == [1]

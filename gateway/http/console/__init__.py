@@ -1,7 +1,7 @@
 """The admin console: server-rendered pages for workspace admins at `/console`.
 
-`create_app` registers `ConsoleController` and `console_template_config()`; the
-composition root builds the `ConsoleSessions` store, injected as `console_sessions`.
+`create_app` registers `ConsoleController` and `console_template_config()`, and builds
+the `ConsoleSessions` store in its lifespan (on the process's Redis client, if any).
 Pages read and write only through the core functions the JSON admin API uses.
 """
 

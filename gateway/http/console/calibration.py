@@ -20,9 +20,12 @@ from litestar.di import NamedDependency
 from litestar.params import FromQuery
 from litestar.response import Redirect, Template
 
-from gateway.admin import calibration, knowledge
+from gateway.admin import calibration as admin_calibration
+from gateway.admin import knowledge as admin_knowledge
+from gateway.admin.calibration import Calibration
 from gateway.calibration.golden_file import GoldenFileError, golden_set_body
 from gateway.errors import ConflictError, InvalidInputError, NotFoundError
+from gateway.http.bodies import golden_questions
 from gateway.http.calibration_schemas import PutGoldenSet
 from gateway.http.console.controller import (
     ConsoleController,
@@ -33,13 +36,13 @@ from gateway.http.console.controller import (
     _notice,
     _page,
     _posted_kb,
-    _services,
     _text,
 )
 from gateway.http.console.forms import FORM, FormErrors, convert, form_errors
 from gateway.http.console.plots import report_plots
-from gateway.http.routes.calibration import golden_questions
+from gateway.http.dependencies import Injected
 from settings.golden import EvaluationStatus
+from settings.store import SettingsStore
 
 PAGE = "/console/calibration"
 #: seconds between reloads of a running evaluation's page
@@ -69,29 +72,33 @@ class CalibrationConsoleController(Controller):
         self,
         request: ConsoleRequest,
         who: NamedDependency[SignedIn],
+        store: Injected[SettingsStore],
         kb_id: FromQuery[str | None] = None,
     ) -> Template:
-        return await _calibration(request, who, kb_id, notice=await _notice(request, who))
+        return await _calibration(who, store, kb_id, notice=await _notice(request, who))
 
     @post("/golden-set", status_code=303)
     async def upload_golden_set(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        calibration: Injected[Calibration],
     ) -> Response[Any]:
         """The uploaded file as a PUT of the KB's golden set."""
-        form, kb = await _posted_kb(request, who)
-        services = _services(request)
+        store = calibration.store
+        form, kb = await _posted_kb(request, who, store)
         try:
             data = convert(PutGoldenSet, golden_set_body(await _file_text(form.get("golden_file"))))
-            stored = await calibration.put_golden_set(
-                services, who.principal, kb.kb_id, golden_questions(data), data.off_topic
+            stored = await admin_calibration.put_golden_set(
+                calibration, who.principal, kb.kb_id, golden_questions(data), data.off_topic
             )
         except GoldenFileError as error:
             return await _calibration(
-                request, who, kb.kb_id, status_code=422, errors={"golden_file": str(error)}
+                who, store, kb.kb_id, status_code=422, errors={"golden_file": str(error)}
             )
         except (FormErrors, InvalidInputError) as error:
             errors = form_errors(error).errors
-            return await _calibration(request, who, kb.kb_id, status_code=422, errors=errors)
+            return await _calibration(who, store, kb.kb_id, status_code=422, errors=errors)
         off_topic = (
             f"{len(stored.off_topic)} off-topic"
             if stored.off_topic
@@ -106,15 +113,18 @@ class CalibrationConsoleController(Controller):
 
     @post("/evaluations", status_code=303)
     async def run_evaluation(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        calibration: Injected[Calibration],
     ) -> Response[Any]:
         form = await _checked_form(request, who)
         kb_id = _text(form, "kb_id")
         try:
-            started = await calibration.start_evaluation(_services(request), who.principal, kb_id)
+            started = await admin_calibration.start_evaluation(calibration, who.principal, kb_id)
         except ConflictError as error:
             return await _calibration(
-                request, who, kb_id, status_code=409, errors={FORM: error.message}
+                who, calibration.store, kb_id, status_code=409, errors={FORM: error.message}
             )
         return Redirect(path=evaluation_path(kb_id, started.evaluation_id), status_code=303)
 
@@ -123,12 +133,12 @@ class CalibrationConsoleController(Controller):
         self,
         request: ConsoleRequest,
         who: NamedDependency[SignedIn],
+        store: Injected[SettingsStore],
         kb_id: FromQuery[str],
         evaluation_id: FromQuery[str],
     ) -> Template:
-        services = _services(request)
-        found = await calibration.evaluation_of(services, who.principal, kb_id, evaluation_id)
-        report = calibration.report_of(found)
+        found = await admin_calibration.evaluation_of(store, who.principal, kb_id, evaluation_id)
+        report = admin_calibration.report_of(found)
         running = found.status is EvaluationStatus.RUNNING
         return _page(
             "evaluation.html",
@@ -144,10 +154,15 @@ class CalibrationConsoleController(Controller):
         )
 
     @post("/apply", status_code=303)
-    async def apply(self, request: ConsoleRequest, who: NamedDependency[SignedIn]) -> Redirect:
+    async def apply(
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        calibration: Injected[Calibration],
+    ) -> Redirect:
         form = await _checked_form(request, who)
         kb_id, evaluation_id = _text(form, "kb_id"), _text(form, "evaluation_id")
-        applied = await calibration.apply(_services(request), who.principal, kb_id, evaluation_id)
+        applied = await admin_calibration.apply(calibration, who.principal, kb_id, evaluation_id)
         changed = ", ".join(f"{change.setting} {_shown(change.new)}" for change in applied.changes)
         notice = (
             f"Applied to {kb_id}: {changed}." if changed else "Nothing to change: applied as is."
@@ -172,8 +187,8 @@ async def _file_text(upload: object) -> str:
 
 
 async def _calibration(
-    request: ConsoleRequest,
     who: SignedIn,
+    store: SettingsStore,
     kb_id: str | None,
     *,
     status_code: int = 200,
@@ -181,18 +196,17 @@ async def _calibration(
     notice: str | None = None,
 ) -> Template:
     """The calibration page of one KB (the first, when none is named)."""
-    services = _services(request)
-    kbs = await knowledge.knowledge_bases(services, who.principal)
+    kbs = await admin_knowledge.knowledge_bases(store, who.principal)
     chosen = next((kb for kb in kbs if kb.kb_id == kb_id), None)
     if chosen is None and kb_id is not None:
-        chosen = await knowledge.knowledge_base_of(services, who.principal, kb_id)
+        chosen = await admin_knowledge.knowledge_base_of(store, who.principal, kb_id)
     if chosen is None and kbs:
         chosen = kbs[0]
     golden = evaluations = None
     if chosen is not None:
         with suppress(NotFoundError):
-            golden = await calibration.golden_set_of(services, who.principal, chosen.kb_id)
-        evaluations = await calibration.evaluations(services, who.principal, chosen.kb_id)
+            golden = await admin_calibration.golden_set_of(store, who.principal, chosen.kb_id)
+        evaluations = await admin_calibration.evaluations(store, who.principal, chosen.kb_id)
     return _page(
         "calibration.html",
         who,

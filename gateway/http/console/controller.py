@@ -27,8 +27,12 @@ from litestar.params import FromPath
 from litestar.response import Redirect, Template
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.access.admission import Admission, Authentication
 from gateway.access.auth import Principal, hash_key, is_usable, principal_of
-from gateway.admin import knowledge, workspace
+from gateway.admin import knowledge as admin
+from gateway.admin import workspace
+from gateway.admin.knowledge import Knowledge
+from gateway.admin.workspace import WorkspaceSettings
 from gateway.errors import (
     ForbiddenError,
     GatewayError,
@@ -36,24 +40,32 @@ from gateway.errors import (
     NotFoundError,
     UnauthenticatedError,
 )
+from gateway.http.bodies import agent_settings, knowledge_base_settings, settings_changes
 from gateway.http.console import views
 from gateway.http.console.forms import FormErrors, convert, domain_errors, form_errors, scalar
-from gateway.http.console.sessions import COOKIE, COOKIE_PATH, ConsoleSession, ConsoleSessions
-from gateway.http.dependencies import services_of
+from gateway.http.console.sessions import (
+    COOKIE,
+    COOKIE_PATH,
+    ConsoleSession,
+    ConsoleSessions,
+    sessions_of,
+)
+from gateway.http.dependencies import Injected, telemetry_of
 from gateway.http.problems import gateway_problem
-from gateway.http.routes.knowledge import agent_settings, knowledge_base_settings
-from gateway.http.routes.workspace import settings_changes
 from gateway.http.schemas import PatchWorkspaceSettings, PutAgent, PutKnowledgeBase, RetrieveIn
-from gateway.http.security import authenticate_counted, client_address
+from gateway.http.security import client_address
 from gateway.retrieval import turn
-from gateway.runtime.services import Services
-from gateway.safety.egress import explain_texts
+from gateway.retrieval.plan import Planning
+from gateway.retrieval.turn import Retrieval
+from gateway.safety.egress import Egress, explain_texts
 from gateway.safety.spans import Detection
+from gateway.telemetry import Telemetry
 from ingest.index import IndexUnavailableError
+from settings.config import Config
 from settings.pii_allow_list import allow_list_entry
 from settings.records import KnowledgeBase, Role
 from settings.resolve import PII_ALLOW_LIST, resolve_pii_allow_list
-from settings.store import StoreUnavailableError
+from settings.store import SettingsStore, StoreUnavailableError
 
 ConsoleRequest = Request[Any, Any, State]
 
@@ -119,29 +131,28 @@ class SignedIn:
     session: ConsoleSession
 
 
-def _services(request: ConsoleRequest) -> Services:
-    return services_of(request.app.state)
-
-
 def _sessions(request: ConsoleRequest) -> ConsoleSessions:
-    return services_of(request.app.state).console_sessions
+    return sessions_of(request.app.state)
 
 
-async def signed_in(request: ConsoleRequest) -> SignedIn:
+async def signed_in(
+    request: ConsoleRequest,
+    authentication: Injected[Authentication],
+    admission: Injected[Admission],
+) -> SignedIn:
     """The session's key as a Principal with the admin role, or SignInRequired."""
     sessions = _sessions(request)
     token = request.cookies.get(COOKIE)
     session = await sessions.load(token)
     if token is None or session is None:
         raise SignInRequired
-    services = _services(request)
-    record = await services.settings.api_key(session.key_hash)
+    record = await authentication.credential(session.key_hash)
     principal = principal_of(record) if record is not None and is_usable(record) else None
     if principal is None or Role.ADMIN not in principal.roles or not principal.tenant_id:
         await sessions.end(token)  # a revoked or expired key ends its sessions
         raise SignInRequired
-    services.key_usage.used(principal.key_id)
-    await services.admit(principal)
+    authentication.used(principal.key_id)
+    await admission.admit(principal)
     return SignedIn(principal=principal, token=token, session=session)
 
 
@@ -165,18 +176,18 @@ async def _checked_form(request: ConsoleRequest, who: NamedDependency[SignedIn])
         or not hmac.compare_digest(token.encode(), who.session.csrf.encode())
         or not _same_origin(request)
     ):
-        _services(request).telemetry.count("console_csrf_refused")
+        telemetry_of(request.app.state).count("console_csrf_refused")
         raise CsrfRefused(detail="this form did not come from this console session")
     return form
 
 
 async def _posted_kb(
-    request: ConsoleRequest, who: NamedDependency[SignedIn]
+    request: ConsoleRequest, who: NamedDependency[SignedIn], store: SettingsStore
 ) -> tuple[FormMultiDict, KnowledgeBase]:
     """The checked form and the knowledge base its `kb_id` names (NotFoundError when the
     workspace has none)."""
     form = await _checked_form(request, who)
-    kb = await knowledge.knowledge_base_of(_services(request), who.principal, _text(form, "kb_id"))
+    kb = await admin.knowledge_base_of(store, who.principal, _text(form, "kb_id"))
     return form, kb
 
 
@@ -246,14 +257,14 @@ async def _notice(request: ConsoleRequest, who: NamedDependency[SignedIn]) -> st
 
 
 async def _explained(
-    services: Services, principal: Principal, outcome: turn.TurnResult
+    egress: Egress, principal: Principal, outcome: turn.TurnResult
 ) -> dict[str, list[Detection]]:
     """For an admin key, why each returned passage's spans were hidden; nothing otherwise."""
     if Role.ADMIN not in principal.roles or not outcome.effective.get("redaction"):
         return {}
     ids = [candidate.point_id for candidate in outcome.candidates]
     texts = [candidate.hit.payload.text for candidate in outcome.candidates]
-    explained = await explain_texts(services, principal, texts)
+    explained = await explain_texts(egress, principal, texts)
     return dict(zip(ids, explained, strict=True))
 
 
@@ -336,23 +347,28 @@ class ConsoleController(Controller):
         return _page("login.html", None)
 
     @post("/login", status_code=303)
-    async def sign_in(self, request: ConsoleRequest) -> Response[Any]:
+    async def sign_in(
+        self,
+        request: ConsoleRequest,
+        authentication: Injected[Authentication],
+        admission: Injected[Admission],
+        telemetry: Injected[Telemetry],
+    ) -> Response[Any]:
         """Verify the admin key posted in the form; keep only its hash, server-side."""
         if not _same_origin(request):
             raise CsrfRefused(detail="sign-in must come from this console's page")
         form = await request.form()
         secret = _text(form, "key").strip()
-        services = _services(request)
         try:
-            principal = await authenticate_counted(
-                services, f"Bearer {secret}", client_address(request)
+            principal = await authentication.authenticate(
+                f"Bearer {secret}", client_address(request)
             )
             principal.require(Role.ADMIN)
         except UnauthenticatedError:
-            services.telemetry.count("console_sign_in_refused")
+            telemetry.count("console_sign_in_refused")
             return _page("login.html", None, status_code=401, error="Unknown key.")
         except ForbiddenError:
-            services.telemetry.count("console_sign_in_refused")
+            telemetry.count("console_sign_in_refused")
             return _page(
                 "login.html",
                 None,
@@ -360,13 +376,13 @@ class ConsoleController(Controller):
                 error="This key cannot sign in: the console needs a workspace key "
                 "with the admin role.",
             )
-        await services.admit(principal)
+        await admission.admit(principal)
         sessions = _sessions(request)
         previous = request.cookies.get(COOKIE)
         if previous:
             await sessions.end(previous)  # a new session id at every sign-in
         token, _ = await sessions.start(hash_key(secret))
-        services.telemetry.count("console_sign_ins")
+        telemetry.count("console_sign_ins")
         return Redirect(path=HOME, status_code=303, cookies=[_session_cookie(request, token)])
 
     @post("/logout", status_code=303)
@@ -381,9 +397,12 @@ class ConsoleController(Controller):
 
     @get("/settings")
     async def settings_page(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        workspaces: Injected[WorkspaceSettings],
     ) -> Template:
-        page = await views.settings_page(_services(request), who.principal)
+        page = await views.settings_page(workspaces, who.principal)
         return _page(
             "settings.html",
             who,
@@ -395,7 +414,10 @@ class ConsoleController(Controller):
 
     @post("/settings", status_code=303)
     async def change_setting(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        workspaces: Injected[WorkspaceSettings],
     ) -> Response[Any]:
         """One setting per form, as a PATCH of that field (reset = null)."""
         form = await _checked_form(request, who)
@@ -415,15 +437,14 @@ class ConsoleController(Controller):
             value = None if reset else [line.strip() for line in lines if line.strip()]
         else:
             value = None if reset else scalar(_text(form, "value"))
-        services = _services(request)
         try:
             data = convert(PatchWorkspaceSettings, {setting: value})
             updated = await workspace.change_settings(
-                services, who.principal, settings_changes(data)
+                workspaces, who.principal, settings_changes(data)
             )
         except (FormErrors, InvalidInputError) as error:
             errors = form_errors(error)
-            page = await views.settings_page(services, who.principal)
+            page = await views.settings_page(workspaces, who.principal)
             return _page(
                 "settings.html",
                 who,
@@ -433,26 +454,32 @@ class ConsoleController(Controller):
                 errors=errors.errors,
                 typed={setting: _text(form, "value")},
             )
-        effective = workspace.effective_settings(services, updated).get(setting)
+        effective = workspace.effective(workspaces, updated).get(setting)
         now = views.shown(effective.value) if effective else "changed"
         return await _after_change(request, who, f"Saved: {setting} is now {now}.", HOME)
 
     @get("/history")
     async def history_page(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        store: Injected[SettingsStore],
     ) -> Template:
-        services = _services(request)
-        rows = await views.history_rows(services, who.principal)
-        admin_rows = await views.admin_change_rows(services, who.principal)
+        rows = await views.history_rows(store, who.principal)
+        admin_rows = await views.admin_change_rows(store, who.principal)
         return _page("history.html", who, active="history", changes=rows, admin_changes=admin_rows)
 
     # -- knowledge bases -----------------------------------------------------------
 
     @get("/knowledge-bases")
     async def knowledge_bases_page(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        knowledge: Injected[Knowledge],
+        planning: Injected[Planning],
     ) -> Template:
-        rows = await views.knowledge_base_views(_services(request), who.principal)
+        rows = await views.knowledge_base_views(knowledge, planning, who.principal)
         return _page(
             "knowledge_bases.html",
             who,
@@ -463,11 +490,14 @@ class ConsoleController(Controller):
 
     @post("/knowledge-bases", status_code=303)
     async def change_knowledge_base(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        knowledge: Injected[Knowledge],
+        planning: Injected[Planning],
     ) -> Response[Any]:
         """A PUT of the KB: the form's settings, its storage unchanged."""
-        form, kb = await _posted_kb(request, who)
-        services = _services(request)
+        form, kb = await _posted_kb(request, who, knowledge.store)
         values = {name: _text(form, name) for name in ("name", *views.KB_FIELDS, "drop_copies")}
         weights = {
             "dense": scalar(values["fusion_dense"]),
@@ -483,8 +513,8 @@ class ConsoleController(Controller):
         }
         try:
             data = convert(PutKnowledgeBase, body, fields=_KB_ERROR_FIELDS)
-            await knowledge.put_knowledge_base(
-                services,
+            await admin.put_knowledge_base(
+                knowledge,
                 who.principal,
                 kb.kb_id,
                 name=data.name,
@@ -494,7 +524,7 @@ class ConsoleController(Controller):
         except (FormErrors, InvalidInputError) as error:
             errors = form_errors(error)
             rows = await views.knowledge_base_views(
-                services, who.principal, rejected=(kb.kb_id, values, errors.errors)
+                knowledge, planning, who.principal, rejected=(kb.kb_id, values, errors.errors)
             )
             return _page(
                 "knowledge_bases.html",
@@ -511,11 +541,14 @@ class ConsoleController(Controller):
 
     @get("/agents")
     async def agents_page(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        store: Injected[SettingsStore],
+        config: Injected[Config],
     ) -> Template:
-        services = _services(request)
-        rows = await views.agent_views(services, who.principal)
-        choices = await views.knowledge_base_choices(services, who.principal)
+        rows = await views.agent_views(store, config, who.principal)
+        choices = await views.knowledge_base_choices(store, who.principal)
         return _page(
             "agents.html",
             who,
@@ -527,12 +560,15 @@ class ConsoleController(Controller):
 
     @post("/agents", status_code=303)
     async def change_agent(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        knowledge: Injected[Knowledge],
     ) -> Response[Any]:
         """A PUT of the agent: the form's settings, its knowledge bases unchanged."""
         form = await _checked_form(request, who)
-        services = _services(request)
-        agent = await knowledge.agent_of(services, who.principal, _text(form, "agent_id"))
+        store, config = knowledge.store, knowledge.config
+        agent = await admin.agent_of(store, who.principal, _text(form, "agent_id"))
         values = {name: _text(form, name) for name in ("top_k", "score_threshold", "pii_redaction")}
         body = {
             "knowledge_base_ids": agent.knowledge_base_ids,
@@ -540,8 +576,8 @@ class ConsoleController(Controller):
         }
         try:
             data = convert(PutAgent, body)
-            await knowledge.put_agent(
-                services,
+            await admin.put_agent(
+                knowledge,
                 who.principal,
                 agent.agent_id,
                 data.knowledge_base_ids,
@@ -550,9 +586,9 @@ class ConsoleController(Controller):
         except (FormErrors, InvalidInputError) as error:
             errors = form_errors(error)
             rows = await views.agent_views(
-                services, who.principal, rejected=(agent.agent_id, values, errors.errors)
+                store, config, who.principal, rejected=(agent.agent_id, values, errors.errors)
             )
-            choices = await views.knowledge_base_choices(services, who.principal)
+            choices = await views.knowledge_base_choices(store, who.principal)
             return _page(
                 "agents.html", who, active="agents", status_code=422, rows=rows, choices=choices
             )
@@ -563,8 +599,13 @@ class ConsoleController(Controller):
     # -- try a question ------------------------------------------------------------
 
     @get("/try")
-    async def try_page(self, request: ConsoleRequest, who: NamedDependency[SignedIn]) -> Template:
-        agents = await knowledge.agents(_services(request), who.principal)
+    async def try_page(
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        store: Injected[SettingsStore],
+    ) -> Template:
+        agents = await admin.agents(store, who.principal)
         return _page(
             "try.html",
             who,
@@ -578,21 +619,25 @@ class ConsoleController(Controller):
 
     @post("/try", status_code=200)
     async def try_question(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        store: Injected[SettingsStore],
+        retrieval: Injected[Retrieval],
+        egress: Injected[Egress],
     ) -> Template:
         """One retrieval turn as the signed-in key (needs its retrieve role, like the API)."""
         form = await _checked_form(request, who)
-        services = _services(request)
         values = {"agent_id": _text(form, "agent_id"), "question": _text(form, "question")}
-        agents = await knowledge.agents(services, who.principal)
+        agents = await admin.agents(store, who.principal)
         status, result, errors = 200, None, {}
         try:
             who.principal.require(Role.RETRIEVE)  # as POST /v1/retrieve
             data = convert(RetrieveIn, values)
             outcome = await turn.retrieve(
-                services, who.principal, data.agent_id, data.question, data.variations
+                retrieval, who.principal, data.agent_id, data.question, data.variations
             )
-            result = views.try_view(outcome, await _explained(services, who.principal, outcome))
+            result = views.try_view(outcome, await _explained(egress, who.principal, outcome))
         except FormErrors as error:
             status, errors = 422, error.errors
         except ForbiddenError as error:
@@ -614,20 +659,22 @@ class ConsoleController(Controller):
 
     @post("/try/allow", status_code=303)
     async def allow_value(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        workspaces: Injected[WorkspaceSettings],
     ) -> Response[Any]:
         """Add one value a passage's redaction hid to the workspace's allow-list (admin)."""
         form = await _checked_form(request, who)
         value = _text(form, "value").strip()
-        services = _services(request)
-        found = await workspace.workspace_or_none(services, who.principal.tenant_id)
+        found = await workspaces.settings.workspace_or_none(who.principal.tenant_id)
         entries = list(resolve_pii_allow_list(found.settings if found else None).value)
         entry = allow_list_entry(value)
         if entry and entry not in entries:
             entries.append(entry)
         try:
             data = convert(PatchWorkspaceSettings, {PII_ALLOW_LIST: entries})
-            await workspace.change_settings(services, who.principal, settings_changes(data))
+            await workspace.change_settings(workspaces, who.principal, settings_changes(data))
         except (FormErrors, InvalidInputError) as error:
             message = next(iter(form_errors(error).errors.values()), "not allowed")
             return await _after_change(request, who, f"Not added: {message}", "/console/try")

@@ -23,7 +23,8 @@ from litestar.params import FromQuery
 from litestar.response import Redirect, Template
 
 from gateway.access.auth import Principal
-from gateway.admin import knowledge
+from gateway.admin import knowledge as admin
+from gateway.admin.knowledge import Documents, Knowledge
 from gateway.errors import InvalidInputError, NotFoundError
 from gateway.http.console import views
 from gateway.http.console.controller import (
@@ -35,15 +36,17 @@ from gateway.http.console.controller import (
     _notice,
     _page,
     _posted_kb,
-    _services,
     _text,
 )
 from gateway.http.console.forms import FormErrors, convert, form_errors
 from gateway.http.console.uploads import UploadOutcome, upload_document
+from gateway.http.dependencies import Injected
 from gateway.http.schemas import PutKnowledgeBase
-from gateway.runtime.services import Services
+from gateway.retrieval.plan import Planning
+from ingest.index import Index
 from ingest.payload import Classification
 from settings.records import Role
+from settings.store import SettingsStore
 
 KNOWLEDGE_BASES = "/console/knowledge-bases"
 AGENTS = "/console/agents"
@@ -65,23 +68,26 @@ class KnowledgeAdminController(Controller):
 
     @post("/knowledge-bases/new", status_code=303)
     async def create_knowledge_base(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        knowledge: Injected[Knowledge],
+        planning: Injected[Planning],
     ) -> Response[Any]:
         """A PUT of a KB that does not exist yet, with no settings of its own."""
         form = await _checked_form(request, who)
-        services = _services(request)
         values = {name: _text(form, name).strip() for name in ("kb_id", "name", "storage")}
         kb_id = values["kb_id"]
         try:
             data = convert(
                 PutKnowledgeBase, {"name": values["name"], "storage": values["storage"] or "org"}
             )
-            await _refuse_taken(services, who.principal, "knowledge_base", kb_id)
-            await knowledge.put_knowledge_base(
-                services, who.principal, kb_id, name=data.name, storage=data.storage, settings={}
+            await _refuse_taken(knowledge.store, who.principal, "knowledge_base", kb_id)
+            await admin.put_knowledge_base(
+                knowledge, who.principal, kb_id, name=data.name, storage=data.storage, settings={}
             )
         except (FormErrors, InvalidInputError) as error:
-            rows = await views.knowledge_base_views(services, who.principal)
+            rows = await views.knowledge_base_views(knowledge, planning, who.principal)
             return _page(
                 "knowledge_bases.html",
                 who,
@@ -100,12 +106,13 @@ class KnowledgeAdminController(Controller):
 
     @post("/knowledge-bases/delete", status_code=303)
     async def delete_knowledge_base(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        knowledge: Injected[Knowledge],
     ) -> Redirect:
         form = await _checked_form(request, who)
-        removal = await knowledge.delete_knowledge_base(
-            _services(request), who.principal, _text(form, "kb_id")
-        )
+        removal = await admin.delete_knowledge_base(knowledge, who.principal, _text(form, "kb_id"))
         return await _after_change(
             request,
             who,
@@ -121,17 +128,23 @@ class KnowledgeAdminController(Controller):
         self,
         request: ConsoleRequest,
         who: NamedDependency[SignedIn],
+        store: Injected[SettingsStore],
+        index: Injected[Index],
         kb_id: FromQuery[str],
     ) -> Template:
-        return await _documents(request, who, kb_id, notice=await _notice(request, who))
+        notice = await _notice(request, who)
+        return await _documents(who, store, index, kb_id, notice=notice)
 
     @post("/documents/upload", status_code=200)
     async def upload(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        documents: Injected[Documents],
+        index: Injected[Index],
     ) -> Response[Any]:
         """Each file read and written as a document of the KB; one outcome per file."""
-        form, kb = await _posted_kb(request, who)
-        services = _services(request)
+        form, kb = await _posted_kb(request, who, documents.store)
         classification = _text(form, "classification")
         outcomes: list[UploadOutcome] = []
         for item in form.getall("files", []):
@@ -139,7 +152,7 @@ class KnowledgeAdminController(Controller):
                 content = await item.read()
                 outcomes.append(
                     await upload_document(
-                        services,
+                        documents,
                         who.principal,
                         kb.kb_id,
                         file_name=item.filename,
@@ -153,8 +166,9 @@ class KnowledgeAdminController(Controller):
                 status_code=200 if outcomes else 422,
             )
         return await _documents(
-            request,
             who,
+            documents.store,
+            index,
             kb.kb_id,
             outcomes=outcomes,
             status_code=200 if outcomes else 422,
@@ -163,14 +177,15 @@ class KnowledgeAdminController(Controller):
 
     @post("/documents/delete", status_code=303)
     async def delete_document(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        documents: Injected[Documents],
     ) -> Redirect:
         form = await _checked_form(request, who)
         kb_id, document_id = _text(form, "kb_id"), _text(form, "document_id")
         who.principal.require(Role.INGEST)  # as DELETE /v1/knowledge-bases/.../documents/...
-        deleted = await knowledge.delete_document(
-            _services(request), who.principal, kb_id, document_id
-        )
+        deleted = await admin.delete_document(documents, who.principal, kb_id, document_id)
         return await _after_change(
             request, who, f"Deleted {document_id} ({deleted} passages).", documents_path(kb_id)
         )
@@ -179,22 +194,24 @@ class KnowledgeAdminController(Controller):
 
     @post("/agents/new", status_code=303)
     async def create_agent(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        knowledge: Injected[Knowledge],
     ) -> Response[Any]:
         """A PUT of an agent that does not exist yet, with the KBs ticked, in page order."""
         form = await _checked_form(request, who)
-        services = _services(request)
         agent_id = _text(form, "agent_id").strip()
         kb_ids = [
             value for value in form.getall("knowledge_base_ids", []) if isinstance(value, str)
         ]
         try:
-            await _refuse_taken(services, who.principal, "agent", agent_id)
-            await knowledge.put_agent(services, who.principal, agent_id, kb_ids, {})
+            await _refuse_taken(knowledge.store, who.principal, "agent", agent_id)
+            await admin.put_agent(knowledge, who.principal, agent_id, kb_ids, {})
         except (FormErrors, InvalidInputError) as error:
             return await _agents_page(
-                request,
                 who,
+                knowledge,
                 status_code=422,
                 create_values={"agent_id": agent_id, "knowledge_base_ids": kb_ids},
                 create_errors=form_errors(error).errors,
@@ -205,15 +222,19 @@ class KnowledgeAdminController(Controller):
         )
 
     @post("/agents/knowledge-bases", status_code=303)
-    async def arrange(self, request: ConsoleRequest, who: NamedDependency[SignedIn]) -> Redirect:
+    async def arrange(
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        knowledge: Injected[Knowledge],
+    ) -> Redirect:
         """Attach a KB at the end, detach one, or move one up or down: a PUT of the agent
         with its settings unchanged."""
         form = await _checked_form(request, who)
-        services = _services(request)
-        agent = await knowledge.agent_of(services, who.principal, _text(form, "agent_id"))
+        agent = await admin.agent_of(knowledge.store, who.principal, _text(form, "agent_id"))
         kb_id, action = _text(form, "kb_id"), _text(form, "action")
         kb_ids = _arranged(agent.knowledge_base_ids, kb_id, action)
-        await knowledge.put_agent(services, who.principal, agent.agent_id, kb_ids, agent.settings)
+        await admin.put_agent(knowledge, who.principal, agent.agent_id, kb_ids, agent.settings)
         done = {"attach": "Attached", "detach": "Detached"}.get(action, "Moved")
         order = ", ".join(kb_ids) if kb_ids else "none"
         return await _after_change(
@@ -222,12 +243,13 @@ class KnowledgeAdminController(Controller):
 
     @post("/agents/delete", status_code=303)
     async def delete_agent(
-        self, request: ConsoleRequest, who: NamedDependency[SignedIn]
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        knowledge: Injected[Knowledge],
     ) -> Redirect:
         form = await _checked_form(request, who)
-        agent = await knowledge.delete_agent(
-            _services(request), who.principal, _text(form, "agent_id")
-        )
+        agent = await admin.delete_agent(knowledge, who.principal, _text(form, "agent_id"))
         return await _after_change(
             request,
             who,
@@ -255,39 +277,40 @@ def _arranged(kb_ids: list[str], kb_id: str, action: str) -> list[str]:
 
 
 async def _refuse_taken(
-    services: Services, principal: Principal, kind: str, object_id: str
+    store: SettingsStore, principal: Principal, kind: str, object_id: str
 ) -> None:
     """FormErrors when the workspace already has a KB (or agent) with this id: creating
     never replaces one."""
-    find = knowledge.knowledge_base_of if kind == "knowledge_base" else knowledge.agent_of
+    find = admin.knowledge_base_of if kind == "knowledge_base" else admin.agent_of
     field = "kb_id" if kind == "knowledge_base" else "agent_id"
     if not object_id:
         raise FormErrors({field: "must be filled in"})
     try:
-        await find(services, principal, object_id)
+        await find(store, principal, object_id)
     except NotFoundError:
         return
     raise FormErrors({field: "is taken: this workspace has one with this id"})
 
 
 async def _agents_page(
-    request: ConsoleRequest, who: SignedIn, *, status_code: int, **context: Any
+    who: SignedIn, knowledge: Knowledge, *, status_code: int, **context: Any
 ) -> Template:
-    services = _services(request)
+    store = knowledge.store
     return _page(
         "agents.html",
         who,
         active="agents",
         status_code=status_code,
-        rows=await views.agent_views(services, who.principal),
-        choices=await views.knowledge_base_choices(services, who.principal),
+        rows=await views.agent_views(store, knowledge.config, who.principal),
+        choices=await views.knowledge_base_choices(store, who.principal),
         **context,
     )
 
 
 async def _documents(
-    request: ConsoleRequest,
     who: SignedIn,
+    store: SettingsStore,
+    index: Index,
     kb_id: str,
     *,
     notice: str | None = None,
@@ -295,10 +318,9 @@ async def _documents(
     status_code: int = 200,
     upload_error: str | None = None,
 ) -> Template:
-    services = _services(request)
-    kb = await knowledge.knowledge_base_of(services, who.principal, kb_id)
-    documents, passages, held_back = await knowledge.knowledge_base_stats(
-        services, who.principal, kb.kb_id
+    kb = await admin.knowledge_base_of(store, who.principal, kb_id)
+    documents, passages, held_back = await admin.knowledge_base_stats(
+        store, index, who.principal, kb.kb_id
     )
     return _page(
         "documents.html",
@@ -308,7 +330,7 @@ async def _documents(
         notice=notice,
         kb=kb,
         stats={"documents": documents, "passages": passages, "held_back": held_back},
-        document_ids=await knowledge.list_documents(services, who.principal, kb.kb_id),
+        document_ids=await admin.list_documents(store, index, who.principal, kb.kb_id),
         labels=[label.value for label in Classification],
         can_ingest=Role.INGEST in who.principal.roles,
         outcomes=outcomes,

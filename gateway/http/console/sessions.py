@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
+from litestar.datastructures import State
 from litestar.stores.base import Store
 from litestar.stores.memory import MemoryStore
 
@@ -120,6 +121,12 @@ class ConsoleSessions:
             return await call
         except self._failures as error:
             raise StoreUnavailableError("console session store unavailable") from error
+
+
+def sessions_of(state: State) -> ConsoleSessions:
+    """The console's sessions, built by the app's lifespan on the process's Redis client."""
+    sessions: ConsoleSessions = state.console_sessions
+    return sessions
 
 
 def _storage_key(token: str) -> str:

@@ -19,8 +19,8 @@ from pathlib import Path, PurePath
 
 from gateway.access.auth import Principal
 from gateway.admin import knowledge
+from gateway.admin.knowledge import Documents
 from gateway.errors import GatewayError
-from gateway.runtime.services import Services
 from ingest.extract import Extracted, ExtractionError, extract
 from ingest.index import IndexUnavailableError
 from ingest.payload import is_valid_id
@@ -64,7 +64,7 @@ def document_id_for(file_name: str) -> str:
 
 
 async def upload_document(
-    services: Services,
+    documents: Documents,
     principal: Principal,
     kb_id: str,
     *,
@@ -77,7 +77,7 @@ async def upload_document(
     try:
         extracted = await _readable(principal, file_name, document_id, content)
         status, passages, reason = await knowledge.put_document(
-            services,
+            documents,
             principal,
             kb_id,
             document_id,

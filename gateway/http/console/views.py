@@ -19,9 +19,10 @@ import msgspec
 
 from gateway.access.auth import Principal
 from gateway.admin import knowledge, workspace
-from gateway.retrieval.plan import knowledge_base_in_force
+from gateway.admin.knowledge import Knowledge
+from gateway.admin.workspace import WorkspaceSettings
+from gateway.retrieval.plan import Planning, knowledge_base_in_force
 from gateway.retrieval.turn import TurnResult
-from gateway.runtime.services import Services
 from gateway.safety.spans import Detection
 from settings.config import Config
 from settings.records import AdminChange, Agent, KnowledgeBase, SettingChange, Workspace
@@ -37,6 +38,7 @@ from settings.resolve import (
     resolve_score_threshold,
     resolve_top_k,
 )
+from settings.store import SettingsStore
 
 #: `<PERSON>` (replace) or `<PERSON_7f3a12>` (pseudonym); group 1 is the entity type
 _PLACEHOLDER = re.compile(r"<([A-Z][A-Z_]*?)(?:_[0-9a-f]{6})?>")
@@ -118,9 +120,9 @@ _LABELS = {
 }
 
 
-async def settings_page(services: Services, principal: Principal) -> SettingsPage:
-    found = await workspace.workspace_of(services, principal)
-    effective = workspace.effective_settings(services, found)
+async def settings_page(workspaces: WorkspaceSettings, principal: Principal) -> SettingsPage:
+    found = await workspace.workspace_of(workspaces.store, principal)
+    effective = workspace.effective(workspaces, found)
     views = [
         SettingView(
             name=name,
@@ -128,7 +130,7 @@ async def settings_page(services: Services, principal: Principal) -> SettingsPag
             kind=kind,
             stored=found.settings.get(name),
             effective=effective[name],
-            rule=explain(name, effective[name], found, services.config),
+            rule=explain(name, effective[name], found, workspaces.config),
         )
         for name, (label, kind) in _LABELS.items()
     ]
@@ -138,7 +140,7 @@ async def settings_page(services: Services, principal: Principal) -> SettingsPag
             agent_gate=agent.settings.get("pii_redaction"),
             redaction=resolve_redaction(found.settings, agent.settings),
         )
-        for agent in await knowledge.agents(services, principal)
+        for agent in await knowledge.agents(workspaces.store, principal)
     ]
     return SettingsPage(
         workspace=found,
@@ -147,7 +149,7 @@ async def settings_page(services: Services, principal: Principal) -> SettingsPag
         known_entities=sorted(KNOWN_PII_ENTITIES),
         default_entities=list(DEFAULT_PII_ENTITIES),
         configured_entities=list(resolve_pii_entities(found.settings).value),
-        loaded_entities=sorted(services.redactor.supported_entities),
+        loaded_entities=sorted(workspaces.loaded_entities),
         known_operators=list(get_args(PiiOperatorName)),
         operators=resolve_pii_operators(found.settings).value,
     )
@@ -280,16 +282,18 @@ def toggle_text(stored: Any) -> str:
 
 
 async def knowledge_base_views(
-    services: Services,
+    knowledge_bases: Knowledge,
+    planning: Planning,
     principal: Principal,
     *,
     rejected: tuple[str, dict[str, str], dict[str, str]] | None = None,
 ) -> list[KnowledgeBaseView]:
     """Every KB with its stats and settings; `rejected` = (kb_id, values, errors) to re-show."""
     views = []
-    for kb in await knowledge.knowledge_bases(services, principal):
+    store, index = knowledge_bases.store, knowledge_bases.index
+    for kb in await knowledge.knowledge_bases(store, principal):
         documents, passages, held_back = await knowledge.knowledge_base_stats(
-            services, principal, kb.kb_id
+            store, index, principal, kb.kb_id
         )
         values, errors = kb_form_values(kb), {}
         if rejected is not None and rejected[0] == kb.kb_id:
@@ -300,7 +304,7 @@ async def knowledge_base_views(
                 documents=documents,
                 passages=passages,
                 held_back=held_back,
-                effective=await knowledge_base_in_force(services, principal, kb),
+                effective=await knowledge_base_in_force(planning, principal, kb),
                 values=values,
                 errors=errors,
             )
@@ -333,9 +337,11 @@ class AgentView:
     available: list[tuple[str, str]] = field(default_factory=list)
 
 
-async def knowledge_base_choices(services: Services, principal: Principal) -> list[tuple[str, str]]:
+async def knowledge_base_choices(
+    store: SettingsStore, principal: Principal
+) -> list[tuple[str, str]]:
     """Every KB of the workspace as (kb_id, name), by id: what an agent may attach."""
-    return [(kb.kb_id, kb.name) for kb in await knowledge.knowledge_bases(services, principal)]
+    return [(kb.kb_id, kb.name) for kb in await knowledge.knowledge_bases(store, principal)]
 
 
 def agent_form_values(agent: Agent) -> dict[str, str]:
@@ -348,18 +354,19 @@ def agent_form_values(agent: Agent) -> dict[str, str]:
 
 
 async def agent_views(
-    services: Services,
+    store: SettingsStore,
+    config: Config,
     principal: Principal,
     *,
     rejected: tuple[str, dict[str, str], dict[str, str]] | None = None,
 ) -> list[AgentView]:
     """Every agent with its ordered KBs, which of them the cap leaves out, and its settings."""
-    names = {kb.kb_id: kb.name for kb in await knowledge.knowledge_bases(services, principal)}
-    found = await workspace.workspace_of(services, principal)
-    bounds, defaults = services.config.bounds, services.config.defaults
+    names = {kb.kb_id: kb.name for kb in await knowledge.knowledge_bases(store, principal)}
+    found = await workspace.workspace_of(store, principal)
+    bounds, defaults = config.bounds, config.defaults
     views = []
-    for agent in await knowledge.agents(services, principal):
-        queried, _, cap = await knowledge.capped_knowledge_bases(services, principal, agent)
+    for agent in await knowledge.agents(store, principal):
+        queried, _, cap = await knowledge.capped_knowledge_bases(store, config, principal, agent)
         values, errors = agent_form_values(agent), {}
         if rejected is not None and rejected[0] == agent.agent_id:
             values, errors = {**values, **rejected[1]}, rejected[2]
@@ -394,9 +401,9 @@ async def agent_views(
 # ---- history -----------------------------------------------------------------------
 
 
-async def history_rows(services: Services, principal: Principal) -> list[SettingChange]:
+async def history_rows(store: SettingsStore, principal: Principal) -> list[SettingChange]:
     """Every settings change, newest first."""
-    return list(reversed(await workspace.history(services, principal)))
+    return list(reversed(await workspace.history(store, principal)))
 
 
 _KINDS = {"knowledge_base": "knowledge base", "agent": "agent"}
@@ -409,7 +416,7 @@ class AdminChangeView:
     detail: str  # which fields, and an agent's knowledge bases afterwards
 
 
-async def admin_change_rows(services: Services, principal: Principal) -> list[AdminChangeView]:
+async def admin_change_rows(store: SettingsStore, principal: Principal) -> list[AdminChangeView]:
     """Every KB and agent change of the workspace, newest first, described for a table."""
     return [
         AdminChangeView(
@@ -417,7 +424,7 @@ async def admin_change_rows(services: Services, principal: Principal) -> list[Ad
             what=f"{_KINDS.get(change.kind, change.kind)} {change.object_id}",
             detail=_change_detail(change),
         )
-        for change in reversed(await knowledge.admin_history(services, principal))
+        for change in reversed(await knowledge.admin_history(store, principal))
     ]
 
 

@@ -8,7 +8,9 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody
 
 from gateway.access.auth import Principal
-from gateway.admin import calibration
+from gateway.admin import calibration as admin
+from gateway.admin.calibration import Calibration
+from gateway.http.bodies import golden_questions
 from gateway.http.calibration_schemas import (
     AppliedOut,
     EvaluationList,
@@ -24,9 +26,10 @@ from gateway.http.openapi import BEARER, BODY, KEYED, problems
 from gateway.http.routes.knowledge import knowledge_base_out
 from gateway.http.schemas import SettingChangeOut
 from gateway.http.security import requires
-from gateway.runtime.services import Services
-from settings.golden import Evaluation, GoldenQuestion, GoldenSet
+from gateway.retrieval.plan import Planning
+from settings.golden import Evaluation, GoldenSet
 from settings.records import Role
+from settings.store import SettingsStore
 
 AnyRequest = Request[Principal, str, State]
 KB = "/knowledge-bases/{kb_id:str}"
@@ -50,18 +53,6 @@ def golden_set_out(golden: GoldenSet) -> GoldenSetOut:
     )
 
 
-def golden_questions(data: PutGoldenSet) -> list[GoldenQuestion]:
-    """The questions a PUT stores. Shared with the admin console."""
-    return [
-        GoldenQuestion(
-            question=question.question,
-            document_ids=list(question.document_ids),
-            grades=None if question.grades is None else list(question.grades),
-        )
-        for question in data.questions
-    ]
-
-
 def _progress(evaluation: Evaluation) -> ProgressOut:
     return ProgressOut(stage=evaluation.stage, done=evaluation.done, total=evaluation.total)
 
@@ -76,7 +67,7 @@ def evaluation_out(evaluation: Evaluation) -> EvaluationOut:
         key_id=evaluation.key_id,
         progress=_progress(evaluation),
         error=evaluation.error,
-        report=calibration.report_of(evaluation),
+        report=admin.report_of(evaluation),
         applied_at=evaluation.applied_at,
         applied_by=evaluation.applied_by,
     )
@@ -97,12 +88,12 @@ class CalibrationController(Controller):
     async def put_golden_set(
         self,
         request: AnyRequest,
-        services: Injected[Services],
+        calibration: Injected[Calibration],
         kb_id: FromPath[str],
         data: JSONBody[PutGoldenSet],
     ) -> GoldenSetOut:
-        golden = await calibration.put_golden_set(
-            services, request.user, kb_id, golden_questions(data), data.off_topic
+        golden = await admin.put_golden_set(
+            calibration, request.user, kb_id, golden_questions(data), data.off_topic
         )
         return golden_set_out(golden)
 
@@ -113,9 +104,9 @@ class CalibrationController(Controller):
         responses=problems(*KEYED, 404),
     )
     async def get_golden_set(
-        self, request: AnyRequest, services: Injected[Services], kb_id: FromPath[str]
+        self, request: AnyRequest, store: Injected[SettingsStore], kb_id: FromPath[str]
     ) -> GoldenSetOut:
-        return golden_set_out(await calibration.golden_set_of(services, request.user, kb_id))
+        return golden_set_out(await admin.golden_set_of(store, request.user, kb_id))
 
     @post(
         KB + "/evaluations",
@@ -128,9 +119,9 @@ class CalibrationController(Controller):
         },
     )
     async def start_evaluation(
-        self, request: AnyRequest, services: Injected[Services], kb_id: FromPath[str]
+        self, request: AnyRequest, calibration: Injected[Calibration], kb_id: FromPath[str]
     ) -> Response[EvaluationOut]:
-        evaluation = await calibration.start_evaluation(services, request.user, kb_id)
+        evaluation = await admin.start_evaluation(calibration, request.user, kb_id)
         location = f"/v1/knowledge-bases/{kb_id}/evaluations/{evaluation.evaluation_id}"
         return Response(evaluation_out(evaluation), status_code=202, headers={"Location": location})
 
@@ -141,9 +132,9 @@ class CalibrationController(Controller):
         responses=problems(*KEYED, 404),
     )
     async def list_evaluations(
-        self, request: AnyRequest, services: Injected[Services], kb_id: FromPath[str]
+        self, request: AnyRequest, store: Injected[SettingsStore], kb_id: FromPath[str]
     ) -> EvaluationList:
-        found = await calibration.evaluations(services, request.user, kb_id)
+        found = await admin.evaluations(store, request.user, kb_id)
         return EvaluationList(
             evaluations=[
                 EvaluationSummary(
@@ -167,11 +158,11 @@ class CalibrationController(Controller):
     async def get_evaluation(
         self,
         request: AnyRequest,
-        services: Injected[Services],
+        store: Injected[SettingsStore],
         kb_id: FromPath[str],
         evaluation_id: FromPath[str],
     ) -> EvaluationOut:
-        found = await calibration.evaluation_of(services, request.user, kb_id, evaluation_id)
+        found = await admin.evaluation_of(store, request.user, kb_id, evaluation_id)
         return evaluation_out(found)
 
     @post(
@@ -184,11 +175,12 @@ class CalibrationController(Controller):
     async def apply(
         self,
         request: AnyRequest,
-        services: Injected[Services],
+        calibration: Injected[Calibration],
+        planning: Injected[Planning],
         kb_id: FromPath[str],
         evaluation_id: FromPath[str],
     ) -> AppliedOut:
-        applied = await calibration.apply(services, request.user, kb_id, evaluation_id)
+        applied = await admin.apply(calibration, request.user, kb_id, evaluation_id)
         return AppliedOut(
             kb_id=applied.kb.kb_id,
             evaluation_id=evaluation_id,
@@ -204,5 +196,5 @@ class CalibrationController(Controller):
                 )
                 for change in applied.changes
             ],
-            knowledge_base=await knowledge_base_out(services, request.user, applied.kb),
+            knowledge_base=await knowledge_base_out(planning, request.user, applied.kb),
         )

@@ -16,8 +16,7 @@ from gateway.http.schemas import (
     SentenceOut,
 )
 from gateway.http.security import requires
-from gateway.runtime.services import Services
-from gateway.safety.postcheck import grounding_check
+from gateway.retrieval.postcheck import GroundingCheck, grounding_check
 from settings.records import Role
 
 AnyRequest = Request[Principal, str, State]
@@ -37,11 +36,11 @@ class GroundingController(Controller):
         responses=problems(*KEYED, *BODY, 404),
     )
     async def check(
-        self, request: AnyRequest, services: Injected[Services], data: JSONBody[GroundingIn]
+        self, request: AnyRequest, grounding: Injected[GroundingCheck], data: JSONBody[GroundingIn]
     ) -> GroundingOut:
         async with stop_on_disconnect(request) as stop:
             result = await grounding_check(
-                services,
+                grounding,
                 request.user,
                 data.agent_id,
                 data.answer,

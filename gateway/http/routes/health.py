@@ -18,8 +18,8 @@ from gateway.errors import UnauthenticatedError
 from gateway.http.dependencies import Injected
 from gateway.http.openapi import BEARER, problems
 from gateway.http.schemas import Live, Ready
-from gateway.runtime.services import Services
-from gateway.runtime.telemetry import Telemetry
+from gateway.runtime.readiness import Readiness
+from gateway.telemetry import Telemetry
 from settings.config import Config
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
@@ -44,8 +44,8 @@ class HealthController(Controller):
             )
         },
     )
-    async def ready(self, services: Injected[Services]) -> Response[Ready]:
-        dependencies = await services.readiness()
+    async def ready(self, readiness: Injected[Readiness]) -> Response[Ready]:
+        dependencies = await readiness.dependencies()
         up = all(check["status"] == "up" for check in dependencies.values())
         return Response(
             Ready(status="ready" if up else "unavailable", dependencies=dependencies),

@@ -23,8 +23,10 @@ from gateway.http.schemas import (
     RevokedOut,
 )
 from gateway.http.security import requires
-from gateway.runtime.services import Services
+from gateway.telemetry import Telemetry
+from settings.cache import CachedSettings
 from settings.records import ApiKey, KeyEvent, Role
+from settings.store import SettingsStore
 
 AnyRequest = Request[Principal, str, State]
 OrgFilter = Annotated[str | None, QueryParameter(description="only this organization's")]
@@ -73,10 +75,10 @@ class KeyController(Controller):
         responses=problems(*KEYED, *BODY, 404),
     )
     async def create_key(
-        self, request: AnyRequest, services: Injected[Services], data: JSONBody[CreateKey]
+        self, request: AnyRequest, store: Injected[SettingsStore], data: JSONBody[CreateKey]
     ) -> KeyOut:
         secret, record = await provisioning.create_key(
-            services,
+            store,
             org_id=data.org_id,
             tenant_id=data.tenant_id,
             roles=data.roles,
@@ -105,11 +107,11 @@ class KeyController(Controller):
     async def list_keys(
         self,
         request: AnyRequest,
-        services: Injected[Services],
+        store: Injected[SettingsStore],
         org_id: OrgFilter = None,
         tenant_id: TenantFilter = None,
     ) -> KeyList:
-        found = await keys.list_keys(services, request.user, org_id, tenant_id)
+        found = await keys.list_keys(store, request.user, org_id, tenant_id)
         return KeyList(keys=[key_info(key) for key in found])
 
     @get(
@@ -121,11 +123,11 @@ class KeyController(Controller):
     async def history(
         self,
         request: AnyRequest,
-        services: Injected[Services],
+        store: Injected[SettingsStore],
         org_id: OrgFilter = None,
         tenant_id: TenantFilter = None,
     ) -> KeyHistoryOut:
-        events = await keys.key_history(services, request.user, org_id, tenant_id)
+        events = await keys.key_history(store, request.user, org_id, tenant_id)
         return KeyHistoryOut(events=[_event(event) for event in events])
 
     @delete(
@@ -136,7 +138,12 @@ class KeyController(Controller):
         responses=problems(*KEYED, 404, 409),
     )
     async def revoke(
-        self, request: AnyRequest, services: Injected[Services], key_id: FromPath[str]
+        self,
+        request: AnyRequest,
+        store: Injected[SettingsStore],
+        settings_cache: Injected[CachedSettings],
+        telemetry: Injected[Telemetry],
+        key_id: FromPath[str],
     ) -> RevokedOut:
-        revoked = await keys.revoke_key(services, request.user, key_id)
+        revoked = await keys.revoke_key(store, settings_cache, telemetry, request.user, key_id)
         return RevokedOut(key_id=revoked.key_id, revoked=True)

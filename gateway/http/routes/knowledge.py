@@ -11,9 +11,11 @@ from litestar.params import FromPath, JSONBody
 from litestar.response import Stream
 
 from gateway.access.auth import Principal
-from gateway.admin import knowledge
+from gateway.admin import knowledge as admin
 from gateway.admin.bulk import open_bulk_write
+from gateway.admin.knowledge import Documents, Knowledge
 from gateway.errors import PayloadTooLargeError
+from gateway.http.bodies import agent_settings, knowledge_base_settings
 from gateway.http.dependencies import Injected
 from gateway.http.ndjson import encode_results, read_body, read_lines
 from gateway.http.openapi import (
@@ -48,11 +50,12 @@ from gateway.http.schemas import (
     StatsOut,
 )
 from gateway.http.security import requires
-from gateway.retrieval.plan import knowledge_base_in_force
-from gateway.runtime.services import Services
-from ingest.index import collection_for
+from gateway.retrieval.plan import Planning, knowledge_base_in_force
+from ingest.index import Index, collection_for
+from settings.config import Config
 from settings.records import Agent, KnowledgeBase, Role
 from settings.resolve import Resolved, resolve_score_threshold, resolve_top_k
+from settings.store import SettingsStore
 
 AnyRequest = Request[Principal, str, State]
 DOCUMENT_PATH = "/knowledge-bases/{kb_id:str}/documents/{document_id:path}"
@@ -76,31 +79,8 @@ def effective_out(values: dict[str, Resolved[Any]]) -> dict[str, EffectiveValue]
     }
 
 
-def knowledge_base_settings(data: PutKnowledgeBase) -> dict[str, Any]:
-    """The settings a PUT stores (None: not set here). Shared with the admin console."""
-    return {
-        "top_k": data.top_k,
-        "score_threshold": data.score_threshold,
-        "keyword_floor": data.keyword_floor,
-        "grounding_floor": data.grounding_floor,
-        "fusion": None
-        if data.fusion is None
-        else {"dense": data.fusion.dense, "keyword": data.fusion.keyword},
-        "drop_copies": data.drop_copies,
-    }
-
-
-def agent_settings(data: PutAgent) -> dict[str, Any]:
-    """The settings an agent PUT stores (None: not set here). Shared with the admin console."""
-    return {
-        "top_k": data.top_k,
-        "score_threshold": data.score_threshold,
-        "pii_redaction": data.pii_redaction,
-    }
-
-
 async def knowledge_base_out(
-    services: Services, principal: Principal, kb: KnowledgeBase
+    planning: Planning, principal: Principal, kb: KnowledgeBase
 ) -> KnowledgeBaseOut:
     """A KB as the API answers it to `principal` (`effective.score_threshold`: the line its
     turns use, once measured). Shared with the evaluations' apply and the CLI."""
@@ -110,7 +90,7 @@ async def knowledge_base_out(
         storage=kb.storage,
         collection=collection_for(kb.storage, kb.org_id),
         settings=kb.settings,
-        effective=effective_out(await knowledge_base_in_force(services, principal, kb)),
+        effective=effective_out(await knowledge_base_in_force(planning, principal, kb)),
     )
 
 
@@ -137,19 +117,20 @@ class KnowledgeBaseController(Controller):
     async def put_knowledge_base(
         self,
         request: AnyRequest,
-        services: Injected[Services],
+        knowledge: Injected[Knowledge],
+        planning: Injected[Planning],
         kb_id: FromPath[str],
         data: JSONBody[PutKnowledgeBase],
     ) -> Response[KnowledgeBaseOut]:
-        kb, created = await knowledge.put_knowledge_base(
-            services,
+        kb, created = await admin.put_knowledge_base(
+            knowledge,
             request.user,
             kb_id,
             name=data.name,
             storage=data.storage,
             settings=knowledge_base_settings(data),
         )
-        return _created_or_ok(await knowledge_base_out(services, request.user, kb), created)
+        return _created_or_ok(await knowledge_base_out(planning, request.user, kb), created)
 
     @get(
         "/knowledge-bases",
@@ -159,11 +140,11 @@ class KnowledgeBaseController(Controller):
         responses=problems(*KEYED),
     )
     async def list_knowledge_bases(
-        self, request: AnyRequest, services: Injected[Services]
+        self, request: AnyRequest, store: Injected[SettingsStore], planning: Injected[Planning]
     ) -> KnowledgeBaseList:
-        found = await knowledge.knowledge_bases(services, request.user)
+        found = await admin.knowledge_bases(store, request.user)
         return KnowledgeBaseList(
-            knowledge_bases=[await knowledge_base_out(services, request.user, kb) for kb in found]
+            knowledge_bases=[await knowledge_base_out(planning, request.user, kb) for kb in found]
         )
 
     @get(
@@ -174,10 +155,14 @@ class KnowledgeBaseController(Controller):
         responses=problems(*KEYED, 404),
     )
     async def get_knowledge_base(
-        self, request: AnyRequest, services: Injected[Services], kb_id: FromPath[str]
+        self,
+        request: AnyRequest,
+        store: Injected[SettingsStore],
+        planning: Injected[Planning],
+        kb_id: FromPath[str],
     ) -> KnowledgeBaseOut:
-        kb = await knowledge.knowledge_base_of(services, request.user, kb_id)
-        return await knowledge_base_out(services, request.user, kb)
+        kb = await admin.knowledge_base_of(store, request.user, kb_id)
+        return await knowledge_base_out(planning, request.user, kb)
 
     @delete(
         "/knowledge-bases/{kb_id:str}",
@@ -188,9 +173,9 @@ class KnowledgeBaseController(Controller):
         responses=problems(*KEYED, 404),
     )
     async def delete_knowledge_base(
-        self, request: AnyRequest, services: Injected[Services], kb_id: FromPath[str]
+        self, request: AnyRequest, knowledge: Injected[Knowledge], kb_id: FromPath[str]
     ) -> KnowledgeBaseDeletedOut:
-        removal = await knowledge.delete_knowledge_base(services, request.user, kb_id)
+        removal = await admin.delete_knowledge_base(knowledge, request.user, kb_id)
         return KnowledgeBaseDeletedOut(
             kb_id=kb_id,
             deleted=KnowledgeBaseRemoved(
@@ -208,10 +193,14 @@ class KnowledgeBaseController(Controller):
         responses=problems(*KEYED, 404),
     )
     async def stats(
-        self, request: AnyRequest, services: Injected[Services], kb_id: FromPath[str]
+        self,
+        request: AnyRequest,
+        store: Injected[SettingsStore],
+        index: Injected[Index],
+        kb_id: FromPath[str],
     ) -> StatsOut:
-        documents, passages, held_back = await knowledge.knowledge_base_stats(
-            services, request.user, kb_id
+        documents, passages, held_back = await admin.knowledge_base_stats(
+            store, index, request.user, kb_id
         )
         return StatsOut(documents=documents, passages=passages, held_back=held_back)
 
@@ -223,9 +212,13 @@ class KnowledgeBaseController(Controller):
         responses=problems(*KEYED, 404),
     )
     async def list_documents(
-        self, request: AnyRequest, services: Injected[Services], kb_id: FromPath[str]
+        self,
+        request: AnyRequest,
+        store: Injected[SettingsStore],
+        index: Injected[Index],
+        kb_id: FromPath[str],
     ) -> DocumentList:
-        ids = await knowledge.list_documents(services, request.user, kb_id)
+        ids = await admin.list_documents(store, index, request.user, kb_id)
         return DocumentList(documents=[DocumentSummary(document_id=doc) for doc in ids])
 
     @put(
@@ -238,13 +231,13 @@ class KnowledgeBaseController(Controller):
     async def put_document(
         self,
         request: AnyRequest,
-        services: Injected[Services],
+        documents: Injected[Documents],
         kb_id: FromPath[str],
         document_id: FromPath[str],
         data: JSONBody[PutDocument],
     ) -> DocumentOut:
-        status, passages, reason = await knowledge.put_document(
-            services,
+        status, passages, reason = await admin.put_document(
+            documents,
             request.user,
             kb_id,
             _document_id(document_id),
@@ -278,13 +271,13 @@ class KnowledgeBaseController(Controller):
         },
     )
     async def put_documents(
-        self, request: AnyRequest, services: Injected[Services], kb_id: FromPath[str]
+        self, request: AnyRequest, documents: Injected[Documents], kb_id: FromPath[str]
     ) -> Stream:
-        limit = services.config.max_body_bytes
+        limit = documents.config.max_body_bytes
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise PayloadTooLargeError(f"the body is over {limit} bytes", field="body")
-        bulk = await open_bulk_write(services, request.user, kb_id)
+        bulk = await open_bulk_write(documents, request.user, kb_id)
         # Read whole before the answer starts: a streamed answer listens for the client's
         # disconnect on the same channel the body arrives on.
         body = await read_body(request.stream(), limit)
@@ -302,12 +295,12 @@ class KnowledgeBaseController(Controller):
     async def delete_document(
         self,
         request: AnyRequest,
-        services: Injected[Services],
+        documents: Injected[Documents],
         kb_id: FromPath[str],
         document_id: FromPath[str],
     ) -> DeletedOut:
-        deleted = await knowledge.delete_document(
-            services, request.user, kb_id, _document_id(document_id)
+        deleted = await admin.delete_document(
+            documents, request.user, kb_id, _document_id(document_id)
         )
         return DeletedOut(deleted_passages=deleted)
 
@@ -327,14 +320,15 @@ class AgentController(Controller):
     async def put_agent(
         self,
         request: AnyRequest,
-        services: Injected[Services],
+        knowledge: Injected[Knowledge],
         agent_id: FromPath[str],
         data: JSONBody[PutAgent],
     ) -> Response[AgentOut]:
-        agent, created = await knowledge.put_agent(
-            services, request.user, agent_id, data.knowledge_base_ids, agent_settings(data)
+        agent, created = await admin.put_agent(
+            knowledge, request.user, agent_id, data.knowledge_base_ids, agent_settings(data)
         )
-        return _created_or_ok(await agent_out(services, request.user, agent), created)
+        out = await agent_out(knowledge.store, knowledge.config, request.user, agent)
+        return _created_or_ok(out, created)
 
     @get(
         "/",
@@ -342,9 +336,13 @@ class AgentController(Controller):
         summary="The workspace's agents, by id",
         responses=problems(*KEYED),
     )
-    async def list_agents(self, request: AnyRequest, services: Injected[Services]) -> AgentList:
-        found = await knowledge.agents(services, request.user)
-        return AgentList(agents=[await agent_out(services, request.user, agent) for agent in found])
+    async def list_agents(
+        self, request: AnyRequest, store: Injected[SettingsStore], config: Injected[Config]
+    ) -> AgentList:
+        found = await admin.agents(store, request.user)
+        return AgentList(
+            agents=[await agent_out(store, config, request.user, agent) for agent in found]
+        )
 
     @get(
         "/{agent_id:str}",
@@ -353,10 +351,14 @@ class AgentController(Controller):
         responses=problems(*KEYED, 404),
     )
     async def get_agent(
-        self, request: AnyRequest, services: Injected[Services], agent_id: FromPath[str]
+        self,
+        request: AnyRequest,
+        store: Injected[SettingsStore],
+        config: Injected[Config],
+        agent_id: FromPath[str],
     ) -> AgentOut:
-        agent = await knowledge.agent_of(services, request.user, agent_id)
-        return await agent_out(services, request.user, agent)
+        agent = await admin.agent_of(store, request.user, agent_id)
+        return await agent_out(store, config, request.user, agent)
 
     @delete(
         "/{agent_id:str}",
@@ -366,16 +368,18 @@ class AgentController(Controller):
         responses=problems(*KEYED, 404),
     )
     async def delete_agent(
-        self, request: AnyRequest, services: Injected[Services], agent_id: FromPath[str]
+        self, request: AnyRequest, knowledge: Injected[Knowledge], agent_id: FromPath[str]
     ) -> AgentDeletedOut:
-        agent = await knowledge.delete_agent(services, request.user, agent_id)
+        agent = await admin.delete_agent(knowledge, request.user, agent_id)
         return AgentDeletedOut(agent_id=agent.agent_id, deleted=True)
 
 
-async def agent_out(services: Services, principal: Principal, agent: Agent) -> AgentOut:
+async def agent_out(
+    store: SettingsStore, config: Config, principal: Principal, agent: Agent
+) -> AgentOut:
     """An agent as the API answers it, with the KBs a turn would query. Shared with the CLI."""
-    queried, skipped, cap = await knowledge.capped_knowledge_bases(services, principal, agent)
-    bounds, defaults = services.config.bounds, services.config.defaults
+    queried, skipped, cap = await admin.capped_knowledge_bases(store, config, principal, agent)
+    bounds, defaults = config.bounds, config.defaults
     return AgentOut(
         agent_id=agent.agent_id,
         knowledge_base_ids=agent.knowledge_base_ids,

@@ -9,6 +9,7 @@ from litestar.params import FromPath, JSONBody
 
 from gateway.access.auth import Principal
 from gateway.admin import lifecycle, provisioning
+from gateway.admin.lifecycle import Deletions
 from gateway.http.dependencies import Injected
 from gateway.http.openapi import BEARER, BODY, KEYED, problems
 from gateway.http.schemas import (
@@ -23,9 +24,9 @@ from gateway.http.schemas import (
     WorkspaceRemoved,
 )
 from gateway.http.security import requires
-from gateway.runtime.services import Services
-from ingest.index import org_collection
+from ingest.index import Index, org_collection
 from settings.records import Role
+from settings.store import SettingsStore
 
 AnyRequest = Request[Principal, str, State]
 
@@ -70,8 +71,10 @@ class ProvisioningController(Controller):
         summary="Create an organization (and its collection)",
         responses=problems(*KEYED, *BODY, 409),
     )
-    async def create_org(self, services: Injected[Services], data: JSONBody[CreateOrg]) -> OrgOut:
-        org = await provisioning.create_org(services, data.org_id)
+    async def create_org(
+        self, store: Injected[SettingsStore], index: Injected[Index], data: JSONBody[CreateOrg]
+    ) -> OrgOut:
+        org = await provisioning.create_org(store, index, data.org_id)
         return OrgOut(
             org_id=org.org_id, created_at=org.created_at, collection=org_collection(org.org_id)
         )
@@ -83,10 +86,13 @@ class ProvisioningController(Controller):
         responses=problems(*KEYED, *BODY, 404, 409),
     )
     async def create_workspace(
-        self, services: Injected[Services], org_id: FromPath[str], data: JSONBody[CreateWorkspace]
+        self,
+        store: Injected[SettingsStore],
+        org_id: FromPath[str],
+        data: JSONBody[CreateWorkspace],
     ) -> WorkspaceOut:
         workspace = await provisioning.create_workspace(
-            services, org_id, data.tenant_id, data.created_at
+            store, org_id, data.tenant_id, data.created_at
         )
         return WorkspaceOut(
             tenant_id=workspace.tenant_id, org_id=workspace.org_id, created_at=workspace.created_at
@@ -102,11 +108,11 @@ class ProvisioningController(Controller):
     async def delete_workspace(
         self,
         request: AnyRequest,
-        services: Injected[Services],
+        deletions: Injected[Deletions],
         org_id: FromPath[str],
         tenant_id: FromPath[str],
     ) -> WorkspaceDeletedOut:
-        removal = await lifecycle.delete_workspace(services, org_id, tenant_id, request.user)
+        removal = await lifecycle.delete_workspace(deletions, org_id, tenant_id, request.user)
         return workspace_deleted_out(org_id, tenant_id, removal)
 
     @get(
@@ -115,8 +121,8 @@ class ProvisioningController(Controller):
         summary="The audit record of every completed deletion (ids and counts, no content)",
         responses=problems(*KEYED),
     )
-    async def list_deletions(self, services: Injected[Services]) -> DeletionHistoryOut:
-        records = await lifecycle.deletion_history(services)
+    async def list_deletions(self, store: Injected[SettingsStore]) -> DeletionHistoryOut:
+        records = await lifecycle.deletion_history(store)
         return DeletionHistoryOut(
             deletions=[
                 msgspec.convert(record, DeletionOut, from_attributes=True) for record in records
@@ -131,7 +137,7 @@ class ProvisioningController(Controller):
         responses=problems(*KEYED, 404, 409),
     )
     async def delete_org(
-        self, request: AnyRequest, services: Injected[Services], org_id: FromPath[str]
+        self, request: AnyRequest, deletions: Injected[Deletions], org_id: FromPath[str]
     ) -> OrgDeletedOut:
-        done = await lifecycle.delete_org(services, org_id, request.user)
+        done = await lifecycle.delete_org(deletions, org_id, request.user)
         return org_deleted_out(org_id, done)

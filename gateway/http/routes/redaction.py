@@ -20,8 +20,7 @@ from gateway.http.schemas import (
     RedactOut,
 )
 from gateway.http.security import requires
-from gateway.runtime.services import Services
-from gateway.safety.egress import redact_egress
+from gateway.safety.egress import Egress, redact_egress
 from settings.records import Role
 
 AnyRequest = Request[Principal, str, State]
@@ -41,7 +40,7 @@ class RedactionController(Controller):
         responses=problems(*KEYED, *BODY, 404),
     )
     async def redact(
-        self, request: AnyRequest, services: Injected[Services], data: JSONBody[RedactIn]
+        self, request: AnyRequest, egress: Injected[Egress], data: JSONBody[RedactIn]
     ) -> RedactOut:
         has_text = data.text is not msgspec.UNSET
         has_value = data.value is not msgspec.UNSET
@@ -53,7 +52,7 @@ class RedactionController(Controller):
             raise ForbiddenError("explain needs an admin key")
         async with stop_on_disconnect(request) as stop:
             result = await redact_egress(
-                services,
+                egress,
                 request.user,
                 data.agent_id,
                 data.text if has_text else data.value,

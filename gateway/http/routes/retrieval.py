@@ -22,9 +22,10 @@ from gateway.http.schemas import (
     VerifyOut,
 )
 from gateway.http.security import requires
-from gateway.retrieval import citations, turn
+from gateway.retrieval import turn
+from gateway.retrieval.citations import Citations, verify_citations
 from gateway.retrieval.evidence import Citation
-from gateway.runtime.services import Services
+from gateway.retrieval.turn import Retrieval
 from settings.records import Role
 
 AnyRequest = Request[Principal, str, State]
@@ -68,10 +69,10 @@ class RetrievalController(Controller):
         responses=problems(*KEYED, *BODY, 404),
     )
     async def retrieve(
-        self, request: AnyRequest, services: Injected[Services], data: JSONBody[RetrieveIn]
+        self, request: AnyRequest, retrieval: Injected[Retrieval], data: JSONBody[RetrieveIn]
     ) -> RetrieveOut:
         result = await turn.retrieve(
-            services, request.user, data.agent_id, data.question, data.variations
+            retrieval, request.user, data.agent_id, data.question, data.variations
         )
         return retrieve_out(result)
 
@@ -83,10 +84,10 @@ class RetrievalController(Controller):
         responses=problems(*KEYED, *BODY, 404),
     )
     async def verify(
-        self, request: AnyRequest, services: Injected[Services], data: JSONBody[VerifyIn]
+        self, request: AnyRequest, citations: Injected[Citations], data: JSONBody[VerifyIn]
     ) -> VerifyOut:
-        verdicts = await citations.verify_citations(
-            services,
+        verdicts = await verify_citations(
+            citations,
             request.user,
             data.turn_id,
             [Citation(c.passage_id, c.quote) for c in data.citations],

@@ -14,15 +14,17 @@ from litestar.params import FromPath
 from litestar.response import Stream
 
 from gateway.access.auth import Principal
-from gateway.admin import archive, transfer
+from gateway.admin import archive
+from gateway.admin import transfer as admin
+from gateway.admin.transfer import Transfer
 from gateway.errors import PayloadTooLargeError
 from gateway.http.archive_records import RULES
 from gateway.http.dependencies import Injected
 from gateway.http.openapi import BEARER, KEYED, problems
 from gateway.http.schemas import ArchiveSignature, WorkspaceImported, WorkspaceImportedOut
 from gateway.http.security import requires
-from gateway.runtime.services import Services
 from settings.records import Role
+from settings.store import SettingsStore
 
 AnyRequest = Request[Principal, str, State]
 _UNSAFE_IN_FILENAME = re.compile(r"[^A-Za-z0-9._-]")
@@ -65,13 +67,14 @@ class TransferController(Controller):
     async def export_workspace(
         self,
         request: AnyRequest,
-        services: Injected[Services],
+        store: Injected[SettingsStore],
+        transfer: Injected[Transfer],
         org_id: FromPath[str],
         tenant_id: FromPath[str],
     ) -> Stream:
-        workspace = await transfer.exportable(services, request.user, org_id, tenant_id)
+        workspace = await admin.exportable(store, request.user, org_id, tenant_id)
         return Stream(
-            transfer.export_chunks(services, workspace),
+            admin.export_chunks(transfer, workspace),
             media_type=archive.MEDIA_TYPE,
             headers={"Content-Disposition": f'attachment; filename="{_filename(tenant_id)}"'},
         )
@@ -92,13 +95,13 @@ class TransferController(Controller):
     async def import_workspace(
         self,
         request: AnyRequest,
-        services: Injected[Services],
+        transfer: Injected[Transfer],
         org_id: FromPath[str],
         tenant_id: FromPath[str],
     ) -> WorkspaceImportedOut:
         with tempfile.TemporaryFile() as spooled:
-            await _spool(request, spooled, services.config.max_import_bytes)
-            imported = await transfer.import_workspace(services, org_id, tenant_id, spooled, RULES)
+            await _spool(request, spooled, transfer.config.max_import_bytes)
+            imported = await admin.import_workspace(transfer, org_id, tenant_id, spooled, RULES)
         return WorkspaceImportedOut(
             tenant_id=tenant_id,
             org_id=org_id,

@@ -13,6 +13,8 @@ from litestar.params import JSONBody, QueryParameter
 
 from gateway.access.auth import Principal
 from gateway.admin import knowledge, workspace
+from gateway.admin.workspace import WorkspaceSettings
+from gateway.http.bodies import settings_changes
 from gateway.http.dependencies import Injected
 from gateway.http.openapi import BEARER, BODY, KEYED, problems
 from gateway.http.schemas import (
@@ -26,9 +28,9 @@ from gateway.http.schemas import (
     WorkspaceSettingsOut,
 )
 from gateway.http.security import requires
-from gateway.runtime.services import Services
 from settings.records import AdminChange, Role, SettingChange, Workspace
 from settings.resolve import Resolved
+from settings.store import SettingsStore
 
 AnyRequest = Request[Principal, str, State]
 KindFilter = Annotated[
@@ -39,23 +41,14 @@ ObjectFilter = Annotated[
 ]
 
 
-def settings_changes(data: PatchWorkspaceSettings) -> dict[str, Any]:
-    """The fields a PATCH sent (None resets). Shared with the admin console."""
-    return {
-        name: value
-        for name, value in msgspec.structs.asdict(data).items()
-        if value is not msgspec.UNSET
-    }
-
-
-def workspace_settings_out(services: Services, found: Workspace) -> WorkspaceSettingsOut:
+def workspace_settings_out(workspaces: WorkspaceSettings, found: Workspace) -> WorkspaceSettingsOut:
     """A workspace's settings as the API answers them. Shared with the CLI."""
     return WorkspaceSettingsOut(
         tenant_id=found.tenant_id,
         org_id=found.org_id,
         created_at=found.created_at,
         settings=found.settings,
-        effective=_effective(workspace.effective_settings(services, found)),
+        effective=_effective(workspace.effective(workspaces, found)),
     )
 
 
@@ -82,11 +75,10 @@ class WorkspaceController(Controller):
         responses=problems(*KEYED, 404),
     )
     async def get_settings(
-        self, request: AnyRequest, services: Injected[Services]
+        self, request: AnyRequest, workspaces: Injected[WorkspaceSettings]
     ) -> WorkspaceSettingsOut:
-        return workspace_settings_out(
-            services, await workspace.workspace_of(services, request.user)
-        )
+        found = await workspace.workspace_of(workspaces.store, request.user)
+        return workspace_settings_out(workspaces, found)
 
     @patch(
         "/settings",
@@ -97,11 +89,11 @@ class WorkspaceController(Controller):
     async def patch_settings(
         self,
         request: AnyRequest,
-        services: Injected[Services],
+        workspaces: Injected[WorkspaceSettings],
         data: JSONBody[PatchWorkspaceSettings],
     ) -> WorkspaceSettingsOut:
-        updated = await workspace.change_settings(services, request.user, settings_changes(data))
-        return workspace_settings_out(services, updated)
+        updated = await workspace.change_settings(workspaces, request.user, settings_changes(data))
+        return workspace_settings_out(workspaces, updated)
 
     @get(
         "/settings/history",
@@ -109,8 +101,8 @@ class WorkspaceController(Controller):
         summary="Every settings change: who (key id), when, old, new",
         responses=problems(*KEYED, 404),
     )
-    async def get_history(self, request: AnyRequest, services: Injected[Services]) -> HistoryOut:
-        return history_out(await workspace.history(services, request.user))
+    async def get_history(self, request: AnyRequest, store: Injected[SettingsStore]) -> HistoryOut:
+        return history_out(await workspace.history(store, request.user))
 
     @get(
         "/changes",
@@ -121,13 +113,11 @@ class WorkspaceController(Controller):
     async def get_changes(
         self,
         request: AnyRequest,
-        services: Injected[Services],
+        store: Injected[SettingsStore],
         kind: KindFilter = None,
         object_id: ObjectFilter = None,
     ) -> AdminChangesOut:
-        changes = await knowledge.admin_history(
-            services, request.user, kind=kind, object_id=object_id
-        )
+        changes = await knowledge.admin_history(store, request.user, kind=kind, object_id=object_id)
         return admin_changes_out(changes)
 
 

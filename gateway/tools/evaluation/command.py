@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gateway.safety.redaction import Redactor
-    from ingest.embedding import Embedder
+    from ingest.embedder.embedding import Embedder
 
 _MISSING_EXTRA = (
     "kbgate eval needs the ir-measures package, in the `tools` extra: "

@@ -38,10 +38,13 @@ from settings.config import Config, FusionMethod, load_config
 from settings.records import Role
 
 if TYPE_CHECKING:
-    from gateway.runtime.services import Services
+    from gateway.admin.knowledge import Documents, Knowledge
+    from gateway.admin.workspace import WorkspaceSettings
+    from gateway.retrieval.plan import Planning
+    from gateway.retrieval.turn import Retrieval
     from gateway.safety.redaction import Redactor
-    from ingest.embedding import Embedder, Embedding
-    from ingest.index import SparseVector
+    from ingest.embedder.embedding import Embedder, Embedding
+    from ingest.index import Index, SparseVector
 
 Progress = Callable[[str], None]
 
@@ -142,7 +145,7 @@ def _principal() -> Principal:
     )
 
 
-async def provision(services: Services) -> Principal:
+async def provision(workspaces: WorkspaceSettings, index: Index) -> Principal:
     """The eval's org and workspace (kept when they exist), redaction off at both gates.
 
     Redaction rewrites passage text but never which documents are returned; it is off so a
@@ -153,10 +156,10 @@ async def provision(services: Services) -> Principal:
 
     principal = _principal()
     with suppress(ConflictError):  # both exist in a kept --data-dir
-        await create_org(services, _ORG)
+        await create_org(workspaces.store, index, _ORG)
     with suppress(ConflictError):
-        await create_workspace(services, _ORG, _TENANT, None)
-    await change_settings(services, principal, {"rag_pii_redaction": False})
+        await create_workspace(workspaces.store, _ORG, _TENANT, None)
+    await change_settings(workspaces, principal, {"rag_pii_redaction": False})
     return principal
 
 
@@ -180,9 +183,14 @@ class IngestSummary:
 
 @dataclass(frozen=True, slots=True)
 class EvalSession:
-    """What every step of a run shares: the services, the caller, the KB under test."""
+    """What every step of a run shares: the use cases it runs, the index (optimized after
+    ingest), the caller, the KB under test."""
 
-    services: Services
+    knowledge: Knowledge
+    documents: Documents
+    planning: Planning
+    retrieval: Retrieval
+    index: Index
     principal: Principal
     kb_id: str
     progress: Progress
@@ -210,7 +218,7 @@ async def ingest_corpus(
                 summary.skipped += 1
             else:
                 status, passages, _ = await put_document(
-                    session.services,
+                    session.documents,
                     session.principal,
                     session.kb_id,
                     document_key(beir_id),
@@ -264,24 +272,24 @@ async def run_questions(
     from gateway.retrieval.plan import settle_lines
     from gateway.retrieval.turn import retrieve
 
-    services, principal = session.services, session.principal
+    retrieval, principal = session.retrieval, session.principal
     if fusion_method is not None:
-        config = msgspec.structs.replace(services.config, fusion_method=fusion_method)
-        services = dataclasses.replace(services, config=config)
+        config = msgspec.structs.replace(retrieval.config, fusion_method=fusion_method)
+        retrieval = dataclasses.replace(retrieval, config=config)
     await put_knowledge_base(
-        services, principal, session.kb_id, name=session.kb_id, storage="org",
+        session.knowledge, principal, session.kb_id, name=session.kb_id, storage="org",
         settings=dict(kb_settings),
     )  # fmt: skip
     # the KB's off-topic line in force from the first counted turn, as on a gateway
     # serving a while (a no-op where the settings give `score_threshold`)
-    await settle_lines(services, principal, _AGENT)
+    await settle_lines(session.planning, principal, _AGENT)
     ranking: dict[str, list[str]] = {}
     abstained = errors = 0
     effective: dict[str, Any] = {}
     started = time.perf_counter()
     for number, (qid, question) in enumerate(questions.items(), start=1):
         try:
-            result = await retrieve(services, principal, _AGENT, question, [])
+            result = await retrieve(retrieval, principal, _AGENT, question, [])
         except InvalidInputError:
             errors += 1  # e.g. an empty or over-long question: counted, scored as no answer
             ranking[qid] = []
@@ -324,8 +332,8 @@ async def prepare(
     """Load and select the dataset, open the store (closed with `stack`), and ingest."""
     from gateway.admin.knowledge import put_agent, put_knowledge_base
     from gateway.runtime.data_dir import DataDirInUseError, hold_data_dir
-    from gateway.runtime.services import build_embedder, build_services, for_a_command
-    from gateway.runtime.telemetry import Telemetry, build_logger
+    from gateway.runtime.services import build_embedder, build_services
+    from gateway.telemetry import Telemetry, build_logger
 
     ir_measures_library()  # fail before the long part, not after
     dataset = load_beir(options.dataset)
@@ -347,19 +355,24 @@ async def prepare(
         embedder = await asyncio.to_thread(build_embedder, config)
         stack.callback(_close_embedder, embedder)
     services = await build_services(
-        for_a_command(config),
+        config,
         Telemetry(build_logger("WARNING", sys.stderr)),
         embedder=_QueryMemo(embedder),
         redactor=redactor,
     )
     stack.push_async_callback(services.close)
-    principal = await provision(services)
+    principal = await provision(services.workspaces, services.index)
     kb_id = _kb_id(dataset, selection, config)
+    knowledge = services.knowledge
     # The KB exists before documents go in; each run of questions sets its settings.
-    await put_knowledge_base(services, principal, kb_id, name=kb_id, storage="org", settings={})
-    await put_agent(services, principal, _AGENT, [kb_id], {"pii_redaction": False})
+    await put_knowledge_base(knowledge, principal, kb_id, name=kb_id, storage="org", settings={})
+    await put_agent(knowledge, principal, _AGENT, [kb_id], {"pii_redaction": False})
     session = EvalSession(
-        services,
+        knowledge,
+        services.documents,
+        services.planning,
+        services.retrieval,
+        services.index,
         principal,
         kb_id,
         progress,
@@ -381,7 +394,7 @@ async def prepare(
 async def _optimize(session: EvalSession) -> None:
     """Index what the ingest wrote, as a gateway started on this store would (`serve`)."""
     started = time.perf_counter()
-    changed = await asyncio.to_thread(session.services.index.optimize)
+    changed = await session.index.optimize()
     if changed:
         session.progress(f"index: optimized in {time.perf_counter() - started:.0f} s")
 

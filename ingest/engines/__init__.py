@@ -1,0 +1,1 @@
+"""The engine adapters of the Index port (`ingest.index`), one folder each."""

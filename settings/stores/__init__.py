@@ -1,0 +1,1 @@
+"""The SettingsStore port's adapters (`settings.store`): SQLite embedded, Redis deployed."""

@@ -1,0 +1,1 @@
+"""The deployed SettingsStore: Redis, shared by every replica (`store.RedisStore`)."""

@@ -1,0 +1,1 @@
+"""The embedded SettingsStore: one SQLite file in the data dir (`store.SqliteStore`)."""
