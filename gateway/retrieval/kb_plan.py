@@ -25,6 +25,12 @@ class KbPlan:
     keyword_floor: float
     dense_weight: float
     keyword_weight: float
+    #: the channel weights are the platform's (no KB sets `fusion`): the KB's measured
+    #: reach may set them (`gateway.retrieval.plan.with_reach`)
+    platform_fusion: bool = False
+    #: the whole-document keyword leg's share of the keyword weight (None: the platform's,
+    #: `gateway.retrieval.legs.DOCUMENT_KEYWORD_SHARE`)
+    document_keyword_share: float | None = None
     #: drop passages that copy a better-ranked one (`gateway.retrieval.diversity`)
     drop_copies: bool = True
     #: dense passages below it never count (None: `score_threshold`); lower than it only

@@ -366,9 +366,11 @@ def leg_depth(top_k: int, leg_limit: int) -> int:
 
 def leg_weights(plan: KbPlan, legs: Sequence[Leg]) -> dict[LegKind, float]:
     """The KB's channel weights per leg kind: the keyword weight is shared between the
-    passage and whole-document legs when both run (`DOCUMENT_KEYWORD_SHARE`)."""
+    passage and whole-document legs when both run (`DOCUMENT_KEYWORD_SHARE`, unless the
+    plan sets its share)."""
     documents = any(leg.kind is LegKind.DOCUMENT_KEYWORD for leg in legs)
-    share = DOCUMENT_KEYWORD_SHARE if documents else 0.0
+    planned = plan.document_keyword_share
+    share = (DOCUMENT_KEYWORD_SHARE if planned is None else planned) if documents else 0.0
     return {
         LegKind.DENSE: plan.dense_weight,
         LegKind.KEYWORD: plan.keyword_weight * (1 - share),

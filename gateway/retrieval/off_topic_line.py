@@ -105,6 +105,9 @@ class Lines:
     dense: float
     #: on `joint_score`; never below `dense`
     joint: float
+    #: the dense line before its bounds: how close everyday questions come to the Scope's
+    #: passages (None: not measured; `gateway.retrieval.plan.with_reach` reads it)
+    reach: float | None = None
 
 
 def line_from_best(best: Iterable[tuple[str, float]]) -> float:
@@ -115,9 +118,10 @@ def line_from_best(best: Iterable[tuple[str, float]]) -> float:
 def lines_from_best(best: Iterable[tuple[str, float, float]]) -> Lines:
     """Both lines from each probe's (topic, best cosine, best keyword share; 0 for none)."""
     probes = list(best)
-    dense = line_from_best((topic, cosine) for topic, cosine, _ in probes)
+    reach = _nearest_counted((topic, cosine) for topic, cosine, _ in probes)
+    dense = min(max(reach, LINE_LOWEST), LINE_HIGHEST)
     joint = _nearest_counted((topic, joint_score(c, share)) for topic, c, share in probes)
-    return Lines(dense=dense, joint=max(joint, dense))
+    return Lines(dense=dense, joint=max(joint, dense), reach=reach)
 
 
 def _nearest_counted(best: Iterable[tuple[str, float]]) -> float:
@@ -222,7 +226,7 @@ class OffTopicLines:
         if kept is None:
             return None
         self._telemetry.count("off_topic_lines_kept")
-        lines = Lines(dense=kept.dense, joint=kept.joint)
+        lines = Lines(dense=kept.dense, joint=kept.joint, reach=kept.reach)
         measured = _Measured(lines, kept.points, self._clock() - RECOUNT_AFTER_S)
         self._lines.put((plan.collection, plan.scope), measured)
         return measured
@@ -238,6 +242,7 @@ class OffTopicLines:
             joint=measured.lines.joint,
             points=measured.points,
             measured_at=datetime.now(UTC).isoformat(),
+            reach=measured.lines.reach,
         )
         with suppress(StoreUnavailableError):
             await self._store.put_measured_lines(record)

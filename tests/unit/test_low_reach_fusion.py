@@ -1,0 +1,78 @@
+"""A KB that everyday questions barely reach weighs its keyword channel as its dense one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gateway.access.auth import Principal
+from gateway.retrieval.kb_plan import KbPlan
+from gateway.retrieval.legs import DOCUMENT_KEYWORD_SHARE, leg_weights
+from gateway.retrieval.off_topic_line import LINE_LOWEST, lines_from_best
+from gateway.retrieval.plan import (
+    LOW_REACH,
+    LOW_REACH_DOCUMENT_SHARE,
+    plan_knowledge_base,
+    with_reach,
+)
+from ingest.index import Leg, LegKind, SparseVector
+from settings.config import load_config
+from settings.records import KnowledgeBase, Role
+
+PRINCIPAL = Principal(key_id="k", roles=frozenset({Role.ADMIN}), org_id="o", tenant_id="t")
+
+
+def _plan(tmp_path: Path, settings: dict[str, object] | None = None) -> KbPlan:
+    config = load_config({"KBGATE_DATA_DIR": str(tmp_path)})
+    kb = KnowledgeBase(kb_id="kb", tenant_id="t", org_id="o", storage="shared")
+    if settings:
+        kb = KnowledgeBase(
+            kb_id="kb", tenant_id="t", org_id="o", storage="shared", settings=settings
+        )
+    return plan_knowledge_base(config, PRINCIPAL, kb, None, False)
+
+
+def _legs() -> list[Leg]:
+    sparse = SparseVector((1,), (1.0,))
+    return [
+        Leg(kind=LegKind.DENSE, dense=(1.0,), limit=10),
+        Leg(kind=LegKind.KEYWORD, sparse=sparse, limit=10),
+        Leg(kind=LegKind.DOCUMENT_KEYWORD, sparse=sparse, limit=10),
+    ]
+
+
+def test_the_reach_is_the_dense_line_before_its_bounds() -> None:
+    """Six topics whose probes reach 0.32 at most: the dense line stays at its floor, the
+    reach says 0.32."""
+    best = [(f"topic{n}", 0.32 - n * 0.01, 0.0) for n in range(10)]
+    lines = lines_from_best(best)
+    assert lines.dense == LINE_LOWEST
+    assert lines.reach is not None
+    assert abs(lines.reach - 0.27) < 1e-9
+
+
+def test_a_kb_of_low_reach_weighs_both_channels_alike(tmp_path: Path) -> None:
+    """Under the platform's fusion, a reach below `LOW_REACH` gives the keyword channel
+    the dense channel's weight and both keyword legs half of it."""
+    plan = with_reach(_plan(tmp_path), LOW_REACH - 0.04)
+    weights = leg_weights(plan, _legs())
+    assert weights[LegKind.DENSE] == plan.dense_weight
+    assert plan.keyword_weight == plan.dense_weight
+    assert weights[LegKind.DOCUMENT_KEYWORD] == plan.keyword_weight * LOW_REACH_DOCUMENT_SHARE
+    assert weights[LegKind.KEYWORD] == plan.keyword_weight * (1 - LOW_REACH_DOCUMENT_SHARE)
+
+
+def test_a_kb_of_prose_reach_keeps_the_platform_weights(tmp_path: Path) -> None:
+    """A reach at `LOW_REACH` or above, or none measured, leaves the platform's weights."""
+    plan = _plan(tmp_path)
+    for reach in (LOW_REACH, 0.55, None):
+        kept = with_reach(plan, reach)
+        assert kept == plan
+        weights = leg_weights(kept, _legs())
+        assert weights[LegKind.DOCUMENT_KEYWORD] == plan.keyword_weight * DOCUMENT_KEYWORD_SHARE
+
+
+def test_a_kb_that_sets_its_fusion_keeps_it_whatever_its_reach(tmp_path: Path) -> None:
+    """The KB's own `fusion` setting is never replaced."""
+    plan = _plan(tmp_path, {"fusion": {"dense": 1.0, "keyword": 0.2}})
+    assert not plan.platform_fusion
+    assert with_reach(plan, 0.1) == plan
