@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
+
 from gateway.access.auth import Principal
 from gateway.retrieval.kb_plan import KbPlan
 from gateway.retrieval.legs import DOCUMENT_KEYWORD_SHARE, leg_weights
@@ -16,6 +18,7 @@ from gateway.retrieval.plan import (
 )
 from ingest.index import Leg, LegKind, SparseVector
 from settings.config import load_config
+from settings.golden import MeasuredLines
 from settings.records import KnowledgeBase, Role
 
 PRINCIPAL = Principal(key_id="k", roles=frozenset({Role.ADMIN}), org_id="o", tenant_id="t")
@@ -76,3 +79,23 @@ def test_a_kb_that_sets_its_fusion_keeps_it_whatever_its_reach(tmp_path: Path) -
     plan = _plan(tmp_path, {"fusion": {"dense": 1.0, "keyword": 0.2}})
     assert not plan.platform_fusion
     assert with_reach(plan, 0.1) == plan
+
+
+def test_the_reach_is_kept_with_the_lines_and_old_records_read_without_it() -> None:
+    """`MeasuredLines` stores the reach; a record kept before it existed reads as None (the
+    platform's weights)."""
+    kept = MeasuredLines(
+        tenant_id="t",
+        kb_id="kb",
+        scope="s",
+        dense=0.4,
+        joint=0.45,
+        points=10,
+        measured_at="2026-12-06T00:00:00+00:00",
+        reach=0.31,
+    )
+    assert msgspec.json.decode(msgspec.json.encode(kept), type=MeasuredLines).reach == 0.31
+    fields = msgspec.to_builtins(kept)
+    del fields["reach"]
+    old = msgspec.json.encode(fields)
+    assert msgspec.json.decode(old, type=MeasuredLines).reach is None
