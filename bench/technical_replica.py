@@ -43,8 +43,9 @@ import numpy.typing as npt
 from gateway.retrieval.answering import JOINT_KEYWORD_WEIGHT, WORDS_HELD
 from gateway.retrieval.diversity import without_copies
 from gateway.retrieval.fusion import RankedLeg, fuse
+from gateway.retrieval.kb_plan import LOW_REACH
 from gateway.retrieval.off_topic_line import _nearest_counted, lines_from_best, load_probes
-from gateway.retrieval.plan import LOW_REACH, LOW_REACH_DOCUMENT_SHARE, LOW_REACH_KEYWORD_WEIGHT
+from gateway.retrieval.plan import LOW_REACH_DOCUMENT_SHARE, LOW_REACH_KEYWORD_WEIGHT
 from gateway.tools.evaluation.metrics import score_run
 from ingest.chunking import chunk_document, chunk_text
 from ingest.index import LegKind
@@ -386,14 +387,21 @@ def _unknown(store: Store, query: Query) -> float:
 
 
 def answers(
-    store: Store, query: Query, legs: Legs, lines: tuple[float, float], variant: Variant
+    store: Store,
+    query: Query,
+    legs: Legs,
+    lines: tuple[float, float],
+    variant: Variant,
+    *,
+    low_reach: bool,
 ) -> bool:
     """`gateway.retrieval.answering.answers` on the replica's legs (measured lines)."""
     line, joint = lines
     cosine = max((s for _, s in legs.dense), default=0.0)
     use_joint = True
     if legs.dense and cosine >= line:
-        if not variant.unknown_words or cosine >= line + UNKNOWN_WORDS_MARGIN:
+        rule = variant.unknown_words and low_reach
+        if not rule or cosine >= line + UNKNOWN_WORDS_MARGIN:
             return True
         if _unknown(store, query) < UNKNOWN_WORDS_SHARE:
             return True
@@ -456,7 +464,7 @@ def measure(data: Mapping[str, Any], variant: Variant, cache: DenseCache) -> dic
 
     def turn(query: Query) -> list[str] | None:
         legs = search(store, query, TURN_LEG, dense_floor=cut)
-        if not answers(store, query, legs, lines, variant):
+        if not answers(store, query, legs, lines, variant, low_reach=reach < LOW_REACH):
             return None
         return ranking(store, legs, fusion, TURN_TOP_K)
 

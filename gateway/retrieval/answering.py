@@ -26,10 +26,11 @@ JOINT_KEYWORD_WEIGHT = 0.2
 #: answer for its KB: a question's few rare words all in one passage, not several of its
 #: common ones
 WORDS_HELD = 0.9
-#: Under measured lines, a question whose best cosine passes the dense line by less than
-#: this answers through its dense passages only if the KB holds its words
-#: (`UNKNOWN_WORDS_SHARE`): a question about a product the KB never names comes this
-#: close in a KB of the same kind of text ("How do I configure nginx..." among changelogs)
+#: Under measured lines in a KB of low reach (`KbPlan.low_reach`), a question whose best
+#: cosine passes the dense line by less than this answers through its dense passages only
+#: if the KB holds its words (`UNKNOWN_WORDS_SHARE`): a question about a product the KB
+#: never names comes this close in a KB of the same kind of text ("How do I configure
+#: nginx..." among changelogs)
 UNKNOWN_WORDS_MARGIN = 0.1
 #: the share of a question's words, each weighted by its IDF, that no passage of the Scope
 #: may hold for such a question still to be answered by its dense passages
@@ -161,9 +162,10 @@ async def answers(
     passage reaches `score_threshold`; or when a keyword leg's best hit reaches
     `keyword_floor` of the question's attainable score and holds `WORDS_HELD` of the
     question's words; or, under measured lines, when the best cosine and the best keyword
-    share together reach the joint line (`joint_score`). Under measured lines a best
-    cosine within `UNKNOWN_WORDS_MARGIN` of the line answers only while the KB lacks less
-    than `UNKNOWN_WORDS_SHARE` of the question's words; else only the keyword test may.
+    share together reach the joint line (`joint_score`). Under measured lines in a KB of
+    low reach (`KbPlan.low_reach`) a best cosine within `UNKNOWN_WORDS_MARGIN` of the line
+    answers only while the KB lacks less than `UNKNOWN_WORDS_SHARE` of the question's
+    words; else only the keyword test may.
     The IDFs and the best hits' terms are one more engine call each, made only when the
     dense floor was not reached or was by that little."""
     found = list(zip(legs, hits, strict=True))
@@ -171,7 +173,9 @@ async def answers(
     cosine = max(dense, default=0.0)
     line = plan.score_threshold.value
     if dense and cosine >= line:
-        near = plan.joint_line is not None and cosine < line + UNKNOWN_WORDS_MARGIN
+        near = (
+            plan.joint_line is not None and plan.low_reach and cosine < line + UNKNOWN_WORDS_MARGIN
+        )
         if not near or await unknown_words(index, plan.collection, plan.scope, legs) < (
             UNKNOWN_WORDS_SHARE
         ):

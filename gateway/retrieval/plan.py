@@ -32,13 +32,9 @@ from settings.resolve import (
     resolve_top_k,
 )
 
-#: A KB whose everyday questions come no nearer than this to any of its passages
-#: (`Lines.reach`: the probes' sixth nearest topic's best cosine, before the line's
-#: bounds) holds text the language model reads poorly: changelogs, release notes, code.
-#: Prose KBs measure 0.42 (SciFact) to 0.55, Debian's changelogs 0.32. There, unless the
-#: KB sets `fusion`, the keyword channel weighs as much as the dense one, and the passage
-#: and whole-document keyword legs alike (docs/decisions/low-reach-fusion.md).
-LOW_REACH = 0.36
+#: Under a low reach (`KbPlan.low_reach`) and the platform's fusion, the keyword channel
+#: weighs as the dense one, and the passage and whole-document keyword legs alike
+#: (docs/decisions/low-reach-fusion.md).
 LOW_REACH_KEYWORD_WEIGHT = 1.0
 LOW_REACH_DOCUMENT_SHARE = 0.5
 
@@ -158,10 +154,11 @@ async def settle_lines(planning: Planning, principal: Principal, agent_id: str) 
 
 
 def with_reach(plan: KbPlan, reach: float | None) -> KbPlan:
-    """The plan with the channel weights of its KB's measured reach: the keyword channel
-    weighs as the dense one where everyday questions come no nearer than `LOW_REACH`, and
-    the platform's weights are in force; else the plan as it is."""
-    if not plan.platform_fusion or reach is None or reach >= LOW_REACH:
+    """The plan with its Scope's measured reach, and the channel weights of a low one: the
+    keyword channel weighs as the dense one where everyday questions come no nearer than
+    `kb_plan.LOW_REACH` and the platform's weights are in force."""
+    plan = dataclasses.replace(plan, reach=reach)
+    if not plan.platform_fusion or not plan.low_reach:
         return plan
     return dataclasses.replace(
         plan,

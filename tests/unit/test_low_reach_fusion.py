@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import msgspec
+import pytest
 
 from gateway.access.auth import Principal
-from gateway.retrieval.kb_plan import KbPlan
+from gateway.retrieval.answering import answers
+from gateway.retrieval.kb_plan import LOW_REACH, KbPlan
 from gateway.retrieval.legs import DOCUMENT_KEYWORD_SHARE, leg_weights
 from gateway.retrieval.off_topic_line import LINE_LOWEST, lines_from_best
 from gateway.retrieval.plan import (
-    LOW_REACH,
     LOW_REACH_DOCUMENT_SHARE,
     plan_knowledge_base,
+    with_measured_lines,
     with_reach,
 )
-from ingest.index import Leg, LegKind, SparseVector
+from ingest.index import Index, Leg, LegKind, RankedPoint, SparseVector
+from ingest.payload import PassageRef
 from settings.config import load_config
 from settings.golden import MeasuredLines
 from settings.records import KnowledgeBase, Role
+from settings.resolve import measured_score_threshold
 
 PRINCIPAL = Principal(key_id="k", roles=frozenset({Role.ADMIN}), org_id="o", tenant_id="t")
 
@@ -69,7 +75,8 @@ def test_a_kb_of_prose_reach_keeps_the_platform_weights(tmp_path: Path) -> None:
     plan = _plan(tmp_path)
     for reach in (LOW_REACH, 0.55, None):
         kept = with_reach(plan, reach)
-        assert kept == plan
+        assert not kept.low_reach
+        assert kept.keyword_weight == plan.keyword_weight
         weights = leg_weights(kept, _legs())
         assert weights[LegKind.DOCUMENT_KEYWORD] == plan.keyword_weight * DOCUMENT_KEYWORD_SHARE
 
@@ -78,7 +85,10 @@ def test_a_kb_that_sets_its_fusion_keeps_it_whatever_its_reach(tmp_path: Path) -
     """The KB's own `fusion` setting is never replaced."""
     plan = _plan(tmp_path, {"fusion": {"dense": 1.0, "keyword": 0.2}})
     assert not plan.platform_fusion
-    assert with_reach(plan, 0.1) == plan
+    low = with_reach(plan, 0.1)
+    assert low.low_reach
+    assert (low.dense_weight, low.keyword_weight) == (1.0, 0.2)
+    assert low.document_keyword_share is None
 
 
 def test_the_reach_is_kept_with_the_lines_and_old_records_read_without_it() -> None:
@@ -99,3 +109,40 @@ def test_the_reach_is_kept_with_the_lines_and_old_records_read_without_it() -> N
     del fields["reach"]
     old = msgspec.json.encode(fields)
     assert msgspec.json.decode(old, type=MeasuredLines).reach is None
+
+
+class _CountingIndex:
+    """The one Index call the unknown-words rule makes, counted; every word lacked."""
+
+    def __init__(self) -> None:
+        self.idf_calls = 0
+
+    async def keyword_idf(
+        self, collection: str, scope: object, legs: Sequence[Leg]
+    ) -> list[list[float]]:
+        self.idf_calls += 1
+        return [[5.0] * len(leg.sparse.indices if leg.sparse else ()) for leg in legs]
+
+
+async def _close_question_answers(tmp_path: Path, reach: float) -> tuple[bool, int]:
+    config = load_config({"KBGATE_DATA_DIR": str(tmp_path)})
+    plan = with_reach(_plan(tmp_path), reach)
+    plan = with_measured_lines(plan, measured_score_threshold(0.42, config.bounds), 0.5)
+    ref = PassageRef(
+        knowledge_base_id="kb", document_id="d", document_version="v", passage_index=0,
+        indexed_at="t",
+    )  # fmt: skip
+    legs = _legs()[:2]
+    hits: list[list[RankedPoint]] = [[RankedPoint("p", 0.45, ref)], []]
+    index = _CountingIndex()
+    answered = await answers(cast(Index, index), plan, legs, hits)
+    return answered, index.idf_calls
+
+
+@pytest.mark.anyio
+async def test_a_close_question_asks_the_kbs_words_only_under_a_low_reach(tmp_path: Path) -> None:
+    """A best cosine just past the line: in a KB of prose reach it answers with no engine
+    call; in a KB of low reach the KB's words are read (one `keyword_idf` call), and a
+    question whose words it lacks is not answered by its dense passages."""
+    assert await _close_question_answers(tmp_path, 0.5) == (True, 0)
+    assert await _close_question_answers(tmp_path, 0.3) == (False, 1)
