@@ -16,6 +16,8 @@ from typing import Any, TextIO
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from gateway.tracing import Tracing
+
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
 
@@ -37,8 +39,10 @@ def build_logger(level: str = "INFO", stream: TextIO | None = None) -> Any:
 class Telemetry:
     """The metrics of one gateway process, and its logger."""
 
-    def __init__(self, logger: Any) -> None:
+    def __init__(self, logger: Any, tracing: Tracing | None = None) -> None:
         self.log = logger
+        #: spans for an OpenTelemetry collector (off unless configured)
+        self.tracing = tracing or Tracing.off()
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "kbgate_http_requests",
@@ -107,10 +111,11 @@ class Telemetry:
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        """Time a stage into `kbgate_stage_seconds`."""
+        """Time a stage into `kbgate_stage_seconds` (and a span when tracing)."""
         started = time.perf_counter()
         try:
-            yield
+            with self.tracing.span(name):
+                yield
         finally:
             self.observe_stage(name, time.perf_counter() - started)
 

@@ -17,26 +17,28 @@ failed file's document is never deleted (its file is still there). Files of othe
 hidden files and folders (name starting with `.`) are not visited.
 
 The connector talks to a `DocumentSink`: `HttpSink` (here; a running gateway, over
-the HTTP API with the standard library's urllib) or the gateway's own in-process
+the HTTP API with kbgate_client) or the gateway's own in-process
 sink for an embedded data dir (in `gateway.cli`, which owns the gateway imports).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ingest.extract import ExtractionError, extract, is_supported
 from ingest.payload import Classification, is_valid_id
+
+if TYPE_CHECKING:
+    from kbgate_client import ProblemError, TransportError
+    from kbgate_client.models import BulkDocument, BulkDocumentResult
+
+T = TypeVar("T")
 
 #: Told after every file: files done, files in the run, passages indexed so far.
 Progress = Callable[[int, int, int], None]
@@ -338,12 +340,13 @@ class _Run:
 
 
 class HttpSink:
-    """One KB of a running gateway, through its HTTP API (urllib; blocking calls in threads).
+    """One KB of a running gateway, through kbgate_client's async client.
 
-    Busy or unreachable gateways (429, 502-504, connection errors) are retried with
+    Busy or unreachable gateways (429, 502-504, refused connections) are retried with
     backoff, honouring Retry-After; other 4xx/5xx answers to a document reject that
     document only, and so does a dropped connection while the gateway stays live (it
     drops bodies over its size limit unread). 401/403, and 404 on the KB, stop the run.
+    Use it as an async context manager: it holds the connections.
     """
 
     def __init__(
@@ -356,183 +359,162 @@ class HttpSink:
         retries: int = 3,
         backoff_s: float = 0.5,
     ) -> None:
+        from kbgate_client import AsyncClient, Retries
+
         self._base = check_gateway_url(base_url).rstrip("/")
-        self._key = key
-        self._kb_path = f"/v1/knowledge-bases/{_quote(kb_id)}"
         self._kb_id = kb_id
-        self._timeout_s = timeout_s
         self._retries = retries
-        self._backoff_s = backoff_s
+        policy = Retries(
+            attempts=retries + 1,
+            backoff_s=backoff_s,
+            max_wait_s=30.0,
+            statuses=frozenset({429, 502, 503, 504}),
+        )
+        self._client = AsyncClient(self._base, key, timeout_s=timeout_s, retries=policy)
+
+    async def __aenter__(self) -> HttpSink:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._client.aclose()
 
     async def list_document_ids(self) -> set[str]:
-        status, body = await asyncio.to_thread(self._call, "GET", f"{self._kb_path}/documents")
-        if status == 404:
+        from kbgate_client import NotFoundError, ProblemError
+
+        try:
+            listed = await _unusable(self._client.list_documents(self._kb_id), self._base)
+        except NotFoundError:
             raise SinkUnavailableError(
                 f"no knowledge base {self._kb_id!r} in this key's workspace; "
                 "create it first (PUT /v1/knowledge-bases/{kb_id} with an admin key)"
-            )
-        if status != 200:
-            raise SinkUnavailableError(f"listing the documents failed: {_detail(status, body)}")
-        documents = body.get("documents", [])
-        return {str(entry["document_id"]) for entry in documents}
+            ) from None
+        except ProblemError as error:
+            raise SinkUnavailableError(f"listing the documents failed: {error}") from None
+        return {entry.document_id for entry in listed.documents}
 
     async def put_documents(self, uploads: Sequence[Upload]) -> AsyncIterator[PutResult]:
         """One bulk write (`POST .../documents`, one NDJSON line per upload); each result
         is yielded as the gateway sends it. Uploads it sent no result for (the answer was
         cut off) are refused with the reason: sending them again is safe."""
-        body = b"".join(_bulk_line(upload) for upload in uploads)
-        loop = asyncio.get_running_loop()
-        received: asyncio.Queue[dict[str, Any] | Exception | None] = asyncio.Queue()
+        from kbgate_client import NotFoundError, ProblemError, TransportError
 
-        def deliver(item: dict[str, Any] | Exception | None) -> None:
-            loop.call_soon_threadsafe(received.put_nowait, item)
-
-        reading = asyncio.create_task(
-            asyncio.to_thread(self._read_results, f"{self._kb_path}/documents", body, deliver)
-        )
+        lines = [_bulk_line(upload) for upload in uploads]
         answered: set[int] = set()
-        try:
-            while (item := await received.get()) is not None:
-                if isinstance(item, DocumentRejectedError):
-                    break  # the whole request was refused: every upload with this reason
-                if isinstance(item, Exception):
-                    raise item
-                number = int(item.get("line", 0))
-                if 1 <= number <= len(uploads) and number not in answered:
-                    answered.add(number)
-                    yield _put_result(uploads[number - 1], item)
-        finally:
-            await reading
-        reason = str(item) if isinstance(item, Exception) else "the gateway sent no result"
+        reason = "the gateway sent no result"
+        for attempt in range(self._retries + 1):
+            try:
+                async for result in _unusable_stream(
+                    self._client.put_documents(self._kb_id, lines)
+                ):
+                    if 1 <= result.line <= len(uploads) and result.line not in answered:
+                        answered.add(result.line)
+                        yield _put_result(uploads[result.line - 1], result)
+                break
+            except NotFoundError:
+                raise SinkUnavailableError(f"the knowledge base {self._kb_id!r} is gone") from None
+            except ProblemError as error:
+                reason = str(error)  # the whole request was refused: every upload with it
+                break
+            except TransportError as error:
+                retry = not answered and error.timed_out and attempt < self._retries
+                if retry:
+                    continue  # nothing answered yet: the same documents again
+                reason = await self._lost(error, bool(answered), lines)
+                break
         for number, upload in enumerate(uploads, start=1):
             if number not in answered:
                 yield PutResult(upload, None, reason)
 
+    async def _lost(self, error: TransportError, answered: bool, lines: list[BulkDocument]) -> str:
+        """Why a bulk write's uploads without a result failed, when its answer was lost;
+        SinkUnavailableError when the gateway is gone."""
+        if answered:
+            return f"the answer was cut off: {error}"
+        if not error.timed_out and await self._alive():
+            # The gateway is up but dropped this request: it refuses a body over its size
+            # limit by closing the connection before reading it.
+            size = sum(len(line.text) for line in lines) / 1e6
+            return (
+                f"the gateway closed the connection while receiving this document "
+                f"({size:.1f} MB of text): probably over its size limit"
+            )
+        raise SinkUnavailableError(f"cannot reach the gateway at {self._base}: {error}")
+
     async def delete_document(self, document_id: str) -> int:
-        path = f"{self._kb_path}/documents/{_quote(document_id)}"
-        status, body = await asyncio.to_thread(self._call, "DELETE", path)
-        if status == 200:
-            return int(body.get("deleted_passages", 0))
-        if status == 404:
+        from kbgate_client import NotFoundError, ProblemError
+
+        try:
+            deleted = await _unusable(
+                self._client.delete_document(self._kb_id, document_id), self._base
+            )
+        except NotFoundError:
             return 0  # already gone
-        raise DocumentRejectedError(_detail(status, body))
+        except ProblemError as error:
+            raise DocumentRejectedError(str(error)) from None
+        return deleted.deleted_passages
 
-    def _call(
-        self, method: str, path: str, payload: Mapping[str, Any] | None = None
-    ) -> tuple[int, dict[str, Any]]:
-        """Status and JSON body; retries busy/unreachable; 401/403 raise SinkUnavailableError."""
-        data = None if payload is None else json.dumps(payload).encode("utf-8")
-        status, response = self._open(method, path, data, "application/json")
-        with response:
-            return status, _json(response.read())
-
-    def _read_results(
-        self,
-        path: str,
-        body: bytes,
-        deliver: Callable[[dict[str, Any] | Exception | None], None],
-    ) -> None:
-        """POST an NDJSON body; hand each answered line to `deliver` as it arrives, then
-        None. A refusal of the whole request is handed over as DocumentRejectedError
-        (SinkUnavailableError when the KB is gone or the gateway unusable)."""
-        try:
-            status, response = self._open("POST", path, body, "application/x-ndjson")
-            with response:
-                self._check_bulk_status(status, response)
-                for raw in response:
-                    if raw.strip():
-                        deliver(_json(raw))
-        except (DocumentRejectedError, SinkUnavailableError) as error:
-            deliver(error)
-        except (OSError, ValueError) as error:  # the answer was cut off
-            deliver(DocumentRejectedError(f"the answer was cut off: {error}"))
-        deliver(None)
-
-    def _check_bulk_status(self, status: int, response: Any) -> None:
-        """A bulk write refused whole: SinkUnavailableError when the KB is gone, else
-        DocumentRejectedError for every upload of it."""
-        if status == 404:
-            raise SinkUnavailableError(f"the knowledge base {self._kb_id!r} is gone")
-        if status != 200:
-            raise DocumentRejectedError(_detail(status, _json(response.read())))
-
-    def _open(
-        self, method: str, path: str, data: bytes | None, content_type: str
-    ) -> tuple[int, Any]:
-        """Status and the open response (the caller closes it); retries busy/unreachable;
-        401/403, and a gateway that stays unavailable, raise SinkUnavailableError."""
-        headers = {"Authorization": f"Bearer {self._key}", "Accept": "application/json"}
-        if data is not None:
-            headers["Content-Type"] = content_type
-        url = self._base + path
-        attempt = 0
-        while True:
-            request = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310 — the URL's scheme is checked when the sink is built
-            try:
-                response = urllib.request.urlopen(request, timeout=self._timeout_s)  # noqa: S310 — same
-                return int(response.status), response
-            except urllib.error.HTTPError as error:
-                status = error.code
-                retry_after = error.headers.get("Retry-After") if error.headers else None
-                if status in {401, 403}:
-                    body = _json(error.read())
-                    raise SinkUnavailableError(
-                        f"the gateway refused the key: {_detail(status, body)}"
-                    ) from None
-                if status not in {429, 502, 503, 504} or attempt >= self._retries:
-                    if status in {429, 502, 503, 504}:
-                        body = _json(error.read())
-                        raise SinkUnavailableError(
-                            f"the gateway stayed unavailable: {_detail(status, body)}"
-                        ) from None
-                    return status, error
-                delay = _retry_delay(retry_after, self._backoff_s * 2**attempt)
-            except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
-                if data is not None and not isinstance(error, TimeoutError) and self._alive():
-                    # The gateway is up but dropped this request: it refuses a body over
-                    # its size limit by closing the connection before reading it.
-                    raise DocumentRejectedError(
-                        f"the gateway closed the connection while receiving this document "
-                        f"({len(data) / 1e6:.1f} MB of JSON): probably over its size limit"
-                    ) from None
-                if attempt >= self._retries:
-                    reason = getattr(error, "reason", error)
-                    raise SinkUnavailableError(
-                        f"cannot reach the gateway at {self._base}: {reason}"
-                    ) from None
-                delay = self._backoff_s * 2**attempt
-            attempt += 1
-            time.sleep(delay)
-
-    def _alive(self) -> bool:
+    async def _alive(self) -> bool:
         """Whether the gateway answers its liveness probe right now."""
-        probe = urllib.request.Request(self._base + "/health/live", method="GET")  # noqa: S310 — scheme checked in __init__
+        from kbgate_client import KbgateError
+
         try:
-            with urllib.request.urlopen(probe, timeout=5) as response:  # noqa: S310 — same
-                return int(response.status) == 200
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            await self._client.live()
+        except KbgateError:
             return False
+        return True
 
 
-def _bulk_line(upload: Upload) -> bytes:
-    line = {
-        "document_id": upload.document_id,
-        "text": upload.text,
-        "title": upload.title,
-        "source": upload.source,
-        "classification": upload.classification.value,
-    }
-    return json.dumps(line).encode("utf-8") + b"\n"
+async def _unusable(call: Awaitable[T], base: str) -> T:
+    """The call's answer; a refused key, or a gateway that stays busy, unreachable or
+    silent, as SinkUnavailableError (other refusals pass as they are)."""
+    from kbgate_client import ProblemError, TransportError
+
+    try:
+        return await call
+    except ProblemError as error:
+        raise _unusable_error(error) or error from None
+    except TransportError as error:
+        raise SinkUnavailableError(f"cannot reach the gateway at {base}: {error}") from None
 
 
-def _put_result(upload: Upload, line: Mapping[str, Any]) -> PutResult:
+async def _unusable_stream(call: AsyncIterator[T]) -> AsyncIterator[T]:
+    """`_unusable` for a streamed answer (its transport errors pass as they are)."""
+    from kbgate_client import ProblemError
+
+    try:
+        async for item in call:
+            yield item
+    except ProblemError as error:
+        raise _unusable_error(error) or error from None
+
+
+def _unusable_error(error: ProblemError) -> SinkUnavailableError | None:
+    if error.status in {401, 403}:
+        return SinkUnavailableError(f"the gateway refused the key: {error}")
+    if error.status in {429, 502, 503, 504}:
+        return SinkUnavailableError(f"the gateway stayed unavailable: {error}")
+    return None
+
+
+def _bulk_line(upload: Upload) -> BulkDocument:
+    from kbgate_client.models import BulkDocument
+
+    return BulkDocument(
+        document_id=upload.document_id,
+        text=upload.text,
+        title=upload.title,
+        source=upload.source,
+        classification=upload.classification.value,
+    )
+
+
+def _put_result(upload: Upload, line: BulkDocumentResult) -> PutResult:
     """One result line of a bulk write, as the connector counts it."""
-    status = str(line.get("status", ""))
-    if status in {"indexed", "unchanged", "held_back"}:
-        return PutResult(upload, PutAnswer(status=status, passages=int(line.get("passages", 0))))
-    problem = line.get("problem")
-    reason = _detail(int(problem.get("status", 0)), problem) if isinstance(problem, dict) else None
-    return PutResult(upload, None, reason or f"the gateway answered {status!r}")
+    if line.status != "failed":
+        return PutResult(upload, PutAnswer(status=line.status, passages=line.passages))
+    problem = line.problem
+    reason = None if problem is None else _detail(problem.status, problem.detail, problem.field)
+    return PutResult(upload, None, reason or f"the gateway answered {line.status!r}")
 
 
 def check_gateway_url(url: str) -> str:
@@ -543,26 +525,6 @@ def check_gateway_url(url: str) -> str:
     return url
 
 
-def _quote(value: str) -> str:
-    return urllib.parse.quote(value, safe="/:@")
-
-
-def _json(raw: bytes) -> dict[str, Any]:
-    try:
-        value = json.loads(raw) if raw else {}
-    except ValueError:
-        return {"detail": raw[:200].decode("utf-8", "replace")}
-    return value if isinstance(value, dict) else {"value": value}
-
-
-def _detail(status: int, body: Mapping[str, Any]) -> str:
-    detail = body.get("detail") or body.get("title") or "no detail"
-    where = f" ({body['field']})" if body.get("field") else ""
-    return f"HTTP {status}: {detail}{where}"
-
-
-def _retry_delay(retry_after: str | None, default: float) -> float:
-    try:
-        return min(30.0, max(0.0, float(retry_after))) if retry_after else default
-    except ValueError:
-        return default
+def _detail(status: int, detail: str | None, field: str | None) -> str:
+    where = f" ({field})" if field else ""
+    return f"HTTP {status}: {detail or 'no detail'}{where}"

@@ -30,6 +30,7 @@ import json
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, Protocol
@@ -123,6 +124,17 @@ def _go_on() -> None:
     """The default pause: never wait."""
 
 
+class Stage(Protocol):
+    """Wraps one stage of a write (a trace's span): its name and counts."""
+
+    def __call__(self, name: str, **counts: int) -> AbstractContextManager[object]: ...
+
+
+def _untimed(name: str, **counts: int) -> AbstractContextManager[object]:
+    """The default stage: nothing around it."""
+    return nullcontext()
+
+
 def embedding_input(title: str, passage: str) -> str:
     """What is embedded for a passage: the title is part of what is indexed."""
     return f"{title}\n{passage}" if title else passage
@@ -159,9 +171,13 @@ class DocumentWriter:
         model_id: str = "default",
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         analyzer: PassageAnalyzer | None = None,
+        stage: Stage = _untimed,
     ) -> None:
         """Without an `analyzer`, passages are written with no PII analysis (as before it
-        existed): the gateway then analyses them when they are first returned."""
+        existed): the gateway then analyses them when they are first returned. `stage`
+        wraps each stage of a write (`ingest.plan`, `ingest.embed`, `ingest.write`): the
+        gateway's traces."""
+        self._stage = stage
         #: the index the writer's calls go to, from the thread it runs in
         self.index = index
         self._embedder = embedder
@@ -229,20 +245,24 @@ class DocumentWriter:
         if len({document.document_id for document in documents}) != len(documents):
             raise ValueError("a document id is given twice")
         scope = target.write_scope()
-        plans = [self._plan(target, scope, document) for document in documents]
-        for plan in plans:
-            if plan.unchanged:
-                self._refresh_analyses(target, plan.document, plan.existing, pause)
+        with self._stage("ingest.plan", documents=len(documents)):
+            plans = [self._plan(target, scope, document) for document in documents]
+            for plan in plans:
+                if plan.unchanged:
+                    self._refresh_analyses(target, plan.document, plan.existing, pause)
         changed = [plan for plan in plans if not plan.unchanged]
         written: dict[str, SyncOutcome] = {}
         if changed:
             self.index.ensure_collection(target.collection)
-            points = self._passages(target, changed, legacy=legacy, pause=pause)
-            self.index.upsert(target.collection, [p for group in points for p in group])
-            stale = [plan.stale(group) for plan, group in zip(changed, points, strict=True)]
-            if any(stale):
-                old = [point for gone in stale for point in gone]
-                self.index.delete_points(target.collection, scope, old)
+            passages = sum(len(plan.texts) for plan in changed)
+            with self._stage("ingest.embed", documents=len(changed), passages=passages):
+                points = self._passages(target, changed, legacy=legacy, pause=pause)
+            with self._stage("ingest.write", passages=passages):
+                self.index.upsert(target.collection, [p for group in points for p in group])
+                stale = [plan.stale(group) for plan, group in zip(changed, points, strict=True)]
+                if any(stale):
+                    old = [point for gone in stale for point in gone]
+                    self.index.delete_points(target.collection, scope, old)
             for plan, group, gone in zip(changed, points, stale, strict=True):
                 written[plan.document.document_id] = SyncOutcome("indexed", len(group), len(gone))
         return [

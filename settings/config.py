@@ -151,6 +151,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     #: `X-Forwarded-Proto` are believed; empty (the default): none, the peer is the client.
     trusted_proxies: tuple[str, ...] = ()
     log_level: str = "INFO"
+    #: An OpenTelemetry collector's OTLP/HTTP traces endpoint (`http://host:4318/v1/traces`):
+    #: turns and ingests are traced there (counts and timings only); None: no tracing.
+    #: Needs the `otel` extra (`gateway.tracing`).
+    otlp_endpoint: str | None = None
     #: Threads of the pool that runs expensive work (grounding checks, call-time
     #: redaction, ingest embedding), apart from the shared pool of stores and cheap calls;
     #: None: one per core. `gateway.access.expensive`.
@@ -285,6 +289,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "AUTH_FAILURES_PER_MIN": ("auth_failures_per_min", _parse_int),
     "TRUSTED_PROXIES": ("trusted_proxies", _parse_networks),
     "LOG_LEVEL": ("log_level", _parse_level),
+    "OTLP_ENDPOINT": ("otlp_endpoint", _parse_url),
     "EXPENSIVE_THREADS": ("expensive_threads", _parse_int),
     "EXPENSIVE_PER_WORKSPACE": ("expensive_per_workspace", _parse_int),
     "GROUNDING_MAX_CHARS": ("grounding_max_chars", _parse_int),

@@ -39,6 +39,7 @@ over a job's slices), never by workspace.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import threading
 import time
@@ -362,7 +363,9 @@ class ExpensiveWork:
         loop = asyncio.get_running_loop()
         submitted: Future[T] = Future()
         job = _Job(tenant_id, kind, lambda: None, submitted.cancel)
-        job.body = lambda: self._body(job, work, flag, submitted)
+        # run in the caller's context (its trace's current span, among others)
+        context = contextvars.copy_context()
+        job.body = lambda: context.run(self._body, job, work, flag, submitted)
         flag.bind(lambda: self._shares.pause(job))
         submitted.add_done_callback(lambda _: self._release_from(loop, tenant_id))
         try:

@@ -1,4 +1,4 @@
-"""The `kbgate` command: serve, ingest, ask, backfill-org, eval, probe, and the admin commands.
+"""The `kbgate` command: serve, ingest, ask, backfill-org, eval, probe, mcp, and the admin commands.
 
 Each command's module registers its arguments here and imports what it needs only when it
 runs, so `kbgate serve` never loads the operator tools.
@@ -15,6 +15,7 @@ from gateway.cli.admin import add_admin_commands
 from gateway.cli.backfill import add_backfill_command
 from gateway.cli.ingest import add_ingest_command
 from gateway.cli.knowledge import add_knowledge_commands
+from gateway.cli.mcp import add_mcp_command
 from gateway.cli.model import add_model_commands
 from gateway.cli.pii import add_pii_command
 from gateway.cli.serve import add_serve_command
@@ -28,7 +29,10 @@ from settings.config import ConfigError
 def main(argv: Sequence[str] | None = None) -> int:
     single_threaded_blas()  # before any command imports numpy
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, passed_on = parser.parse_known_args(argv)
+    if passed_on and not getattr(args, "passes_arguments_on", False):
+        parser.error(f"unrecognized arguments: {' '.join(passed_on)}")
+    args.passed_on = passed_on
     try:
         return int(args.run(args))
     except ConfigError as error:
@@ -50,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     add_probe_command(commands)
     add_admin_commands(commands)
     add_transfer_commands(commands)
+    add_mcp_command(commands)
     add_knowledge_commands(commands)
     add_settings_commands(commands)
     return parser

@@ -11,12 +11,8 @@ rules and response Structs as the API.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -86,112 +82,120 @@ class Gateway(Protocol):
     async def workspace_changes(self, kind: str, object_id: str | None) -> dict[str, Any]: ...
 
 
-def _segment(value: str) -> str:
-    return urllib.parse.quote(value, safe="")
-
-
 class HttpGateway:
-    """A running gateway, over HTTP with the standard library."""
+    """A running gateway, through kbgate_client (typed calls; answers as the API's JSON).
+    Use it as an async context manager: it holds the connections."""
 
     def __init__(self, url: str, key: str) -> None:
-        self._url = url.rstrip("/")
-        self._key = key
+        from kbgate_client import AsyncClient
+
+        self._client = AsyncClient(url, key, timeout_s=_TIMEOUT_S)
+
+    async def __aenter__(self) -> HttpGateway:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._client.aclose()
 
     async def create_org(self, org_id: str) -> dict[str, Any]:
-        return self._call("POST", "/v1/orgs", {"org_id": org_id})
+        return await _http(self._client.create_org(org_id))
 
     async def create_workspace(
         self, org_id: str, tenant_id: str, created_at: str | None
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {"tenant_id": tenant_id}
-        if created_at is not None:
-            body["created_at"] = created_at
-        return self._call("POST", f"/v1/orgs/{_segment(org_id)}/workspaces", body)
+        return await _http(self._client.create_workspace(org_id, tenant_id, created_at=created_at))
 
     async def delete_workspace(self, org_id: str, tenant_id: str) -> dict[str, Any]:
-        return self._call("DELETE", f"/v1/orgs/{_segment(org_id)}/workspaces/{_segment(tenant_id)}")
+        return await _http(self._client.delete_workspace(org_id, tenant_id))
 
     async def delete_org(self, org_id: str) -> dict[str, Any]:
-        return self._call("DELETE", f"/v1/orgs/{_segment(org_id)}")
+        return await _http(self._client.delete_org(org_id))
 
     async def create_key(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", "/v1/keys", body)
+        from kbgate_client.models import CreateKey
+
+        return await _http(self._client.create_key(_body(CreateKey, body)))
 
     async def list_keys(self, org_id: str | None, tenant_id: str | None) -> dict[str, Any]:
-        chosen = {"org_id": org_id, "tenant_id": tenant_id}
-        query = urllib.parse.urlencode({name: value for name, value in chosen.items() if value})
-        return self._call("GET", "/v1/keys" + (f"?{query}" if query else ""))
+        return await _http(self._client.list_keys(org_id=org_id, tenant_id=tenant_id))
 
     async def revoke_key(self, key_id: str) -> dict[str, Any]:
-        return self._call("DELETE", f"/v1/keys/{_segment(key_id)}")
+        return await _http(self._client.revoke_key(key_id))
 
     async def list_knowledge_bases(self) -> dict[str, Any]:
-        return self._call("GET", "/v1/knowledge-bases")
+        return await _http(self._client.list_knowledge_bases())
 
     async def get_knowledge_base(self, kb_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/knowledge-bases/{_segment(kb_id)}")
+        return await _http(self._client.get_knowledge_base(kb_id))
 
     async def knowledge_base_stats(self, kb_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/knowledge-bases/{_segment(kb_id)}/stats")
+        return await _http(self._client.get_knowledge_base_stats(kb_id))
 
     async def put_knowledge_base(self, kb_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call("PUT", f"/v1/knowledge-bases/{_segment(kb_id)}", body)
+        from kbgate_client.models import PutKnowledgeBase
+
+        return await _http(self._client.put_knowledge_base(kb_id, _body(PutKnowledgeBase, body)))
 
     async def delete_knowledge_base(self, kb_id: str) -> dict[str, Any]:
-        return self._call("DELETE", f"/v1/knowledge-bases/{_segment(kb_id)}")
+        return await _http(self._client.delete_knowledge_base(kb_id))
 
     async def list_agents(self) -> dict[str, Any]:
-        return self._call("GET", "/v1/agents")
+        return await _http(self._client.list_agents())
 
     async def get_agent(self, agent_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/agents/{_segment(agent_id)}")
+        return await _http(self._client.get_agent(agent_id))
 
     async def put_agent(self, agent_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call("PUT", f"/v1/agents/{_segment(agent_id)}", body)
+        from kbgate_client.models import PutAgent
+
+        return await _http(self._client.put_agent(agent_id, _body(PutAgent, body)))
 
     async def delete_agent(self, agent_id: str) -> dict[str, Any]:
-        return self._call("DELETE", f"/v1/agents/{_segment(agent_id)}")
+        return await _http(self._client.delete_agent(agent_id))
 
     async def retrieve(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", "/v1/retrieve", body)
+        from kbgate_client.models import RetrieveIn
+        from kbgate_client.operations import retrieve
+
+        return await _http(self._client.call(retrieve, _body(RetrieveIn, body)))
 
     async def workspace_settings(self) -> dict[str, Any]:
-        return self._call("GET", "/v1/workspace/settings")
+        return await _http(self._client.get_workspace_settings())
 
     async def change_workspace_settings(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call("PATCH", "/v1/workspace/settings", body)
+        from kbgate_client.models import PatchWorkspaceSettings
+
+        return await _http(
+            self._client.patch_workspace_settings(_body(PatchWorkspaceSettings, body))
+        )
 
     async def settings_history(self) -> dict[str, Any]:
-        return self._call("GET", "/v1/workspace/settings/history")
+        return await _http(self._client.get_workspace_settings_history())
 
     async def workspace_changes(self, kind: str, object_id: str | None) -> dict[str, Any]:
-        chosen = {"kind": kind, "object_id": object_id}
-        query = urllib.parse.urlencode({name: value for name, value in chosen.items() if value})
-        return self._call("GET", f"/v1/workspace/changes?{query}")
-
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        data = None if body is None else json.dumps(body).encode("utf-8")
-        request = urllib.request.Request(  # noqa: S310 — the URL is the operator's own gateway
-            self._url + path,
-            data=data,
-            method=method,
-            headers={"Authorization": f"Bearer {self._key}", "Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:  # noqa: S310 — as above
-                return dict(json.loads(response.read() or b"{}"))
-        except urllib.error.HTTPError as error:
-            raise Refused(error.code, _problem(error.read())) from None
-        except (urllib.error.URLError, OSError) as error:
-            raise Unreachable(f"no gateway answered at {self._url}: {error}") from None
+        return await _http(self._client.get_workspace_changes(kind=kind, object_id=object_id))
 
 
-def _problem(raw: bytes) -> dict[str, Any]:
+def _body(kind: type[S], body: dict[str, Any]) -> S:
+    """A request body as the client's model; Refused (422, naming the field) when it is not."""
     try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
+        return msgspec.convert(body, type=kind)
+    except msgspec.ValidationError as error:
+        raise _invalid(error) from None
+
+
+async def _http(call: Awaitable[msgspec.Struct]) -> dict[str, Any]:
+    """Await a client call; its answer as JSON, its refusal as Refused, no answer as
+    Unreachable."""
+    from kbgate_client import ProblemError, TransportError
+
+    try:
+        return _json(await call)
+    except ProblemError as error:
+        problem = msgspec.to_builtins(error.problem)
+        raise Refused(error.status, problem) from None
+    except TransportError as error:
+        raise Unreachable(f"no gateway answered: {error}") from None
 
 
 class EmbeddedGateway:
@@ -516,10 +520,15 @@ def _strict(kind: type[S], body: dict[str, Any]) -> S:
     try:
         return msgspec.convert(body, type=kind, strict=True)
     except msgspec.ValidationError as error:
-        message = str(error)
-        field = message.rsplit("`$.", 1)[1].rstrip("`") if "`$." in message else None
-        detail = message.split(" - at ", maxsplit=1)[0]
-        raise Refused(422, {"detail": detail, "field": field}) from None
+        raise _invalid(error) from None
+
+
+def _invalid(error: msgspec.ValidationError) -> Refused:
+    """A body that is not the schema, refused as the API refuses it (422 naming the field)."""
+    message = str(error)
+    field = message.rsplit("`$.", 1)[1].rstrip("`") if "`$." in message else None
+    detail = message.split(" - at ", maxsplit=1)[0]
+    return Refused(422, {"detail": detail, "field": field})
 
 
 def _json(answer: msgspec.Struct) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from settings.config import load_config
 
 if TYPE_CHECKING:
     from gateway.cli.gateway_client import Gateway
-    from ingest.connector import DocumentSink
+    from ingest.connector import DocumentSink, HttpSink
     from settings.config import Config
 
 _INGEST_EPILOG = """\
@@ -112,7 +112,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     return asyncio.run(_ingest_embedded(args, config))
 
 
-def _http_sink(args: argparse.Namespace) -> DocumentSink | None:
+def _http_sink(args: argparse.Namespace) -> HttpSink | None:
     """The sink for a running gateway, or None after saying what is wrong."""
     from ingest.connector import HttpSink
 
@@ -130,11 +130,12 @@ def _http_sink(args: argparse.Namespace) -> DocumentSink | None:
         return None
 
 
-async def _sync_over_http(args: argparse.Namespace, sink: DocumentSink) -> int:
+async def _sync_over_http(args: argparse.Namespace, sink: HttpSink) -> int:
     from gateway.cli.gateway_client import HttpGateway
 
     key = args.key or os.environ.get("KBGATE_KEY", "")
-    return await _prepare_then_sync(args, HttpGateway(args.url, key), sink)
+    async with sink, HttpGateway(args.url, key) as gateway:
+        return await _prepare_then_sync(args, gateway, sink)
 
 
 async def _prepare_then_sync(args: argparse.Namespace, gateway: Gateway, sink: DocumentSink) -> int:

@@ -120,7 +120,8 @@ async def reach(args: argparse.Namespace, *, workspace: bool) -> AsyncIterator[G
         key = args.key or os.environ.get("KBGATE_KEY")
         if not key:
             raise Unreachable("--url needs a key: pass --key or set KBGATE_KEY")
-        yield HttpGateway(url, key)
+        async with HttpGateway(url, key) as gateway:
+            yield gateway
         return
     if workspace and not tenant:
         raise Unreachable(

@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+import msgspec
+
+if TYPE_CHECKING:
+    from kbgate_client import ProblemError
 
 #: an archive of a large workspace takes a while to build or to import
 _TIMEOUT_S = 600.0
@@ -47,29 +48,20 @@ def _command(
     return parser
 
 
-def _path(args: argparse.Namespace, action: str) -> str:
-    org, tenant = (urllib.parse.quote(value, safe="") for value in (args.org_id, args.tenant_id))
-    return f"/v1/orgs/{org}/workspaces/{tenant}/{action}"
-
-
 def _export(args: argparse.Namespace) -> int:
+    from kbgate_client import Client, KbgateError, ProblemError
+
     target = _target(args)
     if target is None:
         return _fail("give --url and --key (or set KBGATE_URL and KBGATE_KEY)")
-    url, key = target
-    request = urllib.request.Request(  # noqa: S310 — the URL is the operator's own gateway
-        url + _path(args, "export"), headers={"Authorization": f"Bearer {key}"}
-    )
     partial = args.output.with_name(args.output.name + ".part")
     try:
-        with (
-            urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response,  # noqa: S310 — as above
-            partial.open("wb") as out,
-        ):
-            shutil.copyfileobj(response, out)
-    except urllib.error.HTTPError as error:
+        with Client(*target, timeout_s=_TIMEOUT_S) as client, partial.open("wb") as out:
+            client.export_workspace(args.org_id, args.tenant_id, out)
+    except ProblemError as error:
+        partial.unlink(missing_ok=True)
         return _refused(error)
-    except (urllib.error.URLError, OSError) as error:
+    except (KbgateError, OSError) as error:
         partial.unlink(missing_ok=True)
         return _fail(f"export failed: {error}")
     partial.replace(args.output)
@@ -78,37 +70,28 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from kbgate_client import Client, KbgateError, ProblemError
+
     target = _target(args)
     if target is None:
         return _fail("give --url and --key (or set KBGATE_URL and KBGATE_KEY)")
-    url, key = target
     try:
-        size = args.archive.stat().st_size
-        archive = args.archive.open("rb")
+        archive = args.archive.read_bytes()
     except OSError as error:
         return _fail(f"cannot read {args.archive}: {error}")
-    request = urllib.request.Request(  # noqa: S310 — the URL is the operator's own gateway
-        url + _path(args, "import"),
-        data=archive,
-        method="POST",
-        headers={
-            "Authorization": f"Bearer {key}",
-            "Content-Type": "application/gzip",
-            "Content-Length": str(size),
-        },
-    )
     try:
-        with archive, urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:  # noqa: S310 — as above
-            answer: dict[str, Any] = json.loads(response.read())
-    except urllib.error.HTTPError as error:
+        with Client(*target, timeout_s=_TIMEOUT_S) as client:
+            answer = client.import_workspace(args.org_id, args.tenant_id, archive)
+    except ProblemError as error:
         return _refused(error)
-    except (urllib.error.URLError, OSError) as error:
-        return _fail(f"no gateway answered at {url}: {error}")
-    counts = answer["imported"]
-    text = f"imported {answer['tenant_id']} into {answer['org_id']}: " + ", ".join(
+    except KbgateError as error:
+        return _fail(f"no gateway answered at {target[0]}: {error}")
+    counts = msgspec.to_builtins(answer.imported)
+    text = f"imported {answer.tenant_id} into {answer.org_id}: " + ", ".join(
         f"{count} {name.replace('_', ' ')}" for name, count in counts.items()
     )
-    print(json.dumps(answer, indent=2) if args.json else text)  # noqa: T201 — the CLI's own output
+    shown = json.dumps(msgspec.to_builtins(answer), indent=2) if args.json else text
+    print(shown)  # noqa: T201 — the CLI's own output
     return 0
 
 
@@ -118,16 +101,11 @@ def _target(args: argparse.Namespace) -> tuple[str, str] | None:
     return (url.rstrip("/"), key) if url and key else None
 
 
-def _refused(error: urllib.error.HTTPError) -> int:
-    try:
-        parsed = json.loads(error.read())
-    except ValueError:
-        parsed = None
-    body: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
-    detail = body.get("detail") or body.get("title") or ""
-    field = body.get("field")
-    where = f" ({field})" if field else ""
-    print(f"kbgate: refused, {error.code}: {detail}{where}", file=sys.stderr)  # noqa: T201 — the CLI's own output
+def _refused(error: ProblemError) -> int:
+    problem = error.problem
+    where = f" ({problem.field})" if problem.field else ""
+    message = f"kbgate: refused, {problem.status}: {problem.detail or problem.title}{where}"
+    print(message, file=sys.stderr)  # noqa: T201 — the CLI's own output
     return 1
 
 

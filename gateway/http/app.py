@@ -50,6 +50,7 @@ from gateway.http.shutdown import Drain, DrainMiddleware
 from gateway.http.strict_body import enforce_strict_body
 from gateway.runtime.services import Services, build_services
 from gateway.telemetry import Telemetry, build_logger
+from gateway.tracing import build_tracing
 from ingest.index import IndexUnavailableError
 from ingest.sync import AnalysisFailedError, EmbeddingFailedError
 from settings.cache import CachedSettings, InvalidationSource, follow_invalidations
@@ -67,7 +68,7 @@ def create_app(
     `drain` is the server's shutdown state (`gateway.http.shutdown`): while it drains, new
     requests answer 503.
     """
-    telemetry = services.telemetry if services else Telemetry(build_logger(config.log_level))
+    telemetry = services.telemetry if services else _telemetry(config)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -97,6 +98,7 @@ def create_app(
                         await task
             if owned:
                 await built.close()
+                telemetry.tracing.close()
 
     def log_exception(exception: Exception, scope: Scope) -> None:
         # The type only: messages of unexpected errors may quote user input.
@@ -159,6 +161,10 @@ def create_app(
     return app
 
 
+def _telemetry(config: Config) -> Telemetry:
+    return Telemetry(build_logger(config.log_level), build_tracing(config))
+
+
 def _follow_invalidations(
     store: SettingsStore, settings: CachedSettings
 ) -> asyncio.Task[None] | None:
@@ -210,18 +216,24 @@ class _RequestTelemetry:
                 responded = True
             await send(message)
 
-        try:
-            await self.app(scope, receive, send_wrapper)
-        except Exception as error:
-            if not responded:
-                # Raised before a response started (the key check, the rate limit): the
-                # exception handler outside this middleware answers with its mapped status.
-                status = status_of(error)
-            raise
-        finally:
-            self.telemetry.observe_request(
-                route=str(scope.get("path_template", "unmatched")),
-                method=str(scope.get("method", "")),
-                status=status,
-                seconds=time.perf_counter() - started,
-            )
+        method = str(scope.get("method", ""))
+        with self.telemetry.tracing.server_span(method, scope["headers"]) as span:
+            try:
+                await self.app(scope, receive, send_wrapper)
+            except Exception as error:
+                if not responded:
+                    # Raised before a response started (the key check, the rate limit): the
+                    # exception handler outside this middleware answers with its status.
+                    status = status_of(error)
+                raise
+            finally:
+                route = str(scope.get("path_template", "unmatched"))
+                if span is not None:
+                    span.update_name(f"{method} {route}")
+                    span.set_attributes({"http.route": route, "http.response.status_code": status})
+                self.telemetry.observe_request(
+                    route=route,
+                    method=method,
+                    status=status,
+                    seconds=time.perf_counter() - started,
+                )

@@ -219,10 +219,37 @@ class PutKnowledgeBase(Strict):
     drop_copies: bool | None = None
 
 
-class EffectiveValue(msgspec.Struct, kw_only=True):
-    value: Any
+class EffectiveNumber(msgspec.Struct, kw_only=True):
+    value: float
     source: str
     clamped: bool = False
+
+
+class EffectiveFusion(msgspec.Struct, kw_only=True):
+    value: FusionWeights
+    source: str
+    clamped: bool = False
+
+
+class KnowledgeBaseEffective(msgspec.Struct, kw_only=True):
+    """Each KB setting in force without an agent, which level set it (`knowledge_base`,
+    `measured`, `platform`), and whether a bound changed it."""
+
+    top_k: EffectiveCount
+    score_threshold: EffectiveNumber
+    #: a share of the question's attainable BM25 score (`ingest.keyword_scale`)
+    keyword_floor: EffectiveNumber
+    grounding_floor: EffectiveNumber
+    drop_copies: EffectiveFlag
+    fusion: EffectiveFusion
+
+
+class AgentEffective(msgspec.Struct, kw_only=True):
+    """The agent's limits in force: its KB cap, `top_k` and `score_threshold`."""
+
+    max_knowledge_bases_per_agent: EffectiveCount
+    top_k: EffectiveCount
+    score_threshold: EffectiveNumber
 
 
 class KnowledgeBaseOut(msgspec.Struct, kw_only=True):
@@ -231,7 +258,7 @@ class KnowledgeBaseOut(msgspec.Struct, kw_only=True):
     storage: str
     collection: str
     settings: dict[str, Any]
-    effective: dict[str, EffectiveValue]
+    effective: KnowledgeBaseEffective
 
 
 class KnowledgeBaseList(msgspec.Struct, kw_only=True):
@@ -251,7 +278,7 @@ class AgentOut(msgspec.Struct, kw_only=True):
     settings: dict[str, Any]
     knowledge_bases_queried: list[str]
     knowledge_bases_skipped: list[str]
-    effective: dict[str, EffectiveValue]
+    effective: AgentEffective
 
 
 class AgentList(msgspec.Struct, kw_only=True):
@@ -358,12 +385,75 @@ class PassageOut(msgspec.Struct, kw_only=True):
 AbstentionReason = Literal["no_knowledge_base", "nothing_above_floors"]
 
 
+class SettingSources(msgspec.Struct, kw_only=True):
+    """Which level set each limit: `platform`, `workspace`, `agent` or `knowledge_base`."""
+
+    top_k: str
+    score_threshold: str
+
+
+class KbClamped(msgspec.Struct, kw_only=True):
+    """Whether a platform bound changed each limit."""
+
+    top_k: bool
+    score_threshold: bool
+
+
+class TurnClamped(msgspec.Struct, kw_only=True):
+    """Which settings a platform bound changed in the turn (present when any did)."""
+
+    top_k: bool
+    score_threshold: bool
+    max_knowledge_bases_per_agent: bool
+
+
+class FusionWeights(msgspec.Struct, kw_only=True):
+    dense: float
+    keyword: float
+
+
+class TurnKbEffective(msgspec.Struct, kw_only=True):
+    """One queried KB's settings in force in the turn."""
+
+    top_k: int
+    score_threshold: float
+    #: a share of the question's attainable BM25 score (`ingest.keyword_scale`)
+    keyword_floor: float
+    #: the joint score that still answers below `score_threshold` (null: none)
+    joint_line: float | None
+    fusion: FusionWeights
+    drop_copies: bool
+    sources: SettingSources
+    clamped: KbClamped
+
+
+class TurnEffective(msgspec.Struct, kw_only=True):
+    """The settings a turn ran with: the lead KB's limits (null when no KB was queried),
+    which level set them, the KBs queried and skipped, isolation and redaction in force."""
+
+    top_k: int | None
+    score_threshold: float | None
+    sources: SettingSources
+    #: false when no bound changed anything
+    clamped: bool | TurnClamped
+    knowledge_bases_queried: list[str]
+    #: attached KBs over the workspace's cap, in the agent's order
+    knowledge_bases_skipped: list[str]
+    max_knowledge_bases_per_agent: int
+    strict_isolation: bool
+    redaction: bool
+    per_knowledge_base: dict[str, TurnKbEffective]
+    #: how the dense and keyword legs are fused (`score` or `rrf`)
+    fusion_method: str
+
+
 class RetrieveOut(msgspec.Struct, kw_only=True):
     turn_id: str
     abstained: bool
     passages: list[PassageOut]
+    #: the passages fenced as untrusted evidence, for a model's prompt
     context: str
-    effective: dict[str, Any]
+    effective: TurnEffective
     #: why the turn abstained (`abstained` true)
     reason: AbstentionReason | None = None
 

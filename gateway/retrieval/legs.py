@@ -99,7 +99,8 @@ async def _ranked(search: Search, plan: KbPlan, legs: Sequence[Leg]) -> list[lis
     """Each leg's hits in the KB's Scope: one engine call."""
     if not legs:
         return []
-    result: RankResult = await search.index.rank(plan.collection, plan.scope, legs)
+    with search.telemetry.tracing.span("turn.search.kb", legs=len(legs)):
+        result: RankResult = await search.index.rank(plan.collection, plan.scope, legs)
     if result.exact_checks:
         search.telemetry.count("dense_exact_checks", result.exact_checks)
     return [list(found) for found in result.legs]

@@ -98,7 +98,7 @@ async def retrieve(
 ) -> TurnResult:
     """Run one retrieval turn for the principal's agent."""
     validate_question(retrieval.config, question, variations)
-    with retrieval.in_flight.entered():
+    with retrieval.in_flight.entered(), retrieval.telemetry.tracing.span("turn"):
         return await _retrieve(retrieval, principal, agent_id, [question, *variations])
 
 
@@ -175,16 +175,25 @@ class _Stopwatch:
     started: float = field(default_factory=time.perf_counter)
     mark: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)
+    #: the wall clock at `started`, in nanoseconds (for spans)
+    wall_ns: int = field(default_factory=time.time_ns)
+    #: (stage, start, end) in seconds since `started`
+    laps: list[tuple[str, float, float]] = field(default_factory=list)
 
     def lap(self, stage: str) -> None:
         now = time.perf_counter()
         self.timings[stage] = round((now - self.mark) * 1000, 2)
+        self.laps.append((stage, self.mark - self.started, now - self.started))
         self.mark = now
 
     def finish(self, telemetry: Telemetry) -> None:
         self.timings["total"] = round((time.perf_counter() - self.started) * 1000, 2)
         for stage, value in self.timings.items():
             telemetry.observe_stage(f"turn_{stage}", value / 1000)
+        if telemetry.tracing.enabled:
+            wall = self.wall_ns
+            laps = [(name, wall + int(a * 1e9), wall + int(b * 1e9)) for name, a, b in self.laps]
+            telemetry.tracing.stages("turn", laps)
 
 
 def _abstained(

@@ -281,7 +281,11 @@ def wire(
         documents=Documents(
             records,
             DocumentWriter(
-                BlockingIndex(engine, loop), embedder, model_id=model_id, analyzer=redactor
+                BlockingIndex(engine, loop),
+                embedder,
+                model_id=model_id,
+                analyzer=redactor,
+                stage=telemetry.tracing.span,
             ),
             KeyedLocks(),
             expensive,

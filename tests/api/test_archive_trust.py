@@ -29,7 +29,7 @@ from ingest.payload import Scope
 from tests.api.conftest import PLATFORM_KEY, Gateway, serving
 from tests.api.tenants import Tenant, provision
 from tests.api.test_transfer import _edited, _export, _import, _stocked
-from tests.isolation.conftest import ClientTransport
+from tests.isolation.conftest import probe_transport
 
 pytestmark = pytest.mark.anyio
 
@@ -440,7 +440,7 @@ async def test_kbgate_probe_checks_the_archive_case(
     an emptied analysis, a 6 MB passage, a NaN vector, a top_k of 10^9, a bomb) and finds
     nothing wrong here, leaving nothing behind. Against an import that trusts stored
     analyses (as before issue 57) it reports the raw values as a leak."""
-    campaign = Campaign(ClientTransport(gateway.client), PLATFORM_KEY)
+    campaign = Campaign(probe_transport(gateway.client), PLATFORM_KEY)
     await campaign.run_phase("archive")
     report = campaign.report
     assert report.findings == [], [f.line() for f in report.findings]
@@ -454,7 +454,7 @@ async def test_kbgate_probe_checks_the_archive_case(
     monkeypatch.setattr(
         transfer, "_rehomed", lambda entry, target, keep_pii: original(entry, target, keep_pii=True)
     )
-    trusting = Campaign(ClientTransport(gateway.client), PLATFORM_KEY)
+    trusting = Campaign(probe_transport(gateway.client), PLATFORM_KEY)
     await trusting.run_phase("archive")
     leaks = [f.detail for f in trusting.report.leaks]
     assert any(EMAIL_PROBE in detail for detail in leaks), leaks

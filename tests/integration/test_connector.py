@@ -734,8 +734,8 @@ def test_http_mode_refuses_a_bad_key_and_an_unreachable_gateway(
 def test_http_mode_reports_oversized_files_and_goes_on(
     server: Server, ingest_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A file over the gateway's text limit (413) and one over its body limit (the gateway
-    drops the connection unread) are each reported as failed; the other files are indexed."""
+    """A file over the gateway's text limit (413) and one over its body limit (413, the
+    connection closed unread) are each reported as failed; the other files are indexed."""
     created = httpx.put(
         f"{server.url}/v1/knowledge-bases/bulk",
         json={},
@@ -754,4 +754,7 @@ def test_http_mode_reports_oversized_files_and_goes_on(
     assert (summary["added"], summary["failed"]) == (1, 2)
     reasons = {item["document"]: item["reason"] for item in summary["failures"]}
     assert reasons["over-text-limit.txt"].startswith("HTTP 413")
-    assert "closed the connection" in reasons["over-body-limit.txt"]
+    # the gateway answers 413 and closes the connection: the client reads the answer when
+    # it arrives before the write fails, else it reports the closed connection
+    over_body = reasons["over-body-limit.txt"]
+    assert over_body.startswith("HTTP 413") or "closed the connection" in over_body, over_body

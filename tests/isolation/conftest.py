@@ -32,13 +32,14 @@ from typing import Any
 import httpx
 import pytest
 from hypothesis import Phase, settings
+from kbgate_client import AsyncClient
 
 from gateway.http.app import create_app
 from gateway.runtime.services import Services, build_services
 from gateway.safety.redaction import Redactor
 from gateway.telemetry import Telemetry, build_logger
 from gateway.tools.probe.campaign import Campaign
-from gateway.tools.probe.client import ARCHIVE_MEDIA_TYPE, Reply, retry_after_s
+from gateway.tools.probe.client import ClientTransport
 from gateway.tools.probe.report import Report
 from gateway.tools.probe.world import PHASES, LegacyDocument
 from ingest.embedder.embedding import Embedder, build_embedder
@@ -124,27 +125,9 @@ class LiveGateway:
     config: Config
 
 
-class ClientTransport:
-    """The probe campaign's transport over the in-process app (httpx's ASGI transport)."""
-
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self.client = client
-
-    async def request(self, method: str, path: str, *, key: str | None, body: Any) -> Reply:
-        headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
-        if body is None:
-            response = await self.client.request(method, path, headers=headers)
-        elif isinstance(body, bytes):
-            headers["Content-Type"] = ARCHIVE_MEDIA_TYPE
-            response = await self.client.request(method, path, headers=headers, content=body)
-        else:
-            response = await self.client.request(method, path, headers=headers, json=body)
-        return Reply(
-            response.status_code,
-            response.text,
-            retry_after_s(response.headers.get("Retry-After")),
-            content=response.content,
-        )
+def probe_transport(client: httpx.AsyncClient) -> ClientTransport:
+    """The probe campaign's transport over an httpx client of the in-process app."""
+    return ClientTransport(AsyncClient(str(client.base_url), http=client))
 
 
 @asynccontextmanager
@@ -255,7 +238,7 @@ async def campaign_run(
             engine, data_dir, embedder, redactor, qdrant_url=url, redis_url=redis_url
         ) as gw:
             campaign = Campaign(
-                ClientTransport(gw.client),
+                probe_transport(gw.client),
                 PLATFORM_KEY,
                 target=f"in-process app on {engine} with {store}",
                 legacy_writer=legacy_writer(gw.services),

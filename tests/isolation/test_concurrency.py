@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 
 from gateway.safety.redaction import Redactor
-from gateway.tools.probe.client import Reply
+from gateway.tools.probe.client import ClientTransport, Reply
 from gateway.tools.probe.probe_topics import TOPICS
 from gateway.tools.probe.world import KB_SETTINGS, new_token
 from ingest.embedder.embedding import Embedder
-from tests.isolation.conftest import PLATFORM_KEY, SUMMARIES, ClientTransport, live_gateway
+from tests.isolation.conftest import PLATFORM_KEY, SUMMARIES, live_gateway, probe_transport
 
 pytestmark = pytest.mark.anyio
 
@@ -210,7 +210,7 @@ async def test_many_tenants_at_once_never_see_each_others_documents(
     data_dir = Path(tempfile.mkdtemp(prefix="concurrency-", dir=fast_root))
     run = f"conc-{new_token()[:6]}"
     async with live_gateway("edge", data_dir, embedder, redactor) as gw:
-        client = ClientTransport(gw.client)
+        client = probe_transport(gw.client)
         tenants = await _provision(client, run)
         ledger = Ledger()
         setup_rng = random.Random(1)

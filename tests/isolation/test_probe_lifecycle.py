@@ -15,7 +15,7 @@ from gateway.safety.redaction import Redactor
 from gateway.tools.probe.campaign import Campaign
 from gateway.tools.probe.world import ProbeKey, Workspace
 from ingest.embedder.embedding import Embedder
-from tests.isolation.conftest import PLATFORM_KEY, ClientTransport, live_gateway
+from tests.isolation.conftest import PLATFORM_KEY, live_gateway, probe_transport
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +30,7 @@ async def test_the_lifecycle_check_reports_a_predecessors_key_history(
     async with live_gateway("edge", data_dir, embedder, redactor) as gw:
         platform = {"Authorization": f"Bearer {PLATFORM_KEY}"}
         for run in ("clean", "kept"):
-            campaign = Campaign(ClientTransport(gw.client), PLATFORM_KEY, run=f"probe-{run}")
+            campaign = Campaign(probe_transport(gw.client), PLATFORM_KEY, run=f"probe-{run}")
             org_id, tenant_id = f"probe-{run}-oa", f"probe-{run}-oa-w1"
             assert (
                 await gw.client.post("/v1/orgs", json={"org_id": org_id}, headers=platform)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
+import msgspec
 from litestar import Controller, Request, Response, delete, get, post, put
 from litestar.datastructures import State
 from litestar.openapi.spec import OpenAPIType, Reference, Schema
@@ -30,6 +31,7 @@ from gateway.http.openapi import (
 )
 from gateway.http.schemas import (
     AgentDeletedOut,
+    AgentEffective,
     AgentList,
     AgentOut,
     BulkDocumentResult,
@@ -38,9 +40,9 @@ from gateway.http.schemas import (
     DocumentOut,
     DocumentStatus,
     DocumentSummary,
-    EffectiveValue,
     HeldBackReason,
     KnowledgeBaseDeletedOut,
+    KnowledgeBaseEffective,
     KnowledgeBaseList,
     KnowledgeBaseOut,
     KnowledgeBaseRemoved,
@@ -70,13 +72,16 @@ BULK_LINE = Schema(
         ),
     ]
 )
+S = TypeVar("S", bound=msgspec.Struct)
 
 
-def effective_out(values: dict[str, Resolved[Any]]) -> dict[str, EffectiveValue]:
-    return {
-        name: EffectiveValue(value=found.value, source=found.source, clamped=found.clamped)
-        for name, found in values.items()
+def effective_out(values: dict[str, Resolved[Any]], kind: type[S]) -> S:
+    """Settings in force as the API answers them: each its value, source and clamping."""
+    found = {
+        name: {"value": value.value, "source": value.source, "clamped": value.clamped}
+        for name, value in values.items()
     }
+    return msgspec.convert(found, type=kind)
 
 
 async def knowledge_base_out(
@@ -90,7 +95,9 @@ async def knowledge_base_out(
         storage=kb.storage,
         collection=collection_for(kb.storage, kb.org_id),
         settings=kb.settings,
-        effective=effective_out(await knowledge_base_in_force(planning, principal, kb)),
+        effective=effective_out(
+            await knowledge_base_in_force(planning, principal, kb), KnowledgeBaseEffective
+        ),
     )
 
 
@@ -391,6 +398,7 @@ async def agent_out(
                 "max_knowledge_bases_per_agent": cap,
                 "top_k": resolve_top_k(None, agent.settings, bounds, defaults),
                 "score_threshold": resolve_score_threshold(None, agent.settings, bounds, defaults),
-            }
+            },
+            AgentEffective,
         ),
     )

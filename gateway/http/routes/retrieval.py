@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
+import msgspec
 from litestar import Controller, Request, post
 from litestar.datastructures import State
 from litestar.params import JSONBody
@@ -18,6 +19,7 @@ from gateway.http.schemas import (
     PassageOut,
     RetrieveIn,
     RetrieveOut,
+    TurnEffective,
     VerifyIn,
     VerifyOut,
 )
@@ -50,7 +52,7 @@ def retrieve_out(result: turn.TurnResult) -> RetrieveOut:
             for c in result.candidates
         ],
         context=result.context,
-        effective=result.effective,
+        effective=msgspec.convert(result.effective, TurnEffective),
         reason=cast(AbstentionReason | None, result.reason),  # one of them by construction
     )
 

@@ -7,7 +7,7 @@ figures and recommendation go to stdout (the API's JSON with `--json`). `--apply
 applies the recommendation. The key (`--key` or KBGATE_KEY) needs the admin role.
 
 Exit status: 0 done, 1 the gateway refused or the evaluation failed, 2 bad arguments or no
-gateway to talk to. Standard library only (no ir-measures: the gateway computes).
+gateway to talk to. Over kbgate_client (no ir-measures: the gateway computes).
 """
 
 from __future__ import annotations
@@ -16,63 +16,27 @@ import argparse
 import json
 import os
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from gateway.calibration.golden_file import GoldenFileError, golden_set_body
+
+if TYPE_CHECKING:
+    from kbgate_client import Client
+    from kbgate_client.models import EvaluationOut
 
 _TIMEOUT_S = 60.0
 _POLL_S = 1.0
 
 
-class Refused(Exception):
-    """The gateway answered with an error status; `body` is its problem details."""
-
-    def __init__(self, status: int, body: dict[str, Any]) -> None:
-        super().__init__(status)
-        self.status = status
-        self.body = body
-
-
-class Unreachable(Exception):
-    """No gateway answered at the URL."""
-
-
-class Api:
-    """JSON calls to one gateway with one key."""
-
-    def __init__(self, url: str, key: str) -> None:
-        self.url = url.rstrip("/")
-        self.key = key
-
-    def call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
-        data = None if body is None else json.dumps(body).encode("utf-8")
-        headers = {"Authorization": f"Bearer {self.key}", "Accept": "application/json"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(  # noqa: S310 — the scheme is checked in `run_live`
-            self.url + path, data=data, method=method, headers=headers
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as answer:  # noqa: S310 — as above
-                found: dict[str, Any] = json.loads(answer.read() or b"{}")
-                return found
-        except urllib.error.HTTPError as error:
-            try:
-                problem = json.loads(error.read() or b"{}")
-            except ValueError:
-                problem = {}
-            raise Refused(error.code, problem if isinstance(problem, dict) else {}) from None
-        except (urllib.error.URLError, OSError) as error:
-            raise Unreachable(f"no gateway at {self.url}: {error}") from None
-
-
 def run_live(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     """The live evaluation of `args.kb` on the gateway at `args.url`; the exit status."""
+    from kbgate_client import Client, ProblemError, TransportError
+
     url = args.url or os.environ.get("KBGATE_URL")
     key = args.key or os.environ.get("KBGATE_KEY")
     if not url or not key:
@@ -81,66 +45,71 @@ def run_live(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     if urllib.parse.urlsplit(url).scheme not in {"http", "https"}:
         say(f"kbgate eval: not an http(s) URL: {url}")
         return 2
-    api = Api(url, key)
-    kb = "/v1/knowledge-bases/" + urllib.parse.quote(args.kb, safe="")
     try:
-        if args.golden_set is not None:
-            _upload(api, kb, args.golden_set, say)
-        evaluation = _run(api, kb, say, timeout_s=args.timeout)
-        if args.apply and evaluation["status"] == "done":
-            evaluation["applied"] = api.call("POST", f"{_path(kb, evaluation)}/apply")
+        with Client(url, key, timeout_s=_TIMEOUT_S) as client:
+            if args.golden_set is not None:
+                _upload(client, args.kb, args.golden_set, say)
+            done = _run(client, args.kb, say, timeout_s=args.timeout)
+            evaluation: dict[str, Any] = msgspec.to_builtins(done)
+            if args.apply and done.status == "done":
+                applied = client.apply_evaluation(args.kb, done.evaluation_id)
+                evaluation["applied"] = msgspec.to_builtins(applied)
     except GoldenFileError as error:
         say(f"kbgate eval: {args.golden_set}: {error}")
         return 2
-    except Refused as refused:
-        detail = refused.body.get("detail") or refused.body.get("title") or ""
-        field = refused.body.get("field")
-        say(f"kbgate eval: refused, {refused.status}: {detail}" + (f" ({field})" if field else ""))
+    except ProblemError as refused:
+        problem = refused.problem
+        where = f" ({problem.field})" if problem.field else ""
+        say(f"kbgate eval: refused, {problem.status}: {problem.detail or problem.title}{where}")
         return 1
-    except (Unreachable, TimeoutError) as error:
+    except (TransportError, TimeoutError) as error:
         say(f"kbgate eval: {error}")
         return 2
     print(json.dumps(evaluation, indent=2) if args.json else summary(evaluation))  # noqa: T201 — the command's output
     return 0 if evaluation["status"] == "done" else 1
 
 
-def _upload(api: Api, kb: str, path: Path, say: Callable[[str], None]) -> None:
+def _upload(client: Client, kb_id: str, path: Path, say: Callable[[str], None]) -> None:
+    from kbgate_client.models import PutGoldenSet
+
     try:
         text = path.read_text("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise GoldenFileError(f"cannot read it ({error})") from None
-    stored = api.call("PUT", f"{kb}/golden-set", golden_set_body(text))
+    try:
+        body = msgspec.convert(golden_set_body(text), type=PutGoldenSet)
+    except msgspec.ValidationError as error:
+        raise GoldenFileError(str(error)) from None
+    stored = client.put_golden_set(kb_id, body)
     say(
-        f"kbgate eval: stored the golden set: {len(stored['questions'])} questions, "
-        f"{len(stored['off_topic'])} off-topic"
+        f"kbgate eval: stored the golden set: {len(stored.questions)} questions, "
+        f"{len(stored.off_topic)} off-topic"
     )
 
 
-def _path(kb: str, evaluation: dict[str, Any]) -> str:
-    return f"{kb}/evaluations/{urllib.parse.quote(evaluation['evaluation_id'], safe='')}"
-
-
-def _run(api: Api, kb: str, say: Callable[[str], None], *, timeout_s: float) -> dict[str, Any]:
+def _run(
+    client: Client, kb_id: str, say: Callable[[str], None], *, timeout_s: float
+) -> EvaluationOut:
     """Start the evaluation and poll it until it is no longer running."""
-    evaluation = api.call("POST", f"{kb}/evaluations")
-    say(f"kbgate eval: started {evaluation['evaluation_id']}")
+    evaluation = client.start_evaluation(kb_id)
+    say(f"kbgate eval: started {evaluation.evaluation_id}")
     deadline = time.monotonic() + timeout_s
     shown = None
-    while evaluation["status"] == "running":
+    while evaluation.status == "running":
         if time.monotonic() > deadline:
             raise TimeoutError(
-                f"{evaluation['evaluation_id']} still running after {timeout_s:.0f} s; "
+                f"{evaluation.evaluation_id} still running after {timeout_s:.0f} s; "
                 "poll GET .../evaluations/{id} for it"
             )
         time.sleep(_POLL_S)
-        evaluation = api.call("GET", _path(kb, evaluation))
-        progress = evaluation["progress"]
-        line = f"{progress['stage']} {progress['done']}/{progress['total']}"
+        evaluation = client.get_evaluation(kb_id, evaluation.evaluation_id)
+        progress = evaluation.progress
+        line = f"{progress.stage} {progress.done}/{progress.total}"
         if line != shown:
             say(f"kbgate eval: {line}")
             shown = line
-    if evaluation["status"] != "done":
-        say(f"kbgate eval: {evaluation['status']}: {evaluation.get('error') or ''}")
+    if evaluation.status != "done":
+        say(f"kbgate eval: {evaluation.status}: {evaluation.error or ''}")
     return evaluation
 
 

@@ -1,15 +1,19 @@
-"""How a probe reaches a gateway: a transport (urllib over HTTP here; the tests pass
-the in-process app) and its replies."""
+"""How a probe reaches a gateway: a transport (kbgate_client, over HTTP or, in the tests,
+to the in-process app) and its replies."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kbgate_client import TransportError
+
+if TYPE_CHECKING:
+    from kbgate_client import AsyncClient
+
+__all__ = ["ARCHIVE_MEDIA_TYPE", "ClientTransport", "Reply", "Transport", "TransportError"]
 
 # ---- transport -------------------------------------------------------------------------
 
@@ -31,10 +35,6 @@ class Reply:
             return None
 
 
-class TransportError(RuntimeError):
-    """The gateway could not be reached."""
-
-
 #: the media type a `bytes` body is sent as (a workspace archive)
 ARCHIVE_MEDIA_TYPE = "application/gzip"
 
@@ -46,42 +46,37 @@ class Transport(Protocol):
     async def request(self, method: str, path: str, *, key: str | None, body: Any) -> Reply: ...
 
 
-class UrllibTransport:
-    """HTTP(S) through the standard library, off the event loop."""
+class ClientTransport:
+    """Requests through kbgate_client's raw calls (the probe reads every status and body
+    itself, so nothing is retried or raised but a missing answer: `TransportError`). The
+    campaign over HTTP and the tests over the in-process app both use it."""
 
-    def __init__(self, base_url: str, timeout_s: float = 60.0) -> None:
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
+
+    @classmethod
+    def at(cls, base_url: str, timeout_s: float = 60.0) -> ClientTransport:
+        """Over HTTP(S) to `base_url`; ValueError when it is no http(s) URL."""
+        from kbgate_client import AsyncClient
+
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in {"http", "https"} or not parts.netloc:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
-        self.base_url = base_url.rstrip("/")
-        self.timeout_s = timeout_s
+        return cls(AsyncClient(base_url, timeout_s=timeout_s))
 
     async def request(self, method: str, path: str, *, key: str | None, body: Any) -> Reply:
-        return await asyncio.to_thread(self._send, method, path, key, body)
-
-    def _send(self, method: str, path: str, key: str | None, body: Any) -> Reply:
-        headers = {"Accept": "application/json"}
-        data = None
+        caller = self.client.with_key(key)
         if isinstance(body, bytes):
-            data = body
-            headers["Content-Type"] = ARCHIVE_MEDIA_TYPE
-        elif body is not None:
-            data = json.dumps(body).encode("utf-8")
-            headers["Content-Type"] = "application/json"
-        if key is not None:
-            headers["Authorization"] = f"Bearer {key}"
-        request = urllib.request.Request(  # noqa: S310 — the scheme was checked to be http(s)
-            self.base_url + path, data=data, method=method, headers=headers
+            headers = {"Content-Type": ARCHIVE_MEDIA_TYPE}
+            response = await caller.request(method, path, content=body, headers=headers)
+        else:
+            response = await caller.request(method, path, json=body)
+        return Reply(
+            response.status_code,
+            response.text,
+            retry_after_s(response.headers.get("Retry-After")),
+            content=response.content,
         )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:  # noqa: S310 — as above
-                raw = answer.read()
-                return Reply(answer.status, raw.decode("utf-8", "replace"), content=raw)
-        except urllib.error.HTTPError as error:
-            text = error.read().decode("utf-8", "replace")
-            return Reply(error.code, text, retry_after_s(error.headers.get("Retry-After")))
-        except (urllib.error.URLError, OSError) as error:
-            raise TransportError(f"{method} {path}: {error}") from error
 
 
 def retry_after_s(header: str | None) -> float | None:

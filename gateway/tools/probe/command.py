@@ -10,9 +10,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gateway.tools.probe.world import PHASES
+
+if TYPE_CHECKING:
+    from gateway.tools.probe.report import Report
 
 _EPILOG = """\
 The probe provisions its own throwaway organizations and workspaces (ids start with
@@ -102,11 +105,11 @@ def probe(
 ) -> int:
     """Run the whole campaign against `url` over HTTP; print the report; return the exit code."""
     from gateway.tools.probe.campaign import run_campaign
-    from gateway.tools.probe.client import UrllibTransport
+    from gateway.tools.probe.client import ClientTransport
 
     stream = out or sys.stdout
     try:
-        transport = UrllibTransport(url, timeout_s)
+        transport = ClientTransport.at(url, timeout_s)
     except ValueError as error:
         stream.write(f"kbgate probe: {error}\n")
         return 2
@@ -115,16 +118,18 @@ def probe(
         stream.write(line + "\n")
         stream.flush()
 
-    report = asyncio.run(
-        run_campaign(
-            transport,
-            platform_key,
-            target=url,
-            phases=phases,
-            concurrency=concurrency,
-            progress=say,
-        )
-    )
+    async def campaign() -> Report:
+        async with transport.client:
+            return await run_campaign(
+                transport,
+                platform_key,
+                target=url,
+                phases=phases,
+                concurrency=concurrency,
+                progress=say,
+            )
+
+    report = asyncio.run(campaign())
     stream.write(report.render())
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
