@@ -112,6 +112,8 @@ def fused_ranking(row: Mapping[str, Any], variant: Variant, *, limit: int = 100)
         if weight <= 0 or not docs:
             continue
         values, absent = _normalised(docs, variant, leg["kind"])
+        if leg["kind"] != "dense" and len(leg["hits"]) < variant.depth:
+            absent = 0.0  # an exhaustive keyword leg (`RankedLeg.exhaustive`)
         for doc, value in values.items():
             totals[doc] = totals.get(doc, 0.0) + weight * value
         missed.append((weight * absent, set(values)))

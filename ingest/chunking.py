@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ingest.structure import Section, sections
+
 # A sentence ends at . ! ? (optionally closed by quotes or brackets) followed by
 # space and an upper-case letter, digit or opening quote/bracket; paragraph breaks
 # always end one.
@@ -131,9 +133,14 @@ def chunk_text(text: str, params: ChunkingParams | None = None) -> list[str]:
     """Overlapping windows of whole sentences (see module docstring)."""
     params = params or ChunkingParams()
     units = [unit for sentence in split_sentences(text) for unit in _fit(sentence, params)]
+    return [" ".join(units[start:end]) for start, end in _windows(units, params)]
+
+
+def _windows(units: list[str], params: ChunkingParams) -> list[tuple[int, int]]:
+    """The passages' `[start, end)` ranges over `units` (see the module docstring)."""
     sizes = [len(unit.split()) for unit in units]
     lengths = [len(unit) for unit in units]
-    passages: list[str] = []
+    windows: list[tuple[int, int]] = []
     start = 0
     while start < len(units):
         end, words, chars = start, 0, -1
@@ -147,11 +154,11 @@ def chunk_text(text: str, params: ChunkingParams | None = None) -> list[str]:
             words += sizes[end]
             chars += 1 + lengths[end]
             end += 1
-        passages.append(" ".join(units[start:end]))
+        windows.append((start, end))
         if end >= len(units):
             break
         start = _next_start(start, end, sizes, lengths, params)
-    return passages
+    return windows
 
 
 def char_bound_applies(text: str, params: ChunkingParams | None = None) -> bool:
@@ -223,3 +230,55 @@ def _cut(word: str, max_chars: int) -> list[str]:
     if len(word) <= max_chars:
         return [word]
     return [word[begin : begin + max_chars] for begin in range(0, len(word), max_chars)]
+
+
+def chunk_document(text: str, params: ChunkingParams | None = None) -> list[str]:
+    """The document's passages: along its sections where it has headings
+    (`ingest.structure`), else `chunk_text`'s windows.
+
+    A section's blocks (list items, paragraphs) are windowed like sentences, a block too
+    long for a window cut into its sentences; no passage holds two sections' text, and
+    each starts with its section's heading path (`HEADING_SEPARATOR` between headings),
+    so a passage from the middle of a long entry still says which version it is about.
+    Blocks start lines of their own."""
+    params = params or ChunkingParams()
+    found = sections(text)
+    if found is None:
+        return chunk_text(text, params)
+    passages: list[str] = []
+    for section in found:
+        passages.extend(_section_passages(section, params))
+    return passages or chunk_text(text, params)
+
+
+#: Between the headings of a passage's heading path.
+HEADING_SEPARATOR = " > "
+
+
+def _section_passages(section: Section, params: ChunkingParams) -> list[str]:
+    """A section's windows, each led by its heading path within the window's bounds."""
+    heading = HEADING_SEPARATOR.join(section.path)
+    if len(heading) > params.max_chars // 2:
+        heading = heading[: params.max_chars // 2]
+    room = ChunkingParams(
+        max_words=max(params.max_words - len(heading.split()), params.max_words // 2),
+        overlap_words=min(params.overlap_words, params.max_words // 4),
+        max_chars=max(params.max_chars - len(heading) - 1, params.max_chars // 2),
+    )
+    units: list[str] = []
+    starts: set[int] = set()
+    for block in section.blocks:
+        starts.add(len(units))
+        if len(block.split()) <= room.max_words and len(block) <= room.max_chars:
+            units.append(block)
+        else:
+            sentences = split_sentences(block)
+            units.extend(unit for sentence in sentences for unit in _fit(sentence, room))
+    passages = []
+    for start, end in _windows(units, room):
+        body = "".join(
+            ("\n" if index in starts and index > start else " " if index > start else "") + unit
+            for index, unit in enumerate(units[start:end], start=start)
+        )
+        passages.append(f"{heading}\n{body}" if heading else body)
+    return passages

@@ -39,10 +39,11 @@ from datetime import UTC, datetime
 from typing import Literal, Protocol
 
 from ingest.background import lower_priority
-from ingest.chunking import ChunkingParams, char_bound_applies, chunk_text
+from ingest.chunking import ChunkingParams, char_bound_applies, chunk_document
 from ingest.embedder.embedding import Embedder, Embedding
 from ingest.engines.blocking import BlockingIndex
 from ingest.index import Passage, SparseVector, StoredPassage, collection_for
+from ingest.keyword_terms import KEYWORD_ANALYSIS_VERSION, keyword_analysis_applies
 from ingest.payload import (
     Classification,
     PassagePayload,
@@ -51,6 +52,7 @@ from ingest.payload import (
     Scope,
     text_checksum,
 )
+from ingest.structure import STRUCTURE_VERSION, structure_applies
 
 _POINT_NAMESPACE = uuid.UUID("6f1c1f0e-4b7a-5c3e-9d2a-6b1e8a4c2d10")
 SyncStatus = Literal["indexed", "unchanged"]
@@ -192,7 +194,7 @@ class DocumentWriter:
 
     def version_of(self, document: Document) -> str:
         """The content checksum that decides `unchanged`."""
-        shape = {
+        shape: dict[str, object] = {
             "text": document.text,
             "title": document.title,
             "classification": document.classification.value,
@@ -200,15 +202,20 @@ class DocumentWriter:
             "chunking": self._chunking_shape(document.text),
             "model": self._model_id,
         }
+        if keyword_analysis_applies(f"{document.title}\n{document.text}"):
+            shape["keywords"] = KEYWORD_ANALYSIS_VERSION
         encoded = json.dumps(shape, sort_keys=True, ensure_ascii=False).encode("utf-8")
         return hashlib.sha256(encoded).hexdigest()
 
     def _chunking_shape(self, text: str) -> list[int]:
         """The chunking parameters that decide the text's passages: the character bound
-        only where it applies, so a document it does not change stays `unchanged`."""
+        and the structure's version only where they apply, so a document neither changes
+        stays `unchanged`."""
         shape = [self._chunking.max_words, self._chunking.overlap_words]
         if char_bound_applies(text, self._chunking):
             shape.append(self._chunking.max_chars)
+        if structure_applies(text):
+            shape.append(-STRUCTURE_VERSION)
         return shape
 
     def put(
@@ -278,7 +285,7 @@ class DocumentWriter:
         return _Plan(
             document=document,
             version=self.version_of(document),
-            texts=chunk_text(document.text, self._chunking),
+            texts=chunk_document(document.text, self._chunking),
             existing=existing,
         )
 

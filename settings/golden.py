@@ -100,3 +100,6 @@ class MeasuredLines(msgspec.Struct, frozen=True, kw_only=True):
     #: the Scope's points when they were measured
     points: int
     measured_at: str
+    #: how close everyday questions come to the Scope's passages, unbounded (None: kept
+    #: by a process that did not measure it)
+    reach: float | None = None

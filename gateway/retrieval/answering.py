@@ -1,6 +1,7 @@
 """Whether a KB answers a question: its floors on the best cosine, on the best keyword
 hits (their share of the attainable score, `ingest.keyword_scale`, and the question's words
-they hold) and, under measured lines, on the cosine and the share together.
+they hold) and, under measured lines, on the cosine and the share together, and on the
+question's words the KB lacks.
 
 Rules over a KB's ranked legs (the IDFs and the best hits' terms read through the Index
 port when needed), shared by the turn's legs and the off-topic lines' measurement
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from gateway.retrieval.kb_plan import KbPlan
 from ingest.index import Index, Leg, LegKind, RankedPoint, SparseVector
 from ingest.keyword_scale import attainable_keyword_score, relative_keyword_score
+from ingest.keyword_terms import is_own_word
 from ingest.payload import Scope
 
 #: what a best keyword share (0..1) adds to a best cosine in `joint_score`
@@ -24,6 +26,18 @@ JOINT_KEYWORD_WEIGHT = 0.2
 #: answer for its KB: a question's few rare words all in one passage, not several of its
 #: common ones
 WORDS_HELD = 0.9
+#: Under measured lines in a KB of low reach (`KbPlan.low_reach`), a question whose best
+#: cosine passes the dense line by less than this answers through its dense passages only
+#: if the KB holds its words (`UNKNOWN_WORDS_SHARE`): a question about a product the KB
+#: never names comes this close in a KB of the same kind of text ("How do I configure
+#: nginx..." among changelogs)
+UNKNOWN_WORDS_MARGIN = 0.1
+#: the share of a question's words, each weighted by its IDF, that no passage of the Scope
+#: may hold for such a question still to be answered by its dense passages
+UNKNOWN_WORDS_SHARE = 0.25
+#: A term id no BM25 word has (fastembed's are below 2**31): no point holds it, so its
+#: IDF over a Scope is that of a word the Scope lacks
+UNHELD_TERM = 2**32 - 1
 
 
 def joint_score(cosine: float, keyword_share: float) -> float:
@@ -80,12 +94,46 @@ async def keyword_bests(
 
 
 def words_held(leg: Leg, idf: Sequence[float], terms: frozenset[int]) -> float:
-    """The share of the leg's question, each term weighted by its IDF, that a point
-    holding `terms` holds (0 for a question with no weight)."""
-    indices = leg.sparse.indices if leg.sparse is not None else ()
-    total = sum(idf)
-    held = sum(weight for term, weight in zip(indices, idf, strict=True) if term in terms)
+    """The share of the leg's question, each of its own words weighted by its IDF, that a
+    point holding `terms` holds (0 for a question with no weight). What
+    `ingest.keyword_terms` added to the question does not count: its words are the parts."""
+    own = _own_words(leg, idf)
+    total = sum(weight for _, weight in own)
+    held = sum(weight for term, weight in own if term in terms)
     return held / total if total > 0 else 0.0
+
+
+def _own_words(leg: Leg, idf: Sequence[float]) -> list[tuple[int, float]]:
+    """The leg's question words (not what the keyword analysis added), each with its IDF."""
+    if leg.sparse is None:
+        return []
+    sparse = leg.sparse
+    return [
+        (term, term_idf)
+        for term, weight, term_idf in zip(sparse.indices, sparse.values, idf, strict=True)
+        if is_own_word(weight)
+    ]
+
+
+async def unknown_words(index: Index, collection: str, scope: Scope, legs: Sequence[Leg]) -> float:
+    """The share of the question's own words, each weighted by its IDF over the Scope,
+    that no passage of the Scope holds (0 with no keyword leg): one engine call, for the
+    IDFs of the first passage leg's terms and of `UNHELD_TERM`."""
+    leg = next((leg for leg in legs if leg.kind is LegKind.KEYWORD and leg.sparse), None)
+    if leg is None or leg.sparse is None:
+        return 0.0
+    sparse = leg.sparse
+    probe = Leg(
+        kind=LegKind.KEYWORD,
+        sparse=SparseVector((*sparse.indices, UNHELD_TERM), (*sparse.values, 0.0)),
+        limit=1,
+    )
+    (idf,) = await index.keyword_idf(collection, scope, [probe])
+    *terms, unheld = idf
+    own = _own_words(leg, terms)
+    total = sum(weight for _, weight in own)
+    lacked = sum(weight for _, weight in own if weight >= unheld)
+    return lacked / total if total > 0 else 0.0
 
 
 async def holds_the_words(
@@ -114,20 +162,45 @@ async def answers(
     passage reaches `score_threshold`; or when a keyword leg's best hit reaches
     `keyword_floor` of the question's attainable score and holds `WORDS_HELD` of the
     question's words; or, under measured lines, when the best cosine and the best keyword
-    share together reach the joint line (`joint_score`). The IDFs and the best hits' terms
-    are one more engine call each, made only when the dense floor was not reached."""
+    share together reach the joint line (`joint_score`). Under measured lines in a KB of
+    low reach (`KbPlan.low_reach`) a best cosine within `UNKNOWN_WORDS_MARGIN` of the line
+    answers only while the KB lacks less than `UNKNOWN_WORDS_SHARE` of the question's
+    words; else only the keyword test may.
+    The IDFs and the best hits' terms are one more engine call each, made only when the
+    dense floor was not reached or was by that little."""
     found = list(zip(legs, hits, strict=True))
     dense = [hit.score for leg, leg_hits in found if leg.kind is LegKind.DENSE for hit in leg_hits]
     cosine = max(dense, default=0.0)
-    if dense and cosine >= plan.score_threshold.value:
-        return True
+    line = plan.score_threshold.value
+    if dense and cosine >= line:
+        near = (
+            plan.joint_line is not None and plan.low_reach and cosine < line + UNKNOWN_WORDS_MARGIN
+        )
+        if not near or await unknown_words(index, plan.collection, plan.scope, legs) < (
+            UNKNOWN_WORDS_SHARE
+        ):
+            return True
+        return await _keywords_answer(index, plan, found, joint=False)
+    return await _keywords_answer(index, plan, found, cosine=cosine, joint=True)
+
+
+async def _keywords_answer(
+    index: Index,
+    plan: KbPlan,
+    found: Sequence[tuple[Leg, Sequence[RankedPoint]]],
+    *,
+    cosine: float = 0.0,
+    joint: bool,
+) -> bool:
+    """Whether the keyword legs answer (with the best cosine, under the joint line when
+    `joint`)."""
     if not any(leg_hits for leg, leg_hits in found if leg.kind is not LegKind.DENSE):
         return False
     if plan.keyword_floor <= 0:
         return True
     bests = await keyword_bests(index, plan.collection, plan.scope, found)
     share = max((best.share for best in bests), default=0.0)
-    if plan.joint_line is not None and joint_score(cosine, share) >= plan.joint_line:
+    if joint and plan.joint_line is not None and joint_score(cosine, share) >= plan.joint_line:
         return True
     strong = [best for best in bests if best.share >= plan.keyword_floor]
     return await holds_the_words(index, plan.collection, plan.scope, strong)

@@ -8,7 +8,9 @@ but has no say in which of a document's passages represents it. Two ways to turn
 
 - `score` (the default): each leg's raw scores divided by the leg's best, so the
   leg's top hit is 1 (cosine below 0 counts as 0); a document the leg did not return
-  counts as the leg's last hit, the most it could have scored. In a KB where both
+  counts as the leg's last hit, the most it could have scored, unless the leg returned
+  every passage that matches (a keyword leg with fewer hits than it asked for: an
+  identifier a few passages hold), where it counts 0. In a KB where both
   channels run, a leg's hits past its `DISTINCT_HITS`th all count as that one. A
   document's score is `sum(weight * normalised score)`. A channel that matches many
   documents loosely (long argumentative questions and BM25) gives them all similar
@@ -67,6 +69,9 @@ class RankedLeg(Generic[H]):
     kind: LegKind
     weight: float
     hits: Sequence[H]
+    #: the hits are every passage that scores on the leg (a keyword leg that found fewer
+    #: than it asked for): one it did not return holds none of the question's words
+    exhaustive: bool = False
 
 
 @dataclass(slots=True)
@@ -199,8 +204,8 @@ def _rank_scores(leg: RankedLeg[H], k: int) -> _LegScores:
 
 
 def _normalised_scores(leg: RankedLeg[H], *, distinct_hits: int | None) -> _LegScores:
-    """weight * score / the leg's best score; what the leg missed counts as its last hit,
-    and its hits past `distinct_hits` as that hit."""
+    """weight * score / the leg's best score; what the leg missed counts as its last hit
+    (0 when the leg is exhaustive), and its hits past `distinct_hits` as that hit."""
     hits = leg.hits
     top = max(hit.score for hit in hits)
     weight = leg.weight if top > 0 else 0.0
@@ -222,7 +227,7 @@ def _normalised_scores(leg: RankedLeg[H], *, distinct_hits: int | None) -> _LegS
         else:
             documents.setdefault(document, value)
     lowest = weight * max(min(hit.score for hit in hits), least) / divisor
-    return _LegScores(leg.kb_id, passages, documents, absent=lowest)
+    return _LegScores(leg.kb_id, passages, documents, absent=0.0 if leg.exhaustive else lowest)
 
 
 def _document_key(hit: RankedHit) -> tuple[str, str]:

@@ -10,6 +10,16 @@ from ingest.payload import Scope
 from settings.records import KnowledgeBase
 from settings.resolve import Resolved
 
+#: A Scope whose everyday questions come no nearer than this to any of its passages
+#: (`gateway.retrieval.off_topic_line.Lines.reach`: the probes' sixth nearest topic's best
+#: cosine, before the line's bounds) holds text the language model reads poorly:
+#: changelogs, release notes, code. Prose KBs measure 0.42 (SciFact) to 0.55, Debian's
+#: changelogs 0.29-0.32. There the line sits at its floor, far above what the probes reach,
+#: and says little about another product's questions; the channels weigh alike
+#: (`gateway.retrieval.plan.with_reach`) and the KB's words decide a close question
+#: (`gateway.retrieval.answering.unknown_words`).
+LOW_REACH = 0.36
+
 
 @dataclass(frozen=True, slots=True)
 class KbPlan:
@@ -25,15 +35,29 @@ class KbPlan:
     keyword_floor: float
     dense_weight: float
     keyword_weight: float
+    #: the channel weights are the platform's (no KB sets `fusion`): the KB's measured
+    #: reach may set them (`gateway.retrieval.plan.with_reach`)
+    platform_fusion: bool = False
+    #: the whole-document keyword leg's share of the keyword weight (None: the platform's,
+    #: `gateway.retrieval.legs.DOCUMENT_KEYWORD_SHARE`)
+    document_keyword_share: float | None = None
     #: drop passages that copy a better-ranked one (`gateway.retrieval.diversity`)
     drop_copies: bool = True
     #: dense passages below it never count (None: `score_threshold`); lower than it only
     #: under a measured line above the platform default, which decides whether the KB
     #: answers and leaves the passages the default keeps (`gateway.retrieval.off_topic_line`)
     dense_cut: float | None = None
+    #: how near everyday questions come to the Scope's passages (`Lines.reach`; None: not
+    #: measured, or lines off)
+    reach: float | None = None
     #: under measured lines, a question below `score_threshold` is still answered when its
     #: `gateway.retrieval.answering.joint_score` reaches it (None: no joint line)
     joint_line: float | None = None
+
+    @property
+    def low_reach(self) -> bool:
+        """Whether the Scope's measured reach is below `LOW_REACH`."""
+        return self.reach is not None and self.reach < LOW_REACH
 
     @property
     def dense_floor(self) -> float:

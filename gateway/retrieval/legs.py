@@ -110,14 +110,21 @@ async def _weighed(
     search: Search, plan: KbPlan, legs: Sequence[Leg], found: list[list[RankedPoint]]
 ) -> list[RankedLeg[RankedPoint]]:
     """The KB's ranked legs: newest versions only, nothing unless the KB answers (`answers`),
-    each with its channel weight."""
+    each with its channel weight; a keyword leg that found fewer passages than it asked
+    for is exhaustive (`RankedLeg.exhaustive`)."""
     hits = _current_only(found)
     if not await answers(search.index, plan, legs, hits):
         hits = [[] for _ in legs]
     weights = leg_weights(plan, legs)
     return [
-        RankedLeg(plan.kb.kb_id, leg.kind, weights[leg.kind], found)
-        for leg, found in zip(legs, hits, strict=True)
+        RankedLeg(
+            plan.kb.kb_id,
+            leg.kind,
+            weights[leg.kind],
+            kept,
+            exhaustive=leg.kind is not LegKind.DENSE and len(raw) < leg.limit,
+        )
+        for leg, kept, raw in zip(legs, hits, found, strict=True)
     ]
 
 
@@ -360,9 +367,11 @@ def leg_depth(top_k: int, leg_limit: int) -> int:
 
 def leg_weights(plan: KbPlan, legs: Sequence[Leg]) -> dict[LegKind, float]:
     """The KB's channel weights per leg kind: the keyword weight is shared between the
-    passage and whole-document legs when both run (`DOCUMENT_KEYWORD_SHARE`)."""
+    passage and whole-document legs when both run (`DOCUMENT_KEYWORD_SHARE`, unless the
+    plan sets its share)."""
     documents = any(leg.kind is LegKind.DOCUMENT_KEYWORD for leg in legs)
-    share = DOCUMENT_KEYWORD_SHARE if documents else 0.0
+    planned = plan.document_keyword_share
+    share = (DOCUMENT_KEYWORD_SHARE if planned is None else planned) if documents else 0.0
     return {
         LegKind.DENSE: plan.dense_weight,
         LegKind.KEYWORD: plan.keyword_weight * (1 - share),

@@ -53,6 +53,7 @@ from gateway.retrieval.kb_plan import KbPlan
 from gateway.telemetry import Telemetry
 from ingest.embedder.embedding import Embedder, Embedding
 from ingest.index import Index, IndexUnavailableError, Leg, LegKind, RankedPoint, SparseVector
+from ingest.keyword_terms import KEYWORD_ANALYSIS_VERSION
 from ingest.lru import LruCache
 from ingest.payload import Scope
 from settings.config import Config
@@ -104,6 +105,9 @@ class Lines:
     dense: float
     #: on `joint_score`; never below `dense`
     joint: float
+    #: the dense line before its bounds: how close everyday questions come to the Scope's
+    #: passages (None: not measured; `gateway.retrieval.plan.with_reach` reads it)
+    reach: float | None = None
 
 
 def line_from_best(best: Iterable[tuple[str, float]]) -> float:
@@ -114,9 +118,10 @@ def line_from_best(best: Iterable[tuple[str, float]]) -> float:
 def lines_from_best(best: Iterable[tuple[str, float, float]]) -> Lines:
     """Both lines from each probe's (topic, best cosine, best keyword share; 0 for none)."""
     probes = list(best)
-    dense = line_from_best((topic, cosine) for topic, cosine, _ in probes)
+    reach = _nearest_counted((topic, cosine) for topic, cosine, _ in probes)
+    dense = min(max(reach, LINE_LOWEST), LINE_HIGHEST)
     joint = _nearest_counted((topic, joint_score(c, share)) for topic, c, share in probes)
-    return Lines(dense=dense, joint=max(joint, dense))
+    return Lines(dense=dense, joint=max(joint, dense), reach=reach)
 
 
 def _nearest_counted(best: Iterable[tuple[str, float]]) -> float:
@@ -221,7 +226,7 @@ class OffTopicLines:
         if kept is None:
             return None
         self._telemetry.count("off_topic_lines_kept")
-        lines = Lines(dense=kept.dense, joint=kept.joint)
+        lines = Lines(dense=kept.dense, joint=kept.joint, reach=kept.reach)
         measured = _Measured(lines, kept.points, self._clock() - RECOUNT_AFTER_S)
         self._lines.put((plan.collection, plan.scope), measured)
         return measured
@@ -237,6 +242,7 @@ class OffTopicLines:
             joint=measured.lines.joint,
             points=measured.points,
             measured_at=datetime.now(UTC).isoformat(),
+            reach=measured.lines.reach,
         )
         with suppress(StoreUnavailableError):
             await self._store.put_measured_lines(record)
@@ -341,7 +347,8 @@ def probe_embeddings(
 ) -> list[Embedding]:
     """The probes' question embeddings, kept beside the models in `path` (about 1 s of CPU
     to compute). Kept ones serve while the first probe, embedded again, still matches its
-    kept embedding and the texts are the same: another model or probe set recomputes them."""
+    kept embedding and the texts and keyword analysis are the same: another model, probe
+    set or analysis recomputes them."""
     texts = [probe.text for probe in probes]
     try:
         kept = _kept_embeddings(json.loads(path.read_text("utf-8")), texts)
@@ -355,6 +362,7 @@ def probe_embeddings(
     written = path.with_suffix(".tmp")
     stored = {
         "texts": texts,
+        "keywords": KEYWORD_ANALYSIS_VERSION,
         "vectors": [embedding.dense for embedding in embeddings],
         "sparse": [[embedding.sparse.indices, embedding.sparse.values] for embedding in embeddings],
     }
@@ -370,6 +378,8 @@ def probe_embeddings(
 def _kept_embeddings(kept: object, texts: list[str]) -> list[Embedding] | None:
     if not isinstance(kept, dict) or kept.get("texts") != texts:
         return None
+    if kept.get("keywords") != KEYWORD_ANALYSIS_VERSION:
+        return None  # keyword vectors of another analysis
     return [
         Embedding(
             tuple(float(x) for x in vector),

@@ -32,6 +32,12 @@ from settings.resolve import (
     resolve_top_k,
 )
 
+#: Under a low reach (`KbPlan.low_reach`) and the platform's fusion, the keyword channel
+#: weighs as the dense one, and the passage and whole-document keyword legs alike
+#: (docs/decisions/low-reach-fusion.md).
+LOW_REACH_KEYWORD_WEIGHT = 1.0
+LOW_REACH_DOCUMENT_SHARE = 0.5
+
 
 @dataclass(frozen=True, slots=True)
 class Planning:
@@ -99,7 +105,7 @@ def plan_knowledge_base(
     agent's, then the platform's) through `settings.resolve`. An evaluation plans a KB
     under candidate settings with it too (`gateway.calibration`)."""
     bounds, defaults = config.bounds, config.defaults
-    fusion = resolve_fusion(kb.settings).value
+    fusion = resolve_fusion(kb.settings)
     return KbPlan(
         kb=kb,
         scope=Scope.of(
@@ -113,8 +119,9 @@ def plan_knowledge_base(
         top_k=resolve_top_k(kb.settings, agent_settings, bounds, defaults),
         score_threshold=resolve_score_threshold(kb.settings, agent_settings, bounds, defaults),
         keyword_floor=resolve_keyword_floor(kb.settings, defaults).value,
-        dense_weight=fusion.dense,
-        keyword_weight=fusion.keyword,
+        dense_weight=fusion.value.dense,
+        keyword_weight=fusion.value.keyword,
+        platform_fusion=fusion.source == "platform",
         drop_copies=resolve_drop_copies(kb.settings).value,
     )
 
@@ -131,9 +138,10 @@ async def with_lines(
     planning: Planning, plans: Sequence[KbPlan], *, wait: bool = False
 ) -> list[KbPlan]:
     """The plans, each whose `score_threshold` only the platform default sets under its
-    Scope's measured off-topic line instead (`gateway.retrieval.off_topic_line`), unless
-    the operator turned lines off. A line not measured yet leaves the default in force,
-    or, with `wait`, is waited for."""
+    Scope's measured off-topic line instead (`gateway.retrieval.off_topic_line`), and each
+    whose fusion only the platform sets with its Scope's reach (`with_reach`), unless the
+    operator turned lines off. A line not measured yet leaves the defaults in force, or,
+    with `wait`, is waited for."""
     if not planning.config.defaults.off_topic_line:
         return list(plans)
     return [await _lined(planning, plan, wait) for plan in plans]
@@ -145,11 +153,29 @@ async def settle_lines(planning: Planning, principal: Principal, agent_id: str) 
     await with_lines(planning, (await plan_turn(planning, principal, agent_id)).plans, wait=True)
 
 
+def with_reach(plan: KbPlan, reach: float | None) -> KbPlan:
+    """The plan with its Scope's measured reach, and the channel weights of a low one: the
+    keyword channel weighs as the dense one where everyday questions come no nearer than
+    `kb_plan.LOW_REACH` and the platform's weights are in force."""
+    plan = dataclasses.replace(plan, reach=reach)
+    if not plan.platform_fusion or not plan.low_reach:
+        return plan
+    return dataclasses.replace(
+        plan,
+        keyword_weight=LOW_REACH_KEYWORD_WEIGHT * plan.dense_weight,
+        document_keyword_share=LOW_REACH_DOCUMENT_SHARE,
+    )
+
+
 async def _lined(planning: Planning, plan: KbPlan, wait: bool) -> KbPlan:
-    if plan.score_threshold.source != "platform":
+    lined = plan.score_threshold.source == "platform"
+    if not lined and not plan.platform_fusion:
         return plan
     lines = await planning.lines.lines(plan, wait=wait)
     if lines is None:
+        return plan
+    plan = with_reach(plan, lines.reach)
+    if not lined:
         return plan
     line = measured_score_threshold(lines.dense, planning.config.bounds)
     return with_measured_lines(plan, line, max(lines.joint, line.value))

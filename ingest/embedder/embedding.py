@@ -15,6 +15,8 @@ vector and the same retrieval quality (docs/benchmarks.md).
 BM25 is fastembed's `Bm25` with the standard English (NLTK) stopwords shipped in
 `ingest/data/english_stopwords.txt`; it needs no model files either. Documents get
 BM25 term-frequency weights, queries get 1s; Qdrant's IDF modifier supplies the IDF.
+Both read a text with its identifiers' joined forms and name parts added
+(`ingest.keyword_terms`, which weighs a stored text's terms with fastembed's BM25 steps).
 
 `KBGATE_EMBEDDING_MODEL` names any fastembed dense model instead; it is fetched
 through fastembed's own cache under the model dir (this path needs the network once).
@@ -55,10 +57,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ingest.background import lower_priority
 from ingest.embedder.lanes import LaneRunner
 from ingest.index import SparseVector
+from ingest.keyword_terms import question_weights, term_weights
 
 if TYPE_CHECKING:
     from fastembed import SparseTextEmbedding, TextEmbedding
-    from fastembed.sparse.sparse_embedding_base import SparseEmbedding
+    from fastembed.sparse.bm25 import Bm25
 
 #: The name the assembled model is registered under in fastembed (not a hub repo).
 MINILM_MODEL_NAME = "kbgate/all-MiniLM-L6-v2-int8"
@@ -168,7 +171,7 @@ class Embedder(Protocol):
         ...
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
-        """Embed search questions (BM25 weights are all 1)."""
+        """Embed search questions (BM25 weights: 1 for their words)."""
         ...
 
     def embed_document_keywords(self, texts: Sequence[str]) -> list[SparseVector]:
@@ -221,8 +224,10 @@ class FastEmbedder:
         self._workers = workers
         self._dense_dim = dense_dim
         self._batch_size = batch_size
-        self._sparse = _load_bm25(k=bm25_k, b=bm25_b, avg_len=bm25_avg_len)
-        self._document_sparse = _load_bm25(k=bm25_k, b=bm25_b, avg_len=BM25_DOCUMENT_AVG_LEN)
+        self._bm25 = _bm25_model(_load_bm25(k=bm25_k, b=bm25_b, avg_len=bm25_avg_len))
+        self._document_bm25 = _bm25_model(
+            _load_bm25(k=bm25_k, b=bm25_b, avg_len=BM25_DOCUMENT_AVG_LEN)
+        )
         # Started on the first batches; see the class docstring.
         self._runner = LaneRunner(
             workers, thread_name_prefix="kbgate-embed", initializer=lower_priority
@@ -245,15 +250,15 @@ class FastEmbedder:
         self, texts: Sequence[str], *, lane: str = "", inline: bool = False
     ) -> list[Embedding]:
         dense = self._dense_vectors(texts, self._dense.passage_embed, inline=inline, lane=lane)
-        sparse = [_to_sparse(item) for item in self._sparse.passage_embed(list(texts))]
-        return _combine(dense, sparse)
+        return _combine(dense, [term_weights(self._bm25, text) for text in texts])
 
     def embed_queries(self, texts: Sequence[str]) -> list[Embedding]:
         return _combine(self.query_dense(texts), self.query_sparse(texts))
 
     def query_sparse(self, texts: Sequence[str]) -> list[SparseVector]:
-        """The questions' BM25 vectors (weights all 1); cheap, in this thread."""
-        return [_to_sparse(item) for item in self._sparse.query_embed(list(texts))]
+        """The questions' BM25 vectors (their words at weight 1, what
+        `ingest.keyword_terms` adds at less); cheap, in this thread."""
+        return [question_weights(self._bm25, text) for text in texts]
 
     def query_dense(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
         """The questions' dense vectors, in this thread.
@@ -281,7 +286,7 @@ class FastEmbedder:
         return [_pooled(model, feed) for feed in prepared.feeds]
 
     def embed_document_keywords(self, texts: Sequence[str]) -> list[SparseVector]:
-        return [_to_sparse(item) for item in self._document_sparse.passage_embed(list(texts))]
+        return [term_weights(self._document_bm25, text) for text in texts]
 
     def close(self) -> None:
         """Stop the runner thread once queued batches are done; embedding afterwards raises."""
@@ -674,14 +679,14 @@ def _load_bm25(*, k: float, b: float, avg_len: float) -> SparseTextEmbedding:
     )
 
 
-def _to_sparse(item: SparseEmbedding) -> SparseVector:
-    pairs = sorted(
-        zip(item.indices.tolist(), item.values.tolist(), strict=True), key=lambda p: p[0]
-    )
-    return SparseVector(
-        indices=tuple(int(index) for index, _ in pairs),
-        values=tuple(float(value) for _, value in pairs),
-    )
+def _bm25_model(embedding: SparseTextEmbedding) -> Bm25:
+    """The `Bm25` behind fastembed's wrapper, whose steps `ingest.keyword_terms` runs."""
+    from fastembed.sparse.bm25 import Bm25
+
+    model = embedding.model
+    if not isinstance(model, Bm25):
+        raise TypeError(f"expected fastembed's Bm25, got {type(model).__name__}")
+    return model
 
 
 def _combine(dense: list[tuple[float, ...]], sparse: list[SparseVector]) -> list[Embedding]:

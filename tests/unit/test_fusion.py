@@ -326,3 +326,15 @@ def test_leg_depth_is_five_per_result_within_the_limit(
 ) -> None:
     """Each leg ranks 5 passages per passage the KB returns, at least 20, at most leg_limit."""
     assert leg_depth(top_k, leg_limit) == depth
+
+
+def test_a_document_an_exhaustive_keyword_leg_missed_counts_nothing_there() -> None:
+    """A keyword leg that found fewer passages than it asked for returned every passage
+    holding the question's words: the others score 0 on it, not its last hit's score.
+    The one passage holding a bug number then leads documents the dense leg ranks above
+    it (a dense leg that knows nothing of "#1110254")."""
+    dense = leg(DENSE, hit("a", score=0.30), hit("b", score=0.29), hit("fix", score=0.24))
+    found = leg(KEYWORD, hit("fix", score=9.0), weight=0.4)
+    assert docs(fuse([dense, replace(found, exhaustive=True)]))[0] == "fix"
+    # the same leg cut at its limit: a missed document may have scored up to its last hit
+    assert docs(fuse([dense, found]))[0] == "a"

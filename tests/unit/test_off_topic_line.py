@@ -50,7 +50,7 @@ def test_the_joint_line_is_the_sixth_highest_topics_joint_score() -> None:
     assert lines.dense == pytest.approx(0.45)
     assert lines.joint == pytest.approx(0.40 + 0.2 * 0.51)  # t1's, the sixth highest
     assert lines_from_best((f"t{n}", 0.1, 0.0) for n in range(30)) == Lines(
-        LINE_LOWEST, LINE_LOWEST
+        LINE_LOWEST, LINE_LOWEST, reach=0.1
     )
 
 

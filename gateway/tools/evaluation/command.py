@@ -112,7 +112,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--offtopic", type=Path, metavar="FILE",
-        help="JSON lines of off-topic questions ({\"text\": ...}) for the abstention rate",
+        help="JSON lines of off-topic questions ({\"text\": ...}) for the abstention rate "
+        "of each set without its own (an offtopic.jsonl beside its corpus)",
     )  # fmt: skip
     parser.add_argument("--output", type=Path, metavar="FILE", help="write the JSON report here")
 

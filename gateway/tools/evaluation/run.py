@@ -424,7 +424,8 @@ async def evaluate(
     progress: Progress,
 ) -> dict[str, Any]:
     """Ingest, ask every question per channel, score, and measure abstention: the report."""
-    offtopic = _offtopic_questions(options.offtopic) if options.offtopic else {}
+    offtopic_file = own_offtopic(options.dataset) or options.offtopic
+    offtopic = _offtopic_questions(offtopic_file) if offtopic_file else {}
     started = time.perf_counter()
     async with AsyncExitStack() as stack:
         run = await prepare(
@@ -452,6 +453,8 @@ async def evaluate(
         abstention = await _abstention(
             session, options.kb_settings, questions, offtopic, dataset.qrels
         )
+        if offtopic_file:
+            abstention["offtopic_file"] = str(offtopic_file)
     return {
         "dataset": {
             "name": dataset.name,
@@ -534,6 +537,16 @@ async def _abstention(
         report["offtopic"] = round(off.abstained / len(offtopic), 4)
         report["offtopic_questions"] = len(offtopic)
     return report
+
+
+#: A golden set's own off-topic questions, beside its corpus (used instead of `--offtopic`).
+OWN_OFFTOPIC = "offtopic.jsonl"
+
+
+def own_offtopic(dataset: Path) -> Path | None:
+    """The set's own off-topic questions file, if its folder holds one."""
+    path = dataset / OWN_OFFTOPIC
+    return path if path.is_file() else None
 
 
 def _offtopic_questions(path: Path) -> dict[str, str]:
