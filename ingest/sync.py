@@ -28,11 +28,11 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from ingest.background import lower_priority
 from ingest.chunking import ChunkingParams, char_bound_applies, chunk_text
@@ -97,11 +97,29 @@ class Target:
 
 @dataclass(frozen=True, slots=True)
 class Document:
+    """A document to write. `metadata`: its own fields, checked (`ingest.metadata`);
+    `valid_from` / `valid_until`: when it answers (normalized RFC 3339, UTC)."""
+
     document_id: str
     text: str
     classification: Classification
     title: str = ""
     source: str = ""
+    metadata: Mapping[str, Any] | None = None
+    valid_from: str | None = None
+    valid_until: str | None = None
+
+    def described(self) -> dict[str, Any]:
+        """What the document carries beside its text, as its version's checksum reads it
+        (only what is set, so a document without any keeps its version)."""
+        shape: dict[str, Any] = {}
+        if self.metadata:
+            shape["metadata"] = dict(self.metadata)
+        if self.valid_from is not None:
+            shape["valid_from"] = self.valid_from
+        if self.valid_until is not None:
+            shape["valid_until"] = self.valid_until
+        return shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +195,7 @@ class DocumentWriter:
             "source": document.source,
             "chunking": self._chunking_shape(document.text),
             "model": self._model_id,
+            **document.described(),
         }
         encoded = json.dumps(shape, sort_keys=True, ensure_ascii=False).encode("utf-8")
         return hashlib.sha256(encoded).hexdigest()
@@ -370,6 +389,9 @@ class DocumentWriter:
                     checksum=text_checksum(text),
                     indexed_at=indexed_at,
                     pii=analyses[position] if analyses is not None else None,
+                    metadata=dict(document.metadata) if document.metadata else None,
+                    valid_from=document.valid_from,
+                    valid_until=document.valid_until,
                 ),
                 document_sparse=whole if position == 0 else None,
             )

@@ -24,6 +24,7 @@ def knowledge_base_settings(data: PutKnowledgeBase) -> dict[str, Any]:
         if data.fusion is None
         else {"dense": data.fusion.dense, "keyword": data.fusion.keyword},
         "drop_copies": data.drop_copies,
+        "metadata_fields": None if data.metadata_fields is None else dict(data.metadata_fields),
     }
 
 

@@ -197,6 +197,16 @@ PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=1_000_000)]
 UnitFloat = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 Floor = Annotated[float, msgspec.Meta(ge=0.0, le=1_000_000.0)]
 Identifier = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+FieldName = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+MetadataFieldType = Literal["string", "number", "boolean", "datetime", "string_list"]
+#: a document field's value: a string, a number, a boolean, a datetime (an RFC 3339
+#: string, in a field declared `datetime`) or a list of strings
+MetadataValue = str | int | float | bool | list[str]
+#: a document's own fields (at most 64), returned with its passages; those its KB
+#: declares (`metadata_fields`) are checked against their type and may be filtered by
+Metadata = Annotated[dict[FieldName, MetadataValue], msgspec.Meta(max_length=64)]
+#: an RFC 3339 date or date-time (`2026-05-01`, `2026-05-01T12:00:00Z`; no offset: UTC)
+Moment = Annotated[str, msgspec.Meta(min_length=10, max_length=40)]
 
 
 class FusionIn(Strict):
@@ -217,6 +227,12 @@ class PutKnowledgeBase(Strict):
     fusion: FusionIn | None = None
     #: drop passages that copy a better-ranked one from a turn (default on)
     drop_copies: bool | None = None
+    #: the document fields a turn may filter by, and their types (at most 32; names are
+    #: a letter or `_` then letters, digits, `_`; a payload contract key is refused): each
+    #: gets a payload index. Fields not declared are kept and returned, not filtered by.
+    metadata_fields: (
+        Annotated[dict[FieldName, MetadataFieldType], msgspec.Meta(max_length=32)] | None
+    ) = None
 
 
 class EffectiveValue(msgspec.Struct, kw_only=True):
@@ -263,6 +279,11 @@ class PutDocument(Strict):
     classification: str | None = None
     title: Annotated[str, msgspec.Meta(max_length=1000)] = ""
     source: Annotated[str, msgspec.Meta(max_length=2000)] = ""
+    metadata: Metadata | None = None
+    #: the document answers from this moment on (absent: always has)
+    valid_from: Moment | None = None
+    #: ... and until this moment, not at it or after (absent: no end)
+    valid_until: Moment | None = None
 
 
 DocumentStatus = Literal["indexed", "unchanged", "held_back"]
@@ -353,6 +374,8 @@ class PassageOut(msgspec.Struct, kw_only=True):
     dense_score: float | None
     keyword_score: float | None
     title: str = ""
+    #: the document's own fields, as stored (declared datetimes in UTC)
+    metadata: dict[str, Any] | None = None
 
 
 AbstentionReason = Literal["no_knowledge_base", "nothing_above_floors"]

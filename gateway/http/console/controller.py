@@ -510,6 +510,8 @@ class ConsoleController(Controller):
             "fusion": {k: v for k, v in weights.items() if v is not None} or None,
             # an unknown choice is sent as typed, and refused like any other wrong type
             "drop_copies": views.TOGGLE_VALUES.get(values["drop_copies"], values["drop_copies"]),
+            # the schema is edited on its own form: a settings save keeps it
+            "metadata_fields": kb.settings.get("metadata_fields"),
         }
         try:
             data = convert(PutKnowledgeBase, body, fields=_KB_ERROR_FIELDS)

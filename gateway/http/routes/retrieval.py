@@ -46,6 +46,7 @@ def retrieve_out(result: turn.TurnResult) -> RetrieveOut:
                 score=round(c.score, 6),
                 dense_score=c.dense_score,
                 keyword_score=c.keyword_score,
+                metadata=c.hit.payload.metadata,
             )
             for c in result.candidates
         ],

@@ -42,6 +42,8 @@ from qdrant_edge import (
     Query,
     QueryBatchRequest,
     QueryRequest,
+    RangeDateTime,
+    RangeFloat,
     ScoredPoint,
     ScrollRequest,
     SearchParams,
@@ -66,7 +68,12 @@ from ingest.engines.common import (
     weak_dense_legs,
 )
 from ingest.engines.edge.disk import DiskReserve
-from ingest.engines.edge.shards import EdgeShards, engine_errors
+from ingest.engines.edge.shards import (
+    EdgeShards,
+    engine_errors,
+    field_index,
+    missing_field_indexes,
+)
 from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
@@ -80,6 +87,13 @@ from ingest.index import (
 from ingest.index import SparseVector as PassageSparse
 from ingest.payload import (
     PII_ANALYZER_PATH,
+    AllOf,
+    AnyOf,
+    HasValue,
+    InRange,
+    IsAnyOf,
+    Narrowing,
+    NoneOf,
     PayloadKey,
     PiiAnalysis,
     Scope,
@@ -115,7 +129,44 @@ def _scope_filter(
     ]
     if scope.strict:
         must.append(FieldCondition(key=PayloadKey.ORG_ID, match=MatchValue(scope.org_id)))
+    if scope.narrowing is not None:
+        must.append(_narrowing(scope.narrowing))
     return Filter(must=[*must, *extra], must_not=list(excluding) or None)
+
+
+def _narrowing(node: Narrowing) -> ConditionType:
+    """A Scope's narrowing as an Edge condition; `_scope_filter` AND-s it with the rest."""
+    match node:
+        case AllOf(parts):
+            return Filter(must=[_narrowing(part) for part in parts])
+        case AnyOf(parts):
+            return Filter(should=[_narrowing(part) for part in parts])
+        case NoneOf(parts):
+            return Filter(must_not=[_narrowing(part) for part in parts])
+    return _field_test(node)
+
+
+def _field_test(node: Narrowing) -> ConditionType:
+    match node:
+        case HasValue(path):
+            return Filter(must_not=[IsEmptyCondition(key=path)])
+        case IsAnyOf(path, values):
+            return FieldCondition(key=path, match=MatchAny(list(values)))
+        case InRange(path, gt, gte, lt, lte, dates):
+            if dates:
+                moments = RangeDateTime(gt=_text(gt), gte=_text(gte), lt=_text(lt), lte=_text(lte))
+                return FieldCondition(key=path, range=moments)
+            numbers = RangeFloat(gt=_number(gt), gte=_number(gte), lt=_number(lt), lte=_number(lte))
+            return FieldCondition(key=path, range=numbers)
+    raise ValueError(f"not a narrowing: {node!r}")  # pragma: no cover - every kind above
+
+
+def _text(value: float | str | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _number(value: float | str | None) -> float | None:
+    return None if value is None else float(value)
 
 
 class EdgeEngine(AdapterReads):
@@ -160,6 +211,19 @@ class EdgeEngine(AdapterReads):
     def ensure_collection(self, collection: str) -> None:
         self._shards.disk.check()
         self._shards.open(collection)
+
+    def ensure_field_indexes(self, collection: str, fields: Mapping[str, str]) -> int:
+        self._shards.disk.check()
+        with self._shards.writing(collection, create=True) as held:
+            if held is None:  # pragma: no cover - created when asked to
+                raise IndexUnavailableError(f"could not open collection {collection!r}")
+            missing = missing_field_indexes(held.shard.info().payload_schema, dict(fields))
+            for path, kind in missing.items():
+                index = UpdateOperation.create_field_index(path, field_index(kind))
+                held.update(index, durable=False)
+            if missing:
+                held.shard.flush()
+        return len(missing)
 
     def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
         if not passages:
