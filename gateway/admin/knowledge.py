@@ -14,11 +14,11 @@ limits.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
@@ -33,11 +33,11 @@ from gateway.errors import (
     NotFoundError,
     PayloadTooLargeError,
 )
+from gateway.retrieval.narrowing import AGENT_FILTER, check_agent_filter, checked_metadata
 from gateway.retrieval.off_topic_line import OffTopicLines
 from gateway.telemetry import Telemetry
 from ingest.index import SHARED_COLLECTION, Index, Storage, collection_for, org_collection
 from ingest.metadata import (
-    MetadataError,
     check_metadata,
     check_moment,
     check_schema,
@@ -52,8 +52,6 @@ from settings.config import Config
 from settings.records import AdminChange, Agent, KnowledgeBase
 from settings.resolve import Resolved, resolve_kb_cap
 from settings.store import SettingsStore
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,14 +94,6 @@ def check_id(value: str, field: str) -> None:
             "or digit)",
             field=field,
         )
-
-
-def checked_metadata(check: Callable[[], T]) -> T:
-    """`check()`'s answer; its MetadataError as InvalidInputError naming the field."""
-    try:
-        return check()
-    except MetadataError as error:
-        raise InvalidInputError(str(error), field=error.field) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,12 +378,17 @@ async def put_agent(
     check_id(agent_id, "agent_id")
     if len(set(kb_ids)) != len(kb_ids):
         raise InvalidInputError("a knowledge base is listed twice", field="knowledge_base_ids")
+    attached: list[KnowledgeBase] = []
     for kb_id in kb_ids:
-        if await knowledge.store.get_knowledge_base(principal.tenant_id, kb_id) is None:
+        kb = await knowledge.store.get_knowledge_base(principal.tenant_id, kb_id)
+        if kb is None:
             raise InvalidInputError(
                 "lists a knowledge base that does not exist in this workspace",
                 field="knowledge_base_ids",
             )
+        attached.append(kb)
+    if settings.get(AGENT_FILTER) is not None:
+        check_agent_filter(settings[AGENT_FILTER], [kb.settings for kb in attached])
     existing = await knowledge.store.get_agent(principal.tenant_id, agent_id)
     agent = Agent(
         agent_id=agent_id,

@@ -34,6 +34,7 @@ def agent_settings(data: PutAgent) -> dict[str, Any]:
         "top_k": data.top_k,
         "score_threshold": data.score_threshold,
         "pii_redaction": data.pii_redaction,
+        "filter": data.filter,
     }
 
 

@@ -259,6 +259,8 @@ class PutAgent(Strict):
     top_k: PositiveInt | None = None
     score_threshold: UnitFloat | None = None
     pii_redaction: bool | None = None
+    #: a filter every turn of the agent applies, AND-ed with the turn's own
+    filter: Filter | None = None
 
 
 class AgentOut(msgspec.Struct, kw_only=True):
@@ -359,10 +361,46 @@ class StatsOut(msgspec.Struct, kw_only=True):
 # ---- retrieval and citations --------------------------------------------------------
 
 
+#: A filter on document fields (`ingest.metadata`): an object whose keys are field names
+#: (declared in the queried KBs' `metadata_fields`, or `document_id`,
+#: `knowledge_base_id`, `language`) or `$and` / `$or` (a list of filters) / `$not` (a
+#: filter); a field's value is a value to equal, or an object of operators, all of which
+#: must hold: `$eq $ne $in $nin` (every type; on a list of strings: any item), `$gt $gte
+#: $lt $lte` (numbers, datetimes as RFC 3339), `$exists` (true, false). At most 6 levels
+#: of `$and`/`$or`/`$not`, 64 field conditions, 100 values in one `$in`/`$nin`. It narrows
+#: the turn inside what the key may see (tenant, KBs, clearance, org): it never widens it.
+#: An undeclared or reserved field, a wrong type or an unknown operator answers 422 naming
+#: it (`field`: `filter.<name>`).
+Filter = Annotated[
+    dict[str, Any],
+    msgspec.Meta(
+        description="a filter on document fields: {field: value | {$op: value}}, "
+        "$and/$or/$not; operators $eq $ne $in $nin $gt $gte $lt $lte $exists",
+        examples=[{"region": "eu", "year": {"$gte": 2024}, "$or": [{"tags": "pumps"}]}],
+    ),
+]
+
+
+class BudgetIn(Strict):
+    """How much evidence a turn may send, in one unit: passages are taken best first
+    while they fit (a passage's text and title as returned); `tokens` by the offline
+    estimate of one token per 4 characters, rounded up."""
+
+    tokens: Annotated[int, msgspec.Meta(ge=1, le=10_000_000)] | None = None
+    characters: Annotated[int, msgspec.Meta(ge=1, le=40_000_000)] | None = None
+
+
 class RetrieveIn(Strict):
     agent_id: Identifier
     question: str
     variations: list[str] = msgspec.field(default_factory=list)
+    #: only passages of documents whose fields pass it (AND-ed with the agent's own)
+    filter: Filter | None = None
+    #: answer as of this moment: documents whose validity does not hold then do not
+    #: answer (RFC 3339; absent: now)
+    as_of: Moment | None = None
+    #: fill at most this much context, best first (exactly one of `tokens`, `characters`)
+    budget: BudgetIn | None = None
 
 
 class PassageOut(msgspec.Struct, kw_only=True):
@@ -378,7 +416,21 @@ class PassageOut(msgspec.Struct, kw_only=True):
     metadata: dict[str, Any] | None = None
 
 
-AbstentionReason = Literal["no_knowledge_base", "nothing_above_floors"]
+AbstentionReason = Literal["no_knowledge_base", "nothing_above_floors", "over_budget"]
+
+
+class TurnCounts(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Counts of what a turn left out."""
+
+    #: passages the filters kept whose document's validity ended by `as_of`
+    passages_expired: int
+    #: with a budget: passages sent and left out, and their size in its unit
+    passages_sent: int | None = None
+    passages_left_out: int | None = None
+    tokens_sent: int | None = None
+    tokens_left_out: int | None = None
+    characters_sent: int | None = None
+    characters_left_out: int | None = None
 
 
 class RetrieveOut(msgspec.Struct, kw_only=True):
@@ -389,6 +441,7 @@ class RetrieveOut(msgspec.Struct, kw_only=True):
     effective: dict[str, Any]
     #: why the turn abstained (`abstained` true)
     reason: AbstentionReason | None = None
+    counts: TurnCounts = msgspec.field(default_factory=lambda: TurnCounts(passages_expired=0))
 
 
 class CitationIn(Strict):
@@ -593,6 +646,9 @@ class GroundingIn(Strict):
     agent_id: Identifier
     answer: str
     mode: Literal["whole", "sentences"] = "whole"
+    #: check against the passages a turn with this filter and moment would search
+    filter: Filter | None = None
+    as_of: Moment | None = None
 
 
 GroundingStatus = Literal["supported", "flagged", "skipped"]

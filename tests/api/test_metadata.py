@@ -164,3 +164,200 @@ async def test_bulk_lines_carry_fields_and_fail_alone_on_bad_ones(gateway: Gatew
     assert results[1]["problem"]["field"] == "metadata.year"
     answer = (await tenant.retrieve("bot", "pump room inspection")).json()
     assert [p["metadata"] for p in answer["passages"]] == [{"region": "eu"}]
+
+
+async def _documents_of(answer: Any) -> set[str]:
+    assert answer.status_code == 200, answer.text
+    return {p["document_id"] for p in answer.json()["passages"]}
+
+
+async def test_a_filter_narrows_the_turn_to_matching_documents(gateway: Gateway) -> None:
+    """Only documents whose fields pass the filter answer, whatever the question."""
+    tenant = await _world(gateway)
+    question = "which pump feeds the cooling loop or waits in the warehouse"
+    assert await _documents_of(await tenant.retrieve("bot", question, filter={"region": "eu"})) <= {
+        "pump-0",
+        "pump-3",
+    }
+    found = await _documents_of(
+        await tenant.retrieve(
+            "bot",
+            question,
+            filter={"$or": [{"year": {"$gte": 2022}}, {"tags": "t1"}], "draft": False},
+        )
+    )
+    assert found
+    assert found <= {"pump-1", "pump-2"}
+    dated = await _documents_of(
+        await tenant.retrieve(
+            "bot", question, filter={"published": {"$lt": "2024-01-15T00:00:00Z"}}
+        )
+    )
+    assert dated == {"pump-0"}
+
+
+async def test_a_filter_naming_another_workspaces_document_finds_nothing(
+    gateway: Gateway,
+) -> None:
+    """A filter is AND-ed inside the key's Scope: naming another workspace's document id,
+    alone or OR-ed with the caller's own fields, never reaches it."""
+    mine = await _world(gateway)
+    theirs = await provision(gateway, "globex", "globex-ops")
+    await theirs.kb("manuals", metadata_fields=SCHEMA)
+    secret = "The globex reactor pump secret is kept in the vault behind the blue door."
+    response = await _put(
+        theirs,
+        "globex-only",
+        {"text": secret, "classification": "internal", "metadata": {"region": "eu"}},
+    )
+    assert response.status_code == 200
+    alone = await mine.retrieve(
+        "bot", "reactor pump secret vault", filter={"document_id": "globex-only"}
+    )
+    assert alone.status_code == 200
+    assert alone.json()["passages"] == []
+    assert alone.json()["abstained"]
+    mixed = await mine.retrieve(
+        "bot",
+        "reactor pump secret vault blue door",
+        filter={"$or": [{"document_id": {"$in": ["globex-only"]}}, {"region": "eu"}]},
+    )
+    assert await _documents_of(mixed) <= {"pump-0", "pump-3"}
+    assert "globex" not in mixed.text
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        ({"tenantId": "globex-ops"}, "filter.tenantId"),
+        ({"$or": [{"region": "eu"}, {"org_id": "globex"}]}, "filter.org_id"),
+        ({"classification": "restricted"}, "filter.classification"),
+        ({"owner": "acme-support-team"}, "filter.owner"),
+        ({"year": "2021"}, "filter.year"),
+        ({"published": {"$gt": 5}}, "filter.published.$gt"),
+        ({"region": {"$like": "e%"}}, "filter.region.$like"),
+    ],
+)
+async def test_a_bad_filter_answers_422_naming_it(
+    gateway: Gateway, document: dict[str, Any], field: str
+) -> None:
+    """Reserved keys, undeclared fields, wrong types and unknown operators: 422 naming
+    the field, before anything is searched."""
+    tenant = await _world(gateway)
+    answer = await tenant.retrieve("bot", "pump", filter=document)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["field"] == field
+    grounding = await gateway.client.post(
+        "/v1/grounding/check",
+        json={"agent_id": "bot", "answer": "The pump room is on level two.", "filter": document},
+        headers=tenant.headers(),
+    )
+    assert grounding.status_code == 422
+    assert grounding.json()["field"] == field
+
+
+async def test_an_agents_default_filter_applies_to_every_turn(gateway: Gateway) -> None:
+    """An agent's filter is AND-ed with each turn's; a filter its KBs cannot take is
+    refused when the agent is written."""
+    tenant = await _world(gateway)
+    await tenant.agent("public-bot", ["manuals"], filter={"draft": False})
+    found = await _documents_of(
+        await tenant.retrieve("public-bot", "the draft manual and the old pump on the roof")
+    )
+    assert "pump-3" not in found
+    assert found
+    narrowed = await _documents_of(
+        await tenant.retrieve("public-bot", "the old pump", filter={"region": "eu"})
+    )
+    assert narrowed <= {"pump-0"}
+    refused = await gateway.client.put(
+        "/v1/agents/bad-bot",
+        json={"knowledge_base_ids": ["manuals"], "filter": {"colour": "red"}},
+        headers=tenant.headers(),
+    )
+    assert refused.status_code == 422
+    assert refused.json()["field"] == "filter.colour"
+
+
+async def test_grounding_checks_against_the_filtered_passages(gateway: Gateway) -> None:
+    """The post-check searches what a turn with the same filter would: an answer drawn
+    from a document the filter leaves out matches less."""
+    tenant = await _world(gateway)
+    answer = SITES[0]
+
+    async def score(document: dict[str, Any] | None) -> float:
+        body: dict[str, Any] = {"agent_id": "bot", "answer": answer}
+        if document is not None:
+            body["filter"] = document
+        response = await gateway.client.post(
+            "/v1/grounding/check", json=body, headers=tenant.headers()
+        )
+        assert response.status_code == 200, response.text
+        return float(response.json()["score"] or 0.0)
+
+    assert await score({"region": "us"}) < await score({"region": "eu"})
+
+
+async def test_expired_documents_do_not_answer_and_are_counted(gateway: Gateway) -> None:
+    """A document past its `valid_until` does not answer now and is counted; asked as of
+    a moment it was in force, it answers; one whose `valid_from` has not come does not."""
+    tenant = await provision(gateway, "acme", "acme-support")
+    await tenant.kb("manuals")
+    await tenant.agent("bot", ["manuals"])
+    old = "The 2019 boiler procedure drains the tank through the red valve first."
+    later = "The future boiler procedure drains the tank through the green valve."
+    assert (
+        await _put(
+            tenant, "old", {"text": old, "classification": "internal", "valid_until": "2025-01-01"}
+        )
+    ).status_code == 200
+    assert (
+        await _put(
+            tenant,
+            "future",
+            {"text": later, "classification": "internal", "valid_from": "2999-01-01T00:00:00Z"},
+        )
+    ).status_code == 200
+    now = await tenant.retrieve("bot", "how is the boiler tank drained")
+    assert await _documents_of(now) == set()
+    assert now.json()["counts"]["passages_expired"] == 1
+    then = await tenant.retrieve("bot", "how is the boiler tank drained", as_of="2024-06-01")
+    assert await _documents_of(then) == {"old"}
+    assert then.json()["counts"]["passages_expired"] == 0
+    assert then.json()["effective"]["as_of"] == "2024-06-01T00:00:00Z"
+    bad = await tenant.retrieve("bot", "boiler", as_of="yesterday")
+    assert bad.status_code == 422
+    assert bad.json()["field"] == "as_of"
+
+
+async def test_a_budget_is_filled_best_first_and_counted(gateway: Gateway) -> None:
+    """A budget sends the best passages that fit and counts what it sent and left out;
+    one that nothing fits abstains; a budget naming no unit or both is refused."""
+    tenant = await _world(gateway)
+    question = "which pump feeds the cooling loop or waits in the warehouse"
+    whole = (await tenant.retrieve("bot", question)).json()
+    assert len(whole["passages"]) >= 2
+    first = whole["passages"][0]
+    size = len(first["text"]) + len(first["title"])
+    tight = await tenant.retrieve("bot", question, budget={"characters": size})
+    assert tight.status_code == 200, tight.text
+    body = tight.json()
+    assert [p["passage_id"] for p in body["passages"]][:1] == [first["passage_id"]]
+    counts = body["counts"]
+    assert counts["characters_sent"] <= size
+    assert counts["passages_sent"] == len(body["passages"])
+    assert counts["passages_sent"] + counts["passages_left_out"] == len(whole["passages"])
+    assert counts["characters_left_out"] > 0
+    assert first["passage_id"] in body["context"]
+    tokens = (await tenant.retrieve("bot", question, budget={"tokens": 10_000})).json()
+    assert tokens["counts"]["passages_left_out"] == 0
+    assert tokens["counts"]["tokens_sent"] == sum(
+        -(-(len(p["text"]) + len(p["title"])) // 4) for p in tokens["passages"]
+    )
+    nothing = (await tenant.retrieve("bot", question, budget={"characters": 1})).json()
+    assert nothing["abstained"]
+    assert nothing["reason"] == "over_budget"
+    for bad in ({}, {"tokens": 10, "characters": 10}, {"tokens": 0}):
+        refused = await tenant.retrieve("bot", question, budget=bad)
+        assert refused.status_code == 422
+        assert refused.json()["field"].startswith("budget")

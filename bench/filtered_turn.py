@@ -1,0 +1,170 @@
+"""A turn's dense leg with a document-field filter at 100k passages, on Qdrant Edge.
+
+The corpus is `bench.filtered_recall`'s (synthetic clustered vectors replayed through
+kbgate's own adapter, ~1,000 Zipf-sized workspaces over 20 organizations; no embedding):
+every document also carries `region`, one of 20 values drawn at random, so a filter on
+one value keeps about 5 % of a workspace's passages, unrelated to where they lie in the
+vector space (the hard case for a graph search). The collection declares `region` as
+a KB's schema would (`ensure_field_indexes`: a keyword payload index on
+`fields.keyword.region`), is indexed by `EdgeEngine.optimize` as a gateway's start does,
+then each question runs the adapter's own `rank` (the engine call of a turn's dense leg,
+weak answers searched again exactly, as in a turn) under three Scopes, alternated per
+question so the shared CPU weighs on each alike:
+
+- `plain`: the largest workspace's Scope, as before filters existed;
+- `in_force`: the same with validity as of now (what every turn now sends);
+- `filtered`: the same with `{"region": <one value>}` compiled as a turn compiles it.
+
+Recall@10 of `filtered` is measured against an exact search under the same filter.
+
+    uv run python -m bench.filtered_turn --points 100000 --out bench/results/filtered_turn.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+from qdrant_edge import Query, QueryRequest, SearchParams
+
+from bench.filtered_recall import DIM, TOP, Corpus, _payload, _queries, make_corpus
+from ingest.engines.edge.engine import EdgeEngine, _scope_filter
+from ingest.index import SHARED_COLLECTION, Leg, LegKind, Passage, SparseVector
+from ingest.metadata import check_schema, compile_filter, field_indexes, valid_at
+from ingest.payload import Scope
+
+REGIONS = 20
+BATCH = 1000
+
+
+def _region(position: int, seed: int) -> str:
+    """A document's region: one of `REGIONS`, at random per document (8 passages)."""
+    rng = np.random.default_rng(seed * 1_000_003 + position // 8)
+    return f"r{int(rng.integers(0, REGIONS))}"
+
+
+def _write(corpus: Corpus, engine: EdgeEngine, seed: int) -> None:
+    empty = SparseVector((), ())
+    schema = check_schema({"region": "string"})
+    engine.ensure_field_indexes(SHARED_COLLECTION, field_indexes(schema))
+    for start in range(0, len(corpus.vectors), BATCH):
+        stop = min(start + BATCH, len(corpus.vectors))
+        engine.upsert(
+            SHARED_COLLECTION,
+            [
+                Passage(
+                    point_id=corpus.point_id(position),
+                    dense=tuple(corpus.vectors[position].tolist()),
+                    sparse=empty,
+                    payload=msgspec.structs.replace(
+                        _payload(corpus, position), metadata={"region": _region(position, seed)}
+                    ),
+                )
+                for position in range(start, stop)
+            ],
+        )
+
+
+def _largest(corpus: Corpus) -> tuple[Scope, np.ndarray[Any, Any]]:
+    tenant = 0
+    count = int(corpus.kb_counts[tenant])
+    scope = Scope.of(
+        org_id=f"org{corpus.org_of_tenant[tenant]}",
+        tenant_id=f"t{tenant}",
+        kb_ids=[f"t{tenant}-kb{kb}" for kb in range(count)],
+        clearance="restricted",
+    )
+    return scope, np.flatnonzero(corpus.tenant == tenant)
+
+
+def _exact(engine: EdgeEngine, scope: Scope, vector: list[float]) -> list[str]:
+    shard = engine.existing_shard(SHARED_COLLECTION)
+    assert shard is not None  # noqa: S101 — written above
+    found = shard.query(
+        QueryRequest(
+            limit=TOP,
+            query=Query.Nearest(vector, using="dense"),
+            filter=_scope_filter(scope),
+            params=SearchParams(exact=True),
+            with_payload=False,
+        )
+    )
+    return [str(point.id) for point in found]
+
+
+def run(points: int, questions: int, seed: int, data_dir: Path) -> dict[str, Any]:
+    corpus = make_corpus(points, centroids=64, seed=seed)
+    engine = EdgeEngine(data_dir, dense_dim=DIM)
+    started = time.perf_counter()
+    _write(corpus, engine, seed)
+    write_s = time.perf_counter() - started
+    started = time.perf_counter()
+    engine.optimize()
+    optimize_s = time.perf_counter() - started
+    scope, pool = _largest(corpus)
+    now = valid_at("2026-12-01T00:00:00Z")
+    schema = check_schema({"region": "string"})
+    regions = [_region(int(position), seed) for position in pool]
+    vectors = _queries(corpus, pool, questions, seed + 1)
+    timings: dict[str, list[float]] = {"plain": [], "in_force": [], "filtered": []}
+    recalls: list[float] = []
+    kept: list[int] = []
+    for number, vector in enumerate(vectors):
+        region = f"r{number % REGIONS}"
+        kept.append(regions.count(region))
+        filtered = scope.narrowed(now).narrowed(compile_filter({"region": region}, schema))
+        cases = {"plain": scope, "in_force": scope.narrowed(now), "filtered": filtered}
+        order = list(cases) if number % 2 == 0 else list(reversed(cases))
+        leg = Leg(LegKind.DENSE, dense=tuple(vector.tolist()), limit=TOP)
+        found: dict[str, list[str]] = {}
+        for name in order:
+            tick = time.perf_counter()
+            result = engine.rank(SHARED_COLLECTION, cases[name], [leg])
+            timings[name].append((time.perf_counter() - tick) * 1000)
+            found[name] = [point.point_id for point in result.legs[0]]
+        exact = _exact(engine, filtered, vector.tolist())
+        if exact:
+            recalls.append(len(set(found["filtered"]) & set(exact)) / len(exact))
+    engine.close()
+    plain = statistics.median(timings["plain"])
+    return {
+        "points": points,
+        "questions": questions,
+        "workspace_passages": len(pool),
+        "filter_keeps_median": statistics.median(kept),
+        "filter_share": round(statistics.median(kept) / len(pool), 4),
+        "write_s": round(write_s, 1),
+        "optimize_s": round(optimize_s, 1),
+        "median_ms": {name: round(statistics.median(v), 3) for name, v in timings.items()},
+        "p95_ms": {name: round(float(np.percentile(v, 95)), 3) for name, v in timings.items()},
+        "ratio_to_plain": {
+            name: round(statistics.median(v) / plain, 3) for name, v in timings.items()
+        },
+        "filtered_recall_at_10": round(statistics.mean(recalls), 4),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, default=100_000)
+    parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kbgate-filtered-turn-") as data_dir:
+        report = run(args.points, args.questions, args.seed, Path(data_dir))
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
