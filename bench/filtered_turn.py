@@ -7,17 +7,23 @@ one value keeps about 5 % of a workspace's passages, unrelated to where they lie
 vector space (the hard case for a graph search). The collection declares `region` as
 a KB's schema would (`ensure_field_indexes`: a keyword payload index on
 `fields.keyword.region`), is indexed by `EdgeEngine.optimize` as a gateway's start does,
-then each question runs the adapter's own `rank` (the engine call of a turn's dense leg,
-weak answers searched again exactly, as in a turn) under three Scopes, alternated per
+then each question runs what a turn's dense leg sends the engine, alternated per
 question so the shared CPU weighs on each alike:
 
-- `plain`: the largest workspace's Scope, as before filters existed;
-- `in_force`: the same with validity as of now (what every turn now sends);
+- `plain`: the adapter's `rank` (weak answers searched again exactly) in the largest
+  workspace's Scope, as before filters existed;
+- `unfiltered`: a turn now: the count of the Scope's dated documents
+  (`ingest.metadata.dated`), then `rank` in the Scope, with validity as of now when
+  that count is not 0;
 - `filtered`: the same with `{"region": <one value>}` compiled as a turn compiles it.
 
-Recall@10 of `filtered` is measured against an exact search under the same filter.
+With `--dated-share`, that share of the documents carries a `valid_until` a year ahead
+(so every turn of the workspace carries the validity condition, and none is expired).
+Recall@10 of `filtered` is measured against an exact search under the same Scope.
 
     uv run python -m bench.filtered_turn --points 100000 --out bench/results/filtered_turn.json
+    uv run python -m bench.filtered_turn --points 100000 --dated-share 0.02 \
+        --out bench/results/filtered_turn_dated.json
 """
 
 from __future__ import annotations
@@ -37,11 +43,13 @@ from qdrant_edge import Query, QueryRequest, SearchParams
 from bench.filtered_recall import DIM, TOP, Corpus, _payload, _queries, make_corpus
 from ingest.engines.edge.engine import EdgeEngine, _scope_filter
 from ingest.index import SHARED_COLLECTION, Leg, LegKind, Passage, SparseVector
-from ingest.metadata import check_schema, compile_filter, field_indexes, valid_at
+from ingest.metadata import check_schema, compile_filter, dated, field_indexes, valid_at
 from ingest.payload import Scope
 
 REGIONS = 20
 BATCH = 1000
+NOW = "2026-12-01T00:00:00Z"
+UNTIL = "2027-12-01T00:00:00Z"
 
 
 def _region(position: int, seed: int) -> str:
@@ -50,7 +58,12 @@ def _region(position: int, seed: int) -> str:
     return f"r{int(rng.integers(0, REGIONS))}"
 
 
-def _write(corpus: Corpus, engine: EdgeEngine, seed: int) -> None:
+def _dated(position: int, seed: int, share: float) -> bool:
+    rng = np.random.default_rng(seed * 7_000_003 + position // 8)
+    return bool(rng.random() < share)
+
+
+def _write(corpus: Corpus, engine: EdgeEngine, seed: int, dated_share: float = 0.0) -> None:
     empty = SparseVector((), ())
     schema = check_schema({"region": "string"})
     engine.ensure_field_indexes(SHARED_COLLECTION, field_indexes(schema))
@@ -64,7 +77,9 @@ def _write(corpus: Corpus, engine: EdgeEngine, seed: int) -> None:
                     dense=tuple(corpus.vectors[position].tolist()),
                     sparse=empty,
                     payload=msgspec.structs.replace(
-                        _payload(corpus, position), metadata={"region": _region(position, seed)}
+                        _payload(corpus, position),
+                        metadata={"region": _region(position, seed)},
+                        valid_until=UNTIL if _dated(position, seed, dated_share) else None,
                     ),
                 )
                 for position in range(start, stop)
@@ -99,37 +114,60 @@ def _exact(engine: EdgeEngine, scope: Scope, vector: list[float]) -> list[str]:
     return [str(point.id) for point in found]
 
 
-def run(points: int, questions: int, seed: int, data_dir: Path) -> dict[str, Any]:
+def _plain_rank(engine: EdgeEngine, scope: Scope, leg: Leg) -> list[str]:
+    """The ranking as before filters: the Scope alone, no count."""
+    return [point.point_id for point in engine.rank(SHARED_COLLECTION, scope, [leg]).legs[0]]
+
+
+def _turn_rank(engine: EdgeEngine, scope: Scope, leg: Leg, narrowing: Any) -> list[str]:
+    """A turn's engine calls for one KB's dense leg: the dated count, then the ranking
+    (with validity when the Scope holds dated documents)."""
+    holding = engine.count(SHARED_COLLECTION, scope.narrowed(dated()))
+    searched = scope.narrowed(valid_at(NOW) if holding else None).narrowed(narrowing)
+    result = engine.rank(SHARED_COLLECTION, searched, [leg])
+    return [point.point_id for point in result.legs[0]]
+
+
+def run(
+    points: int, questions: int, seed: int, data_dir: Path, dated_share: float
+) -> dict[str, Any]:
     corpus = make_corpus(points, centroids=64, seed=seed)
     engine = EdgeEngine(data_dir, dense_dim=DIM)
     started = time.perf_counter()
-    _write(corpus, engine, seed)
+    _write(corpus, engine, seed, dated_share)
     write_s = time.perf_counter() - started
     started = time.perf_counter()
     engine.optimize()
     optimize_s = time.perf_counter() - started
     scope, pool = _largest(corpus)
-    now = valid_at("2026-12-01T00:00:00Z")
     schema = check_schema({"region": "string"})
     regions = [_region(int(position), seed) for position in pool]
     vectors = _queries(corpus, pool, questions, seed + 1)
-    timings: dict[str, list[float]] = {"plain": [], "in_force": [], "filtered": []}
+    timings: dict[str, list[float]] = {"plain": [], "unfiltered": [], "filtered": []}
     recalls: list[float] = []
     kept: list[int] = []
+    holding = engine.count(SHARED_COLLECTION, scope.narrowed(dated()))
     for number, vector in enumerate(vectors):
         region = f"r{number % REGIONS}"
         kept.append(regions.count(region))
-        filtered = scope.narrowed(now).narrowed(compile_filter({"region": region}, schema))
-        cases = {"plain": scope, "in_force": scope.narrowed(now), "filtered": filtered}
-        order = list(cases) if number % 2 == 0 else list(reversed(cases))
+        only = compile_filter({"region": region}, schema)
         leg = Leg(LegKind.DENSE, dense=tuple(vector.tolist()), limit=TOP)
+        runs: dict[str, Any] = {
+            "plain": None,
+            "unfiltered": None,
+            "filtered": only,
+        }
+        order = list(runs) if number % 2 == 0 else list(reversed(runs))
         found: dict[str, list[str]] = {}
         for name in order:
             tick = time.perf_counter()
-            result = engine.rank(SHARED_COLLECTION, cases[name], [leg])
+            found[name] = (
+                _plain_rank(engine, scope, leg)
+                if name == "plain"
+                else _turn_rank(engine, scope, leg, runs[name])
+            )
             timings[name].append((time.perf_counter() - tick) * 1000)
-            found[name] = [point.point_id for point in result.legs[0]]
-        exact = _exact(engine, filtered, vector.tolist())
+        exact = _exact(engine, scope.narrowed(valid_at(NOW)).narrowed(only), vector.tolist())
         if exact:
             recalls.append(len(set(found["filtered"]) & set(exact)) / len(exact))
     engine.close()
@@ -138,6 +176,7 @@ def run(points: int, questions: int, seed: int, data_dir: Path) -> dict[str, Any
         "points": points,
         "questions": questions,
         "workspace_passages": len(pool),
+        "workspace_dated_passages": holding,
         "filter_keeps_median": statistics.median(kept),
         "filter_share": round(statistics.median(kept) / len(pool), 4),
         "write_s": round(write_s, 1),
@@ -148,6 +187,9 @@ def run(points: int, questions: int, seed: int, data_dir: Path) -> dict[str, Any
             name: round(statistics.median(v) / plain, 3) for name, v in timings.items()
         },
         "filtered_recall_at_10": round(statistics.mean(recalls), 4),
+        "ratio_filtered_to_unfiltered": round(
+            statistics.median(timings["filtered"]) / statistics.median(timings["unfiltered"]), 3
+        ),
     }
 
 
@@ -156,10 +198,11 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--dated-share", type=float, default=0.0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kbgate-filtered-turn-") as data_dir:
-        report = run(args.points, args.questions, args.seed, Path(data_dir))
+        report = run(args.points, args.questions, args.seed, Path(data_dir), args.dated_share)
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:

@@ -298,6 +298,13 @@ class HasValue:
 
 
 @dataclass(frozen=True, slots=True)
+class Missing:
+    """`path` holds no value: the engines' `is_empty`, read from a payload index."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
 class AllOf:
     parts: tuple[Narrowing, ...]
 
@@ -314,7 +321,7 @@ class NoneOf:
 
 #: What a turn keeps of a Scope: a tree each adapter compiles into its engine's filter
 #: inside `_scope_filter`, AND-ed with the Scope's own conditions.
-Narrowing = IsAnyOf | InRange | HasValue | AllOf | AnyOf | NoneOf
+Narrowing = IsAnyOf | InRange | HasValue | Missing | AllOf | AnyOf | NoneOf
 
 
 def narrowing_admits(narrowing: Narrowing, payload: Mapping[str, Any]) -> bool:
@@ -334,6 +341,8 @@ def _field_admits(narrowing: Narrowing, payload: Mapping[str, Any]) -> bool:
     match narrowing:
         case HasValue(path):
             return _value_at(payload, path) not in (None, [])
+        case Missing(path):
+            return _value_at(payload, path) in (None, [])
         case IsAnyOf(path, values):
             found = _value_at(payload, path)
             items = found if isinstance(found, list) else [found]

@@ -18,11 +18,13 @@ from typing import Any, TypeVar
 
 from gateway.errors import InvalidInputError
 from gateway.retrieval.kb_plan import KbPlan
+from ingest.index import Index
 from ingest.metadata import (
     FieldType,
     MetadataError,
     check_moment,
     compile_filter,
+    dated,
     expired_at,
     schema_of,
     valid_at,
@@ -67,10 +69,28 @@ class TurnNarrowing:
     as_of: str
     filters: Mapping[str, Narrowing | None]
 
-    def in_force(self, plan: KbPlan) -> KbPlan:
-        """The plan searching only what its filters keep of the documents in force."""
-        narrowing = _both(self.filters.get(plan.kb.kb_id), valid_at(self.as_of))
+    def in_force(self, plan: KbPlan, *, dated: bool = True) -> KbPlan:
+        """The plan searching only what its filters keep of the documents in force
+        (`dated`: its Scope holds documents with a validity; without any, every document
+        is in force and the plan carries no validity condition)."""
+        validity = valid_at(self.as_of) if dated else None
+        narrowing = _and(self.filters.get(plan.kb.kb_id), validity)
         return dataclasses.replace(plan, scope=plan.scope.narrowed(narrowing))
+
+    async def applied(self, index: Index, plans: Sequence[KbPlan]) -> list[KbPlan]:
+        """Each plan narrowed (`in_force`), after one count per plan of the documents with
+        a validity in its Scope (counted from the validity keys' indexes alone: the
+        condition would cost a filtered search more than the count does)."""
+        narrowed = []
+        for plan in plans:
+            holding = await index.count(plan.collection, plan.scope.unnarrowed.narrowed(dated()))
+            narrowed.append(self.in_force(plan, dated=holding > 0))
+        return narrowed
+
+    def dated(self, plan: KbPlan) -> bool:
+        """Whether the (narrowed) plan carries the turn's validity condition."""
+        found, validity = plan.scope.narrowing, valid_at(self.as_of)
+        return found == validity or (isinstance(found, AllOf) and validity in found.parts)
 
     def expired(self, plan: KbPlan) -> Scope:
         """What the plan's filters keep of its documents whose validity has ended."""
@@ -117,3 +137,7 @@ def _compiled(document: Any, schema: Mapping[str, FieldType]) -> Narrowing:
 
 def _both(first: Narrowing | None, second: Narrowing) -> Narrowing:
     return second if first is None else AllOf((first, second))
+
+
+def _and(first: Narrowing | None, second: Narrowing | None) -> Narrowing | None:
+    return first if second is None else _both(first, second)

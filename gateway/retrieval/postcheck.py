@@ -63,7 +63,7 @@ async def grounding_check(
         asked_filter=asked_filter,
         as_of=as_of,
     )
-    context.plans = [narrowing.in_force(plan) for plan in context.plans]
+    context.plans = await narrowing.applied(grounding.index, context.plans)
     defaults = config.defaults
     targets = [
         Target(

@@ -136,7 +136,7 @@ async def _retrieve(
         asked_filter=asks.filter,
         as_of=asks.as_of,
     )
-    context.plans = [narrowing.in_force(plan) for plan in context.plans]
+    context.plans = await narrowing.applied(retrieval.search.index, context.plans)
     turn_id = "turn_" + secrets.token_urlsafe(16)
     effective = {
         **effective_settings(context),
@@ -223,10 +223,12 @@ def _budget_counts(budget: ContextBudget, filled: Filled, sent: int) -> dict[str
 
 async def _expired(search: Search, plans: Sequence[KbPlan], narrowing: TurnNarrowing) -> int:
     """Passages the turn's filters keep in its KBs whose validity ended by its moment:
-    they did not answer."""
+    they did not answer. Counted only in the KBs holding dated documents (those whose
+    plans carry validity)."""
     counted = 0
     for plan in plans:
-        counted += await search.index.count(plan.collection, narrowing.expired(plan))
+        if narrowing.dated(plan):
+            counted += await search.index.count(plan.collection, narrowing.expired(plan))
     return counted
 
 

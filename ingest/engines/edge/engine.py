@@ -92,6 +92,7 @@ from ingest.payload import (
     HasValue,
     InRange,
     IsAnyOf,
+    Missing,
     Narrowing,
     NoneOf,
     PayloadKey,
@@ -150,6 +151,8 @@ def _field_test(node: Narrowing) -> ConditionType:
     match node:
         case HasValue(path):
             return Filter(must_not=[IsEmptyCondition(key=path)])
+        case Missing(path):
+            return IsEmptyCondition(key=path)
         case IsAnyOf(path, values):
             return FieldCondition(key=path, match=MatchAny(list(values)))
         case InRange(path, gt, gte, lt, lte, dates):

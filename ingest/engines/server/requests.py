@@ -28,6 +28,7 @@ from ingest.payload import (
     IndexKind,
     InRange,
     IsAnyOf,
+    Missing,
     Narrowing,
     NoneOf,
     PayloadKey,
@@ -127,6 +128,8 @@ def _field_test(node: Narrowing) -> models.Condition:
         case HasValue(path):
             empty = models.IsEmptyCondition(is_empty=models.PayloadField(key=path))
             return models.Filter(must_not=[empty])
+        case Missing(path):
+            return models.IsEmptyCondition(is_empty=models.PayloadField(key=path))
         case IsAnyOf(path, values):
             return models.FieldCondition(key=path, match=models.MatchAny(any=list(values)))
         case InRange(path, gt, gte, lt, lte, dates):
