@@ -132,12 +132,15 @@ def run(
     points: int, questions: int, seed: int, data_dir: Path, dated_share: float
 ) -> dict[str, Any]:
     corpus = make_corpus(points, centroids=64, seed=seed)
+    written = (data_dir / "qdrant-edge").exists()
     engine = EdgeEngine(data_dir, dense_dim=DIM)
     started = time.perf_counter()
-    _write(corpus, engine, seed, dated_share)
+    if not written:
+        _write(corpus, engine, seed, dated_share)
     write_s = time.perf_counter() - started
     started = time.perf_counter()
-    engine.optimize()
+    if not written:
+        engine.optimize()
     optimize_s = time.perf_counter() - started
     scope, pool = _largest(corpus)
     schema = check_schema({"region": "string"})
@@ -200,9 +203,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--dated-share", type=float, default=0.0)
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--data-dir", type=Path, help="keep the collection here (reused when it exists)"
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="kbgate-filtered-turn-") as data_dir:
-        report = run(args.points, args.questions, args.seed, Path(data_dir), args.dated_share)
+    if args.data_dir is not None:
+        report = run(args.points, args.questions, args.seed, args.data_dir, args.dated_share)
+    else:
+        with tempfile.TemporaryDirectory(prefix="kbgate-filtered-turn-") as data_dir:
+            report = run(args.points, args.questions, args.seed, Path(data_dir), args.dated_share)
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:

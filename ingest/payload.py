@@ -485,6 +485,7 @@ class PassagePayload(msgspec.Struct, frozen=True, kw_only=True, rename=_RENAME, 
             document_version=self.document_version,
             passage_index=self.passage_index,
             indexed_at=self.indexed_at,
+            language=self.language,
         )
 
 
@@ -498,6 +499,8 @@ class PassageRef(msgspec.Struct, frozen=True, kw_only=True, rename=_RENAME):
     document_version: str
     passage_index: int
     indexed_at: str
+    #: the passage's detected language (None: not told, or written before detection)
+    language: str | None = None
 
 
 #: The payload keys a `PassageRef` is read from.

@@ -39,6 +39,7 @@ from ingest.chunking import ChunkingParams, char_bound_applies, chunk_text
 from ingest.embedder.embedding import Embedder, Embedding
 from ingest.engines.blocking import BlockingIndex
 from ingest.index import Passage, SparseVector, StoredPassage, collection_for
+from ingest.language import LanguageDetector
 from ingest.payload import (
     Classification,
     PassagePayload,
@@ -175,6 +176,7 @@ class DocumentWriter:
         model_id: str = "default",
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         analyzer: PassageAnalyzer | None = None,
+        languages: LanguageDetector | None = None,
     ) -> None:
         """Without an `analyzer`, passages are written with no PII analysis (as before it
         existed): the gateway then analyses them when they are first returned."""
@@ -182,6 +184,8 @@ class DocumentWriter:
         self.index = index
         self._embedder = embedder
         self._analyzer = analyzer
+        #: detects each passage's language as it is written (None: none recorded)
+        self._languages = languages
         self._chunking = chunking or ChunkingParams()
         self._model_id = model_id
         self._clock = clock
@@ -370,6 +374,8 @@ class DocumentWriter:
         legacy: bool,
     ) -> list[Passage]:
         document, version, texts = plan.document, plan.version, plan.texts
+        detector = self._languages
+        languages = [None] * len(texts) if detector is None else detector.detect_many(texts)
         return [
             Passage(
                 point_id=point_id(target, document.document_id, version, position),
@@ -392,6 +398,7 @@ class DocumentWriter:
                     metadata=dict(document.metadata) if document.metadata else None,
                     valid_from=document.valid_from,
                     valid_until=document.valid_until,
+                    language=languages[position],
                 ),
                 document_sparse=whole if position == 0 else None,
             )

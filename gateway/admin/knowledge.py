@@ -37,6 +37,7 @@ from gateway.retrieval.narrowing import AGENT_FILTER, check_agent_filter, checke
 from gateway.retrieval.off_topic_line import OffTopicLines
 from gateway.telemetry import Telemetry
 from ingest.index import SHARED_COLLECTION, Index, Storage, collection_for, org_collection
+from ingest.language import LANGUAGES
 from ingest.metadata import (
     check_metadata,
     check_moment,
@@ -237,6 +238,7 @@ async def put_knowledge_base(
     """
     check_id(kb_id, "kb_id")
     schema = checked_metadata(lambda: check_schema(settings.get("metadata_fields") or {}))
+    _check_languages(settings.get("language") or {})
     existing = await knowledge.store.get_knowledge_base(principal.tenant_id, kb_id)
     if existing is not None and existing.storage != storage:
         require_full_clearance(principal)
@@ -268,6 +270,16 @@ async def put_knowledge_base(
         action = "created" if created else "changed"
         await _audit(knowledge.store, principal, "knowledge_base", kb_id, action, fields=fields)
     return kb, created
+
+
+def _check_languages(rules: Mapping[str, Any]) -> None:
+    """InvalidInputError naming a language code the detector does not know."""
+    prefer = rules.get("prefer")
+    for code in [*(rules.get("restrict") or ()), *([prefer] if prefer != "question" else [])]:
+        if code is not None and code not in LANGUAGES:
+            raise InvalidInputError(
+                f"{code!r} is not a language the detector knows", field="language"
+            )
 
 
 @dataclass(frozen=True, slots=True)

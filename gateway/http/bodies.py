@@ -25,6 +25,13 @@ def knowledge_base_settings(data: PutKnowledgeBase) -> dict[str, Any]:
         else {"dense": data.fusion.dense, "keyword": data.fusion.keyword},
         "drop_copies": data.drop_copies,
         "metadata_fields": None if data.metadata_fields is None else dict(data.metadata_fields),
+        "language": None
+        if data.language is None
+        else {
+            key: value
+            for key, value in msgspec.structs.asdict(data.language).items()
+            if value is not None
+        },
     }
 
 

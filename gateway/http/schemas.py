@@ -214,6 +214,19 @@ class FusionIn(Strict):
     keyword: Floor = DEFAULT_KEYWORD_WEIGHT
 
 
+LanguageCode = Annotated[str, msgspec.Meta(pattern="^[a-z]{2}$")]
+
+
+class LanguageIn(Strict):
+    """A KB's language rules: `restrict` keeps only passages in these languages (ISO
+    639-1; passages whose language could not be told stay); `prefer` ranks passages in
+    one language (a code, or `question`: the question's detected one) ahead of the KB's
+    others."""
+
+    restrict: Annotated[list[LanguageCode], msgspec.Meta(max_length=40)] | None = None
+    prefer: Annotated[str, msgspec.Meta(pattern="^([a-z]{2}|question)$")] | None = None
+
+
 class PutKnowledgeBase(Strict):
     """Create or replace a KB's settings; an absent setting falls back to the agent/platform."""
 
@@ -233,6 +246,8 @@ class PutKnowledgeBase(Strict):
     metadata_fields: (
         Annotated[dict[FieldName, MetadataFieldType], msgspec.Meta(max_length=32)] | None
     ) = None
+    #: which languages the KB answers in, or prefers
+    language: LanguageIn | None = None
 
 
 class EffectiveValue(msgspec.Struct, kw_only=True):

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from gateway.errors import InvalidInputError
 from gateway.retrieval.kb_plan import KbPlan
+from gateway.retrieval.language import restriction
 from ingest.index import Index
 from ingest.metadata import (
     FieldType,
@@ -121,6 +122,9 @@ def turn_narrowing(
             for document in (agent_filter, asked_filter)
             if document is not None
         ]
+        language = restriction(plan.kb.settings)
+        if language is not None:
+            compiled.append(language)
         filters[plan.kb.kb_id] = (
             None if not compiled else compiled[0] if len(compiled) == 1 else AllOf(tuple(compiled))
         )

@@ -11,6 +11,7 @@ replaced by the next -> abstain, or redact, fence, record and answer. The rules 
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from gateway.retrieval.budget import ContextBudget, Filled, estimated_tokens, fi
 from gateway.retrieval.evidence import EvidenceBlock, fence
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
 from gateway.retrieval.kb_plan import KbPlan
+from gateway.retrieval.language import preferred
 from gateway.retrieval.legs import Search, fetch_distinct, search_while_embedding
 from gateway.retrieval.narrowing import AGENT_FILTER, TurnNarrowing, turn_narrowing
 from gateway.retrieval.plan import (
@@ -37,6 +39,7 @@ from gateway.retrieval.query_embedding import QueryEmbeddings, TurnsInFlight
 from gateway.safety.passages import Outgoing, PassageRedaction, redact_outgoing
 from gateway.telemetry import Telemetry
 from ingest.index import Hit, LegKind, RankedPoint
+from ingest.language import LanguageDetector
 from settings.config import Config
 from settings.effective import turn_retention
 from settings.records import TurnPassage, TurnRecord
@@ -57,6 +60,8 @@ class Retrieval:
     config: Config
     #: retrieval turns running now: a lone turn embeds in its own thread
     in_flight: TurnsInFlight = field(default_factory=TurnsInFlight)
+    #: the question's language, reported by the turn and preferred by KBs that ask
+    languages: LanguageDetector = field(default_factory=LanguageDetector)
 
 
 @dataclass(slots=True)
@@ -159,6 +164,9 @@ async def _retrieve(
     )
     clock.lap("search")
     fused, _ = fused_and_capped(config, context.plans, legs)
+    language = await asyncio.to_thread(retrieval.languages.detect, asked[0])
+    fused = preferred(fused, context.plans, language)
+    effective["language"] = language
     clock.lap("fuse")
     limits = {plan.kb.kb_id: plan.top_k.value for plan in context.plans}
     chosen, copies = await fetch_distinct(retrieval.search, context.plans, fused, limits)

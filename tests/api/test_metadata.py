@@ -361,3 +361,58 @@ async def test_a_budget_is_filled_best_first_and_counted(gateway: Gateway) -> No
         refused = await tenant.retrieve("bot", question, budget=bad)
         assert refused.status_code == 422
         assert refused.json()["field"].startswith("budget")
+
+
+LANGUAGE_DOCS = {
+    "pump-en": "The pump is inspected every month and its seals are replaced each year.",
+    "pump-de": "Die Pumpe wird jeden Monat geprüft und ihre Dichtungen jedes Jahr ersetzt.",
+    "pump-fr": "La pompe est contrôlée chaque mois et ses joints sont remplacés chaque année.",
+}
+
+
+async def _languages(gw: Gateway, **rules: Any) -> Tenant:
+    tenant = await provision(gw, "acme", "acme-support")
+    await tenant.kb("manuals", language=rules)
+    await tenant.agent("bot", ["manuals"])
+    for doc_id, text in LANGUAGE_DOCS.items():
+        assert (
+            await _put(tenant, doc_id, {"text": text, "classification": "internal"})
+        ).status_code == 200
+    return tenant
+
+
+async def test_a_turn_reports_the_questions_language_and_a_kb_can_restrict(
+    gateway: Gateway,
+) -> None:
+    """Each passage's language is detected at ingest; a KB restricted to German answers
+    only its German passage; the turn reports the question's language."""
+    tenant = await _languages(gateway, restrict=["de"])
+    answer = await tenant.retrieve("bot", "Wie oft wird die Pumpe geprüft?")
+    assert await _documents_of(answer) == {"pump-de"}
+    assert answer.json()["effective"]["language"] == "de"
+    english = await tenant.retrieve("bot", "How often is the pump inspected and its seals?")
+    assert english.json()["effective"]["language"] == "en"
+    assert await _documents_of(english) <= {"pump-de"}
+
+
+async def test_a_kb_can_prefer_the_questions_language(gateway: Gateway) -> None:
+    """With `prefer: question`, passages in the question's language come first."""
+    tenant = await _languages(gateway, prefer="question")
+    for question, first in [
+        ("La pompe est contrôlée combien de fois ?", "pump-fr"),
+        ("Wie oft wird die Pumpe geprüft?", "pump-de"),
+    ]:
+        answer = await tenant.retrieve("bot", question)
+        assert answer.status_code == 200
+        assert answer.json()["passages"][0]["document_id"] == first
+
+
+async def test_an_unknown_language_code_is_refused(gateway: Gateway) -> None:
+    tenant = await provision(gateway, "acme", "acme-support")
+    response = await gateway.client.put(
+        "/v1/knowledge-bases/manuals",
+        json={"language": {"restrict": ["xx"]}},
+        headers=tenant.headers(),
+    )
+    assert response.status_code == 422
+    assert response.json()["field"] == "language"

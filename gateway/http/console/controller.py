@@ -512,6 +512,7 @@ class ConsoleController(Controller):
             "drop_copies": views.TOGGLE_VALUES.get(values["drop_copies"], values["drop_copies"]),
             # the schema is edited on its own form: a settings save keeps it
             "metadata_fields": kb.settings.get("metadata_fields"),
+            "language": kb.settings.get("language"),
         }
         try:
             data = convert(PutKnowledgeBase, body, fields=_KB_ERROR_FIELDS)
