@@ -40,7 +40,7 @@ import msgspec
 import numpy as np
 from qdrant_edge import Query, QueryRequest, SearchParams
 
-from bench.filtered_recall import DIM, TOP, Corpus, _payload, _queries, make_corpus
+from bench.filtered_recall import DIM, NOISE, TOP, Corpus, _payload, make_corpus
 from ingest.engines.edge.engine import EdgeEngine, _scope_filter
 from ingest.index import SHARED_COLLECTION, Leg, LegKind, Passage, SparseVector
 from ingest.metadata import check_schema, compile_filter, dated, field_indexes, valid_at
@@ -114,6 +114,16 @@ def _exact(engine: EdgeEngine, scope: Scope, vector: list[float]) -> list[str]:
     return [str(point.id) for point in found]
 
 
+def _near(corpus: Corpus, positions: np.ndarray[Any, Any], seed: int) -> np.ndarray[Any, Any]:
+    """A question near each of these passages: its vector plus noise, normalised (as
+    `bench.filtered_recall` makes its questions)."""
+    rng = np.random.default_rng(seed)
+    noise = rng.standard_normal((len(positions), DIM)).astype(np.float32) * np.float32(NOISE)
+    rows = corpus.vectors[positions] + noise
+    normalised: np.ndarray[Any, Any] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return normalised
+
+
 def _plain_rank(engine: EdgeEngine, scope: Scope, leg: Leg) -> list[str]:
     """The ranking as before filters: the Scope alone, no count."""
     return [point.point_id for point in engine.rank(SHARED_COLLECTION, scope, [leg]).legs[0]]
@@ -129,7 +139,7 @@ def _turn_rank(engine: EdgeEngine, scope: Scope, leg: Leg, narrowing: Any) -> li
 
 
 def run(
-    points: int, questions: int, seed: int, data_dir: Path, dated_share: float
+    points: int, questions: int, seed: int, data_dir: Path, dated_share: float, *, near: bool
 ) -> dict[str, Any]:
     corpus = make_corpus(points, centroids=64, seed=seed)
     written = (data_dir / "qdrant-edge").exists()
@@ -145,13 +155,16 @@ def run(
     scope, pool = _largest(corpus)
     schema = check_schema({"region": "string"})
     regions = [_region(int(position), seed) for position in pool]
-    vectors = _queries(corpus, pool, questions, seed + 1)
+    # Each question lies near a passage of the workspace, and (`near`) its filter keeps
+    # that passage's region, or (`anywhere`) a region unrelated to it.
+    anchors = np.random.default_rng(seed + 1).choice(len(pool), size=questions)
+    vectors = _near(corpus, pool[anchors], seed + 2)
     timings: dict[str, list[float]] = {"plain": [], "unfiltered": [], "filtered": []}
     recalls: list[float] = []
     kept: list[int] = []
     holding = engine.count(SHARED_COLLECTION, scope.narrowed(dated()))
     for number, vector in enumerate(vectors):
-        region = f"r{number % REGIONS}"
+        region = regions[anchors[number]] if near else f"r{number % REGIONS}"
         kept.append(regions.count(region))
         only = compile_filter({"region": region}, schema)
         leg = Leg(LegKind.DENSE, dense=tuple(vector.tolist()), limit=TOP)
@@ -178,6 +191,7 @@ def run(
     return {
         "points": points,
         "questions": questions,
+        "questions_near_the_filter": near,
         "workspace_passages": len(pool),
         "workspace_dated_passages": holding,
         "filter_keeps_median": statistics.median(kept),
@@ -202,16 +216,35 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--dated-share", type=float, default=0.0)
+    parser.add_argument(
+        "--anywhere",
+        action="store_true",
+        help="filter on a region unrelated to the passage each question lies near",
+    )
     parser.add_argument("--out", type=Path)
     parser.add_argument(
         "--data-dir", type=Path, help="keep the collection here (reused when it exists)"
     )
     args = parser.parse_args()
     if args.data_dir is not None:
-        report = run(args.points, args.questions, args.seed, args.data_dir, args.dated_share)
+        report = run(
+            args.points,
+            args.questions,
+            args.seed,
+            args.data_dir,
+            args.dated_share,
+            near=not args.anywhere,
+        )
     else:
         with tempfile.TemporaryDirectory(prefix="kbgate-filtered-turn-") as data_dir:
-            report = run(args.points, args.questions, args.seed, Path(data_dir), args.dated_share)
+            report = run(
+                args.points,
+                args.questions,
+                args.seed,
+                Path(data_dir),
+                args.dated_share,
+                near=not args.anywhere,
+            )
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:

@@ -3,6 +3,7 @@ budget, through the HTTP API with the real model and Qdrant Edge."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from typing import Any
 
@@ -416,3 +417,47 @@ async def test_an_unknown_language_code_is_refused(gateway: Gateway) -> None:
     )
     assert response.status_code == 422
     assert response.json()["field"] == "language"
+
+
+async def test_export_and_import_carry_fields_schema_and_filters(gateway: Gateway) -> None:
+    """An archive holds the KB's schema and language rules, the agent's filter and each
+    passage's fields and validity; the imported workspace filters as the first did. A
+    passage whose declared field has the wrong type is refused (422 `archive`)."""
+    tenant = await _world(gateway)
+    await tenant.agent("bot", ["manuals"], filter={"draft": False})
+    exported = await gateway.client.get(
+        "/v1/orgs/acme/workspaces/acme-support/export", headers=gateway.platform
+    )
+    assert exported.status_code == 200, exported.text
+    imported = await gateway.client.post(
+        "/v1/orgs/acme/workspaces/acme-copy/import",
+        content=exported.content,
+        headers={**gateway.platform, "Content-Type": "application/gzip"},
+    )
+    assert imported.status_code == 201, imported.text
+    copy = Tenant(gateway, "acme", "acme-copy")
+    await copy.issue("all", ["admin", "ingest", "retrieve"], clearance="restricted")
+    kb = (await gateway.client.get("/v1/knowledge-bases/manuals", headers=copy.headers())).json()
+    assert kb["settings"]["metadata_fields"] == SCHEMA
+    question = "which pump feeds the cooling loop or waits in the warehouse"
+    answer = await copy.retrieve("bot", question, filter={"region": "eu"})
+    assert await _documents_of(answer) <= {"pump-0"}
+    assert answer.json()["passages"][0]["metadata"]["owner"] == "acme-support-team"
+
+    def wrong_type(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for line in lines:
+            if line.get("kind") == "passage":
+                line["payload"]["metadata"]["year"] = "last year"
+        return lines
+
+    lines = [json.loads(line) for line in gzip.decompress(exported.content).splitlines()]
+    tampered = gzip.compress(
+        b"".join(json.dumps(line).encode() + b"\n" for line in wrong_type(lines))
+    )
+    refused = await gateway.client.post(
+        "/v1/orgs/acme/workspaces/acme-bad/import",
+        content=tampered,
+        headers={**gateway.platform, "Content-Type": "application/gzip"},
+    )
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["field"] == "archive"
