@@ -32,10 +32,12 @@ import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from ingest.extract import ExtractionError, extract, is_supported
+from ingest.metadata import MAX_DOCUMENT_FIELDS, MetadataError, check_field_name, check_metadata
 from ingest.payload import Classification, is_valid_id
 
 #: Told after every file: files done, files in the run, passages indexed so far.
@@ -56,6 +58,8 @@ class Upload:
     title: str
     source: str
     classification: Classification
+    #: the document's own fields: the file's `modified_at` and its front matter's
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +308,7 @@ class _Run:
             title=extracted.title,
             source=item.document_id,
             classification=classification,
+            metadata=file_fields(item.path, extracted.fields),
         )
 
     async def _send(self, batch: Sequence[Upload]) -> None:
@@ -514,14 +519,35 @@ class HttpSink:
             return False
 
 
+def file_fields(path: Path, found: Mapping[str, Any]) -> dict[str, Any]:
+    """A file's fields as a document's: those it declares that may name a field (others
+    left out, never refused), and when it was last modified (`modified_at`, UTC)."""
+    fields: dict[str, Any] = {}
+    for name, value in found.items():
+        try:
+            check_field_name(name, "metadata")
+            check_metadata({name: value}, {})
+        except MetadataError:
+            continue
+        fields[name] = value
+    try:
+        modified = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    except OSError:
+        return fields
+    fields["modified_at"] = modified.isoformat().replace("+00:00", "Z")
+    return dict(list(fields.items())[-MAX_DOCUMENT_FIELDS:])
+
+
 def _bulk_line(upload: Upload) -> bytes:
-    line = {
+    line: dict[str, Any] = {
         "document_id": upload.document_id,
         "text": upload.text,
         "title": upload.title,
         "source": upload.source,
         "classification": upload.classification.value,
     }
+    if upload.metadata:
+        line["metadata"] = upload.metadata
     return json.dumps(line).encode("utf-8") + b"\n"
 
 
