@@ -11,6 +11,7 @@ import pytest
 
 from tests.api.conftest import Gateway
 from tests.api.tenants import Tenant, provision
+from tests.api.test_console import csrf_token, sign_in
 
 pytestmark = pytest.mark.anyio
 
@@ -461,3 +462,64 @@ async def test_export_and_import_carry_fields_schema_and_filters(gateway: Gatewa
     )
     assert refused.status_code == 422, refused.text
     assert refused.json()["field"] == "archive"
+
+
+async def test_the_console_edits_the_schema_and_filters_a_try(gateway: Gateway) -> None:
+    """The KB page's `filterable fields` sets the schema (a reserved name refused at the
+    field); *Try a question* takes a filter, shows each passage's fields, and names a
+    bad filter's field."""
+    tenant = await _world(gateway)
+    signed = await sign_in(gateway, tenant.keys["all"])
+    assert signed.status_code == 303
+    saved = await gateway.client.post(
+        "/console/knowledge-bases",
+        data={
+            "kb_id": "manuals",
+            "metadata_fields": "region=string, year=number, tags=string_list",
+            "csrf_token": await csrf_token(gateway),
+        },
+        follow_redirects=False,
+    )
+    assert saved.status_code == 303, saved.text
+    kb = (await gateway.client.get("/v1/knowledge-bases/manuals", headers=tenant.headers())).json()
+    assert kb["settings"]["metadata_fields"] == {
+        "region": "string",
+        "year": "number",
+        "tags": "string_list",
+    }
+    page = (await gateway.client.get("/console/knowledge-bases")).text
+    assert "region=string, year=number, tags=string_list" in page
+    refused = await gateway.client.post(
+        "/console/knowledge-bases",
+        data={
+            "kb_id": "manuals",
+            "metadata_fields": "tenantId=string",
+            "csrf_token": await csrf_token(gateway),
+        },
+    )
+    assert refused.status_code == 422
+    assert 'data-error-for="metadata_fields"' in refused.text
+    tried = await gateway.client.post(
+        "/console/try",
+        data={
+            "agent_id": "bot",
+            "question": "which pump feeds the cooling loop or waits in the warehouse",
+            "filter": '{"region": "us"}',
+            "csrf_token": await csrf_token(gateway),
+        },
+    )
+    assert tried.status_code == 200, tried.text
+    assert "pump-1" in tried.text
+    assert "pump-0" not in tried.text
+    assert "passage-fields" in tried.text
+    bad = await gateway.client.post(
+        "/console/try",
+        data={
+            "agent_id": "bot",
+            "question": "pumps",
+            "filter": '{"colour": "red"}',
+            "csrf_token": await csrf_token(gateway),
+        },
+    )
+    assert bad.status_code == 422
+    assert "filter.colour" in bad.text
