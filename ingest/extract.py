@@ -30,6 +30,7 @@ from typing import Any
 
 from ingest.decoding import UndecodableError, decode_text
 from ingest.office import OfficeError, docx_text, pptx_text
+from ingest.pages import PAGE_BREAK
 
 #: Suffixes (lower case) the connector reads; every other file is skipped.
 SUPPORTED_SUFFIXES = frozenset(
@@ -326,7 +327,8 @@ def _pdf(path: Path) -> Extracted:
 
 
 def pdf_text(raw: bytes) -> tuple[str, str]:
-    """Text of every page (pages separated by a blank line) and the metadata title."""
+    """Text of every page (each after the first starting with a form feed) and the
+    metadata title."""
     import io
 
     from pypdf import PdfReader
@@ -349,5 +351,7 @@ def pdf_text(raw: bytes) -> tuple[str, str]:
     # A damaged file can break pypdf in many ways below its own error classes.
     except Exception as error:
         raise ExtractionError(f"not a readable PDF: {type(error).__name__}: {error}") from error
-    text = "\n\n".join(page.strip() for page in pages if page.strip())
+    # A form feed starts each page after the first, so its passages cite their page
+    # (`ingest.pages`); an empty page keeps its place in the count.
+    text = PAGE_BREAK.join(page.strip() for page in pages)
     return text, " ".join(title.split())

@@ -40,6 +40,7 @@ from ingest.embedder.embedding import Embedder, Embedding
 from ingest.engines.blocking import BlockingIndex
 from ingest.index import Passage, SparseVector, StoredPassage, collection_for
 from ingest.language import LanguageDetector
+from ingest.pages import passage_pages
 from ingest.payload import (
     Classification,
     PassagePayload,
@@ -376,6 +377,7 @@ class DocumentWriter:
         document, version, texts = plan.document, plan.version, plan.texts
         detector = self._languages
         languages = [None] * len(texts) if detector is None else detector.detect_many(texts)
+        pages = passage_pages(document.text, texts)
         return [
             Passage(
                 point_id=point_id(target, document.document_id, version, position),
@@ -399,6 +401,7 @@ class DocumentWriter:
                     valid_from=document.valid_from,
                     valid_until=document.valid_until,
                     language=languages[position],
+                    page=pages[position],
                 ),
                 document_sparse=whole if position == 0 else None,
             )

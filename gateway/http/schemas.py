@@ -429,6 +429,8 @@ class PassageOut(msgspec.Struct, kw_only=True):
     title: str = ""
     #: the document's own fields, as stored (declared datetimes in UTC)
     metadata: dict[str, Any] | None = None
+    #: the page (PDF) or slide (PPTX) the passage starts on, from 1; absent without pages
+    page: int | None = None
 
 
 AbstentionReason = Literal["no_knowledge_base", "nothing_above_floors", "over_budget"]
@@ -474,6 +476,9 @@ CitationRejection = Literal["not_returned_in_turn", "passage_deleted", "quote_no
 
 class CitationVerdict(msgspec.Struct, kw_only=True, omit_defaults=True):
     passage_id: str
+    #: a valid citation's document and page (the page its passage starts on, if any)
+    document_id: str | None = None
+    page: int | None = None
     #: why an invalid citation is invalid
     reason: CitationRejection | None = None
 

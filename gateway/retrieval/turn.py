@@ -202,7 +202,11 @@ async def _retrieve(
     clock.finish(telemetry)
     blocks = [
         EvidenceBlock(
-            c.point_id, c.hit.payload.document_id, texts[c.point_id], titles.get(c.point_id, "")
+            c.point_id,
+            c.hit.payload.document_id,
+            texts[c.point_id],
+            titles.get(c.point_id, ""),
+            page=c.hit.payload.page,
         )
         for c in chosen
     ]
@@ -321,6 +325,7 @@ async def _record(
                 knowledge_base_id=c.hit.payload.knowledge_base_id,
                 checksum=c.hit.payload.checksum,
                 text=texts[c.point_id],
+                page=c.hit.payload.page,
             )
             for c in chosen
         ],

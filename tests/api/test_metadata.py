@@ -523,3 +523,63 @@ async def test_the_console_edits_the_schema_and_filters_a_try(gateway: Gateway) 
     )
     assert bad.status_code == 422
     assert "filter.colour" in bad.text
+
+
+def _paged_pdf(pages: list[str]) -> bytes:
+    """A PDF of one line of Helvetica text per page, built by hand."""
+    count = len(pages)
+    objects: list[bytes] = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>"
+        % (b" ".join(b"%d 0 R" % (4 + 2 * n) for n in range(count)), count),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    for number, text in enumerate(pages):
+        stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode("latin-1")
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (5 + 2 * number)
+        )
+        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\n" % (len(objects) + 1)
+    out += b"startxref\n%d\n%%%%EOF\n" % xref
+    return bytes(out)
+
+
+async def test_a_pdf_passage_cites_its_page(gateway: Gateway) -> None:
+    """A PDF's pages reach its passages: the passage, its fenced evidence and a verified
+    citation name the page it starts on."""
+    from ingest.extract import pdf_text
+
+    pages = [
+        "The boiler manual starts with the safety rules for every operator on duty. " * 12,
+        "Cleaning the burner needs the gas valve closed and the flue cooled down first. " * 12,
+        "The pressure relief valve is tested every spring by lifting its lever by hand. " * 12,
+    ]
+    text, _ = pdf_text(_paged_pdf(pages))
+    assert text.count("\f") == 2
+    tenant = await provision(gateway, "acme", "acme-support")
+    await tenant.kb("manuals")
+    await tenant.agent("bot", ["manuals"])
+    put = await _put(tenant, "boiler.pdf", {"text": text, "classification": "internal"})
+    assert put.status_code == 200, put.text
+    answer = (await tenant.retrieve("bot", "How is the pressure relief valve tested?")).json()
+    first = answer["passages"][0]
+    assert first["page"] == 3
+    assert 'page="3"' in answer["context"]
+    verified = await gateway.client.post(
+        "/v1/citations/verify",
+        json={"turn_id": answer["turn_id"], "citations": [{"passage_id": first["passage_id"]}]},
+        headers=tenant.headers(),
+    )
+    assert verified.json()["valid"] == [
+        {"passage_id": first["passage_id"], "document_id": "boiler.pdf", "page": 3}
+    ]

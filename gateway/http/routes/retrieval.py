@@ -51,6 +51,7 @@ def retrieve_out(result: turn.TurnResult) -> RetrieveOut:
                 dense_score=c.dense_score,
                 keyword_score=c.keyword_score,
                 metadata=c.hit.payload.metadata,
+                page=c.hit.payload.page,
             )
             for c in result.candidates
         ],
@@ -118,7 +119,11 @@ class RetrievalController(Controller):
             [Citation(c.passage_id, c.quote) for c in data.citations],
         )
         return VerifyOut(
-            valid=[CitationVerdict(passage_id=v.passage_id) for v in verdicts if v.valid],
+            valid=[
+                CitationVerdict(passage_id=v.passage_id, document_id=v.document_id, page=v.page)
+                for v in verdicts
+                if v.valid
+            ],
             invalid=[
                 CitationVerdict(passage_id=v.passage_id, reason=cast(CitationRejection, v.reason))
                 for v in verdicts
