@@ -30,7 +30,7 @@ from typing import Any
 
 from ingest.decoding import UndecodableError, decode_text
 from ingest.office import OfficeError, docx_text, pptx_text
-from ingest.pages import PAGE_BREAK
+from ingest.pages import PAGE_SEPARATOR
 
 #: Suffixes (lower case) the connector reads; every other file is skipped.
 SUPPORTED_SUFFIXES = frozenset(
@@ -353,5 +353,5 @@ def pdf_text(raw: bytes) -> tuple[str, str]:
         raise ExtractionError(f"not a readable PDF: {type(error).__name__}: {error}") from error
     # A form feed starts each page after the first, so its passages cite their page
     # (`ingest.pages`); an empty page keeps its place in the count.
-    text = PAGE_BREAK.join(page.strip() for page in pages)
+    text = PAGE_SEPARATOR.join(page.strip() for page in pages)
     return text, " ".join(title.split())

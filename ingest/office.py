@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from ingest.pages import PAGE_BREAK
+from ingest.pages import PAGE_SEPARATOR
 
 if TYPE_CHECKING:
     from docx.document import Document
@@ -66,7 +66,7 @@ def pptx_text(path: Path) -> tuple[str, str]:
     except Exception as error:
         raise OfficeError(f"not a readable PowerPoint presentation: {_why(error)}") from error
     # A form feed starts each slide after the first (`ingest.pages`): passages cite it.
-    return PAGE_BREAK.join(slides), " ".join(title.split())
+    return PAGE_SEPARATOR.join(slides), " ".join(title.split())
 
 
 def _check_package(path: Path, kind: str) -> None:

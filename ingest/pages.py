@@ -9,6 +9,9 @@ import re
 from collections.abc import Sequence
 
 PAGE_BREAK = "\f"
+#: What `kbgate ingest` puts between two pages: a blank line (a paragraph's end, so no
+#: sentence runs across pages, as before pages were recorded) and the form feed.
+PAGE_SEPARATOR = "\n\n" + PAGE_BREAK
 _WORD = re.compile(r"\S+")
 
 
