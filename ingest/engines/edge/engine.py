@@ -59,6 +59,7 @@ from ingest.engines.common import (
     IdfSearches,
     checked_point_id,
     dense_values,
+    exact_narrowed,
     keyword_terms,
     legs_idf,
     passage_of,
@@ -546,15 +547,19 @@ class EdgeEngine(AdapterReads):
                 params=params,
             )
 
-        requests = [
-            request(leg, query, _FILTERED_DENSE if leg.kind is LegKind.DENSE else _idf_over(where))
-            for leg, query, run in zip(legs, queries, runs, strict=True)
-            if run
-        ]
         with engine_errors(collection):
+            few = scope.narrowing is not None and exact_narrowed(
+                legs, lambda: _estimate(held.shard, scope)
+            )
+            dense = _EXACT if few else _FILTERED_DENSE
+            requests = [
+                request(leg, query, dense if leg.kind is LegKind.DENSE else _idf_over(where))
+                for leg, query, run in zip(legs, queries, runs, strict=True)
+                if run
+            ]
             found = iter(held.shard.query_batch(QueryBatchRequest(requests)))
             results = [list(next(found)) if run else [] for run in runs]
-            weak = weak_dense_legs(legs, results)
+            weak = [] if few else weak_dense_legs(legs, results)
             if weak:
                 again = [request(legs[i], queries[i], _EXACT) for i in weak]
                 exact = held.shard.query_batch(QueryBatchRequest(again))
@@ -585,6 +590,17 @@ _FILTERED_DENSE = SearchParams(
 )
 #: A weak dense answer's second search (`weak_dense_legs`).
 _EXACT = SearchParams(exact=True)
+
+
+def _estimate(shard: EdgeShard, scope: Scope) -> int:
+    """The engine's estimate of the tenant's points the Scope's narrowing keeps (from the
+    payload indexes' counts, no scan)."""
+    narrowing = scope.narrowing
+    if narrowing is None:  # pragma: no cover - only asked of narrowed Scopes
+        raise ValueError("only a narrowed Scope is estimated")
+    tenant = FieldCondition(key=PayloadKey.TENANT_ID, match=MatchValue(scope.tenant_id))
+    where = Filter(must=[tenant, _narrowing(narrowing)])
+    return int(shard.count(CountRequest(exact=False, filter=where)))
 
 
 def _idf_over(corpus: Filter) -> SearchParams:
