@@ -53,20 +53,6 @@ ACORN_MAX_SELECTIVITY = 1.0
 #: (docs/decisions/filtered-search.md). It is decided by the Scope's own scores, never by
 #: a count or estimate that other tenants' points would move.
 EXACT_CHECK_BELOW = 0.5
-#: A narrowed Scope (a turn's filter) whose points the engine estimates at no more than
-#: this, over the tenant and the narrowing alone (its cardinality estimate from the
-#: payload indexes: no scan), has its dense legs searched exactly: a filter keeping a few
-#: percent of a large tenant leads the graph search (ACORN) through many points it then
-#: drops, and an exact search over those few reads fewer (docs/decisions/
-#: document-fields-and-filters.md). The estimate chooses only how the Scope's own points
-#: are searched, never which are seen.
-EXACT_NARROWED_POINTS = 2_000
-
-
-def exact_narrowed(legs: Sequence[Leg], estimate: Callable[[], int]) -> bool:
-    """Whether a narrowed Scope's dense legs are searched exactly: it has dense legs and
-    `estimate()` (asked only then) is at most `EXACT_NARROWED_POINTS`."""
-    return any(leg.kind is LegKind.DENSE for leg in legs) and estimate() <= EXACT_NARROWED_POINTS
 
 
 class StoredPoint(Protocol):

@@ -42,8 +42,6 @@ from qdrant_edge import (
     Query,
     QueryBatchRequest,
     QueryRequest,
-    RangeDateTime,
-    RangeFloat,
     ScoredPoint,
     ScrollRequest,
     SearchParams,
@@ -59,7 +57,6 @@ from ingest.engines.common import (
     IdfSearches,
     checked_point_id,
     dense_values,
-    exact_narrowed,
     keyword_terms,
     legs_idf,
     passage_of,
@@ -69,6 +66,7 @@ from ingest.engines.common import (
     weak_dense_legs,
 )
 from ingest.engines.edge.disk import DiskReserve
+from ingest.engines.edge.narrowing import narrowing_condition
 from ingest.engines.edge.shards import (
     EdgeShards,
     engine_errors,
@@ -88,14 +86,6 @@ from ingest.index import (
 from ingest.index import SparseVector as PassageSparse
 from ingest.payload import (
     PII_ANALYZER_PATH,
-    AllOf,
-    AnyOf,
-    HasValue,
-    InRange,
-    IsAnyOf,
-    Missing,
-    Narrowing,
-    NoneOf,
     PayloadKey,
     PiiAnalysis,
     Scope,
@@ -132,45 +122,8 @@ def _scope_filter(
     if scope.strict:
         must.append(FieldCondition(key=PayloadKey.ORG_ID, match=MatchValue(scope.org_id)))
     if scope.narrowing is not None:
-        must.append(_narrowing(scope.narrowing))
+        must.append(narrowing_condition(scope.narrowing))
     return Filter(must=[*must, *extra], must_not=list(excluding) or None)
-
-
-def _narrowing(node: Narrowing) -> ConditionType:
-    """A Scope's narrowing as an Edge condition; `_scope_filter` AND-s it with the rest."""
-    match node:
-        case AllOf(parts):
-            return Filter(must=[_narrowing(part) for part in parts])
-        case AnyOf(parts):
-            return Filter(should=[_narrowing(part) for part in parts])
-        case NoneOf(parts):
-            return Filter(must_not=[_narrowing(part) for part in parts])
-    return _field_test(node)
-
-
-def _field_test(node: Narrowing) -> ConditionType:
-    match node:
-        case HasValue(path):
-            return Filter(must_not=[IsEmptyCondition(key=path)])
-        case Missing(path):
-            return IsEmptyCondition(key=path)
-        case IsAnyOf(path, values):
-            return FieldCondition(key=path, match=MatchAny(list(values)))
-        case InRange(path, gt, gte, lt, lte, dates):
-            if dates:
-                moments = RangeDateTime(gt=_text(gt), gte=_text(gte), lt=_text(lt), lte=_text(lte))
-                return FieldCondition(key=path, range=moments)
-            numbers = RangeFloat(gt=_number(gt), gte=_number(gte), lt=_number(lt), lte=_number(lte))
-            return FieldCondition(key=path, range=numbers)
-    raise ValueError(f"not a narrowing: {node!r}")  # pragma: no cover - every kind above
-
-
-def _text(value: float | str | None) -> str | None:
-    return None if value is None else str(value)
-
-
-def _number(value: float | str | None) -> float | None:
-    return None if value is None else float(value)
 
 
 class EdgeEngine(AdapterReads):
@@ -547,19 +500,15 @@ class EdgeEngine(AdapterReads):
                 params=params,
             )
 
+        requests = [
+            request(leg, query, _FILTERED_DENSE if leg.kind is LegKind.DENSE else _idf_over(where))
+            for leg, query, run in zip(legs, queries, runs, strict=True)
+            if run
+        ]
         with engine_errors(collection):
-            few = scope.narrowing is not None and exact_narrowed(
-                legs, lambda: _estimate(held.shard, scope)
-            )
-            dense = _EXACT if few else _FILTERED_DENSE
-            requests = [
-                request(leg, query, dense if leg.kind is LegKind.DENSE else _idf_over(where))
-                for leg, query, run in zip(legs, queries, runs, strict=True)
-                if run
-            ]
             found = iter(held.shard.query_batch(QueryBatchRequest(requests)))
             results = [list(next(found)) if run else [] for run in runs]
-            weak = [] if few else weak_dense_legs(legs, results)
+            weak = weak_dense_legs(legs, results)
             if weak:
                 again = [request(legs[i], queries[i], _EXACT) for i in weak]
                 exact = held.shard.query_batch(QueryBatchRequest(again))
@@ -590,17 +539,6 @@ _FILTERED_DENSE = SearchParams(
 )
 #: A weak dense answer's second search (`weak_dense_legs`).
 _EXACT = SearchParams(exact=True)
-
-
-def _estimate(shard: EdgeShard, scope: Scope) -> int:
-    """The engine's estimate of the tenant's points the Scope's narrowing keeps (from the
-    payload indexes' counts, no scan)."""
-    narrowing = scope.narrowing
-    if narrowing is None:  # pragma: no cover - only asked of narrowed Scopes
-        raise ValueError("only a narrowed Scope is estimated")
-    tenant = FieldCondition(key=PayloadKey.TENANT_ID, match=MatchValue(scope.tenant_id))
-    where = Filter(must=[tenant, _narrowing(narrowing)])
-    return int(shard.count(CountRequest(exact=False, filter=where)))
 
 
 def _idf_over(corpus: Filter) -> SearchParams:

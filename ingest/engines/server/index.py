@@ -29,7 +29,6 @@ from ingest.engines.common import (
     IdfSearches,
     checked_point_id,
     dense_values,
-    exact_narrowed,
     held_terms_of,
     hit,
     keyword_terms,
@@ -361,17 +360,7 @@ class ServerIndex:
         requests = [self._leg_request(leg, where, with_payload) for leg in legs]
         if not requests or not await self._exists(collection):
             return [[] for _ in legs], 0
-        few = False
-        if scope.narrowing is not None and any(leg.kind is LegKind.DENSE for leg in legs):
-            estimate = await self._estimate(collection, scope)
-            few = exact_narrowed(legs, lambda: estimate)
-        if few:
-            requests = [
-                request.model_copy(update={"params": EXACT})
-                if leg.kind is LegKind.DENSE
-                else request
-                for leg, request in zip(legs, requests, strict=True)
-            ]
+
         # A collection made before document keyword vectors finds nothing on that leg.
         document_keywords = await self.document_keywords(collection)
         runs = [document_keywords or leg.kind is not LegKind.DOCUMENT_KEYWORD for leg in legs]
@@ -381,26 +370,13 @@ class ServerIndex:
                 await self._client.query_batch_points(collection, wanted) if wanted else []
             )
             results = [next(responses).points if run else [] for run in runs]
-            weak = [] if few else weak_dense_legs(legs, results)
+            weak = weak_dense_legs(legs, results)
             if weak:
                 again = [requests[i].model_copy(update={"params": EXACT}) for i in weak]
                 exact = await self._client.query_batch_points(collection, again)
                 for position, response in zip(weak, exact, strict=True):
                     results[position] = response.points
         return results, len(weak)
-
-    async def _estimate(self, collection: str, scope: Scope) -> int:
-        """The engine's estimate of the tenant's points the Scope's narrowing keeps (from
-        the payload indexes' counts, no scan), as on Qdrant Edge."""
-        narrowing = scope.narrowing
-        if narrowing is None:  # pragma: no cover - only asked of narrowed Scopes
-            raise ValueError("only a narrowed Scope is estimated")
-        where = models.Filter(
-            must=[match(PayloadKey.TENANT_ID, scope.tenant_id), narrowing_condition(narrowing)]
-        )
-        async with self._calling(collection):
-            found = await self._client.count(collection, count_filter=where, exact=False)
-        return found.count
 
     async def query(self, collection: str, scope: Scope, legs: Sequence[Leg]) -> QueryResult:
         found, _ = await self._query_batch(collection, scope, legs, with_payload=True)
