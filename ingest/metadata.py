@@ -80,6 +80,8 @@ MAX_DOCUMENT_FIELDS = 64
 MAX_STRING_CHARS = 1024
 MAX_LIST_ITEMS = 100
 MAX_METADATA_BYTES = 16 * 1024
+#: The largest number a field holds (every integer up to it is exact as a float).
+MAX_NUMBER = 2**53
 #: The filter grammar's bounds.
 MAX_DEPTH = 6
 MAX_CONDITIONS = 64
@@ -187,8 +189,8 @@ def _check_value(name: str, value: Any) -> None:
     elif isinstance(value, bool):
         pass
     elif isinstance(value, int | float):
-        if not math.isfinite(value):
-            raise MetadataError("numbers must be finite", field=where)
+        if not math.isfinite(value) or abs(value) > MAX_NUMBER:
+            raise MetadataError(f"numbers must be finite, at most {MAX_NUMBER} across", field=where)
     elif isinstance(value, list):
         if len(value) > MAX_LIST_ITEMS or not all(
             isinstance(item, str) and len(item) <= MAX_STRING_CHARS for item in value
@@ -410,7 +412,12 @@ def _scalar(target: _Target, value: Any, where: str) -> str | float:
                 "the field is a datetime: compare it with an RFC 3339 date-time", field=where
             )
         return moment
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or abs(value) > MAX_NUMBER
+    ):
         raise MetadataError("the field is a number: compare it with a number", field=where)
     return float(value)
 

@@ -230,11 +230,11 @@ def normalized_datetime(value: str) -> str | None:
         return None
     try:
         moment = datetime.fromisoformat(value)
-    except ValueError:
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    except (ValueError, OverflowError):  # not a date, or past the calendar's ends in UTC
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def boolean_keyword(value: bool) -> str:

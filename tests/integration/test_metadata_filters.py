@@ -268,3 +268,23 @@ def test_undeclared_and_declared_fields_are_returned_as_stored(index: BlockingIn
     assert hit.payload.metadata is not None
     assert hit.payload.metadata["published"] == "2024-02-15T10:00:00Z"
     assert hit.payload.metadata["owner"] == "t1-owner"
+
+
+@pytest.mark.parametrize(
+    ("metadata", "field"),
+    [
+        ({"year": 2**60}, "metadata.year"),
+        ({"published": "9999-12-31T23:59:59-01:00"}, "metadata.published"),
+        ({"published": "2024-02-30"}, "metadata.published"),
+        ({"tags": ["x" * 1025]}, "metadata.tags"),
+        ({"fields": "x"}, "metadata.fields"),
+    ],
+)
+def test_values_past_a_bound_are_refused_naming_the_field(
+    metadata: dict[str, Any], field: str
+) -> None:
+    """Numbers beyond exact floats, moments past the calendar's ends in UTC, impossible
+    dates, oversized strings and reserved names are refused, naming the field."""
+    with pytest.raises(MetadataError) as refused:
+        check_metadata(metadata, SCHEMA)
+    assert refused.value.field == field
