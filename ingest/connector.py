@@ -26,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import os
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ingest.extract import ExtractionError, extract, is_supported
+from ingest.metadata import MAX_DOCUMENT_FIELDS, MetadataError, check_field_name, check_metadata
 from ingest.payload import Classification, is_valid_id
 
 if TYPE_CHECKING:
@@ -58,6 +60,8 @@ class Upload:
     title: str
     source: str
     classification: Classification
+    #: the document's own fields: the file's `modified_at` and its front matter's
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +310,7 @@ class _Run:
             title=extracted.title,
             source=item.document_id,
             classification=classification,
+            metadata=file_fields(item.path, extracted.fields),
         )
 
     async def _send(self, batch: Sequence[Upload]) -> None:
@@ -477,6 +482,25 @@ async def _unusable(call: Awaitable[T], base: str) -> T:
         raise SinkUnavailableError(f"cannot reach the gateway at {base}: {error}") from None
 
 
+def file_fields(path: Path, found: Mapping[str, Any]) -> dict[str, Any]:
+    """A file's fields as a document's: those it declares that may name a field (others
+    left out, never refused), and when it was last modified (`modified_at`, UTC)."""
+    fields: dict[str, Any] = {}
+    for name, value in found.items():
+        try:
+            check_field_name(name, "metadata")
+            check_metadata({name: value}, {})
+        except MetadataError:
+            continue
+        fields[name] = value
+    try:
+        modified = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    except OSError:
+        return fields
+    fields["modified_at"] = modified.isoformat().replace("+00:00", "Z")
+    return dict(list(fields.items())[-MAX_DOCUMENT_FIELDS:])
+
+
 async def _unusable_stream(call: AsyncIterator[T]) -> AsyncIterator[T]:
     """`_unusable` for a streamed answer (its transport errors pass as they are)."""
     from kbgate_client import ProblemError
@@ -505,6 +529,7 @@ def _bulk_line(upload: Upload) -> BulkDocument:
         title=upload.title,
         source=upload.source,
         classification=upload.classification.value,
+        metadata=upload.metadata or None,
     )
 
 

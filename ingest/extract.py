@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 from ingest.decoding import UndecodableError, decode_text
 from ingest.office import OfficeError, docx_text, pptx_text
+from ingest.pages import PAGE_SEPARATOR
 
 #: Suffixes (lower case) the connector reads; every other file is skipped.
 SUPPORTED_SUFFIXES = frozenset(
@@ -62,10 +64,12 @@ class ExtractionError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Extracted:
-    """What a file contributes to a document: its text and a title."""
+    """What a file contributes to a document: its text, a title and its own fields
+    (Markdown front matter's scalar and list-of-strings entries)."""
 
     text: str
     title: str
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 def is_supported(path: Path) -> bool:
@@ -111,7 +115,43 @@ def _plain(path: Path) -> Extracted:
 
 def _markdown(path: Path) -> Extracted:
     text = _decode(_read_bytes(path))
-    return Extracted(text, markdown_title(text) or path.stem)
+    return Extracted(text, markdown_title(text) or path.stem, front_matter_fields(text))
+
+
+_FRONT_ENTRY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.*?)\s*$")
+
+
+def front_matter_fields(text: str) -> dict[str, Any]:
+    """A Markdown file's front matter entries of one line each (`key: value`): numbers,
+    `true`/`false`, `[a, b]` lists of strings and strings (quotes taken off); nested
+    entries and other lines are left out."""
+    found = _FRONT_MATTER.match(text)
+    if found is None:
+        return {}
+    fields: dict[str, Any] = {}
+    for line in found.group(0).splitlines()[1:-1]:
+        entry = _FRONT_ENTRY.match(line)
+        if entry and entry.group(2):
+            fields[entry.group(1)] = _front_value(entry.group(2))
+    return fields
+
+
+def _front_value(raw: str) -> Any:
+    if raw in ("true", "false"):
+        return raw == "true"
+    if raw.startswith("[") and raw.endswith("]"):
+        return [_unquoted(item.strip()) for item in raw[1:-1].split(",") if item.strip()]
+    try:
+        number = float(raw)
+    except ValueError:
+        return _unquoted(raw)
+    return int(number) if number.is_integer() and "." not in raw else number
+
+
+def _unquoted(raw: str) -> str:
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
+        return raw[1:-1]
+    return raw
 
 
 def markdown_title(text: str) -> str:
@@ -287,7 +327,8 @@ def _pdf(path: Path) -> Extracted:
 
 
 def pdf_text(raw: bytes) -> tuple[str, str]:
-    """Text of every page (pages separated by a blank line) and the metadata title."""
+    """Text of every page (each after the first starting with a form feed) and the
+    metadata title."""
     import io
 
     from pypdf import PdfReader
@@ -310,5 +351,7 @@ def pdf_text(raw: bytes) -> tuple[str, str]:
     # A damaged file can break pypdf in many ways below its own error classes.
     except Exception as error:
         raise ExtractionError(f"not a readable PDF: {type(error).__name__}: {error}") from error
-    text = "\n\n".join(page.strip() for page in pages if page.strip())
+    # A form feed starts each page after the first, so its passages cite their page
+    # (`ingest.pages`); an empty page keeps its place in the count.
+    text = PAGE_SEPARATOR.join(page.strip() for page in pages)
     return text, " ".join(title.split())

@@ -214,6 +214,11 @@ class Index(Protocol):
     async def ensure_collection(self, collection: str) -> None:
         """Create the collection (vectors, payload indexes) if it does not exist."""
 
+    async def ensure_field_indexes(self, collection: str, fields: Mapping[str, str]) -> int:
+        """Create the collection if need be, and a payload index on each path of `fields`
+        ({path: `ingest.payload.IndexKind`}) that has none of that kind: what a KB's
+        declared fields are filtered by. Returns how many were created."""
+
     async def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
         """Write points; durable when this returns."""
 

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from ingest.pages import PAGE_SEPARATOR
+
 if TYPE_CHECKING:
     from docx.document import Document
     from docx.table import Table
@@ -51,7 +53,8 @@ def docx_text(path: Path) -> tuple[str, str]:
 
 
 def pptx_text(path: Path) -> tuple[str, str]:
-    """Text of a presentation slide by slide, and its title ("" if none)."""
+    """Text of a presentation slide by slide (each after the first starting with a form
+    feed), and its title ("" if none)."""
     _check_package(path, "PowerPoint")
     import pptx
 
@@ -62,7 +65,8 @@ def pptx_text(path: Path) -> tuple[str, str]:
     # Same as for Word: damage surfaces as arbitrary exceptions.
     except Exception as error:
         raise OfficeError(f"not a readable PowerPoint presentation: {_why(error)}") from error
-    return "\n\n".join(slide for slide in slides if slide), " ".join(title.split())
+    # A form feed starts each slide after the first (`ingest.pages`): passages cite it.
+    return PAGE_SEPARATOR.join(slides), " ".join(title.split())
 
 
 def _check_package(path: Path, kind: str) -> None:

@@ -14,6 +14,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -35,6 +36,18 @@ class PayloadKey(enum.StrEnum):
     CHECKSUM = "checksum"
     INDEXED_AT = "indexedAt"
     PII = "pii"
+    #: the document's own fields, as given (`ingest.metadata`): returned, not searched
+    METADATA = "metadata"
+    #: the same fields by the kind of index that searches them (`typed_fields`): what a
+    #: filter names, `fields.<kind>.<name>`
+    FIELDS = "fields"
+    #: when the document starts and stops answering (RFC 3339, UTC)
+    VALID_FROM = "validFrom"
+    VALID_UNTIL = "validUntil"
+    #: the passage's detected language (ISO 639-1)
+    LANGUAGE = "language"
+    #: the page (PDF) or slide (PPTX) the passage starts on, from 1
+    PAGE = "page"
 
 
 #: Keys that carry a keyword payload index, with `tenantId` as the tenant key.
@@ -46,6 +59,13 @@ INDEXED_KEYS: tuple[PayloadKey, ...] = (
     PayloadKey.CLASSIFICATION,
 )
 TENANT_KEY = PayloadKey.TENANT_ID
+#: Keys a turn's filters and validity search, with the kind of index each carries (no
+#: graph links: only the tenant key has them).
+TYPED_INDEXED_KEYS: tuple[tuple[PayloadKey, str], ...] = (
+    (PayloadKey.VALID_FROM, "datetime"),
+    (PayloadKey.VALID_UNTIL, "datetime"),
+    (PayloadKey.LANGUAGE, "keyword"),
+)
 #: The indexed key kept on disk rather than in memory: only a document's own operations
 #: filter on it, never a search.
 ON_DISK_KEY = PayloadKey.DOCUMENT_ID
@@ -115,6 +135,9 @@ class Scope:
     kb_ids: frozenset[str]
     clearance: Classification = DEFAULT_CLEARANCE
     strict: bool = True
+    #: what a turn's filter and validity keep of it (`Narrowing`): AND-ed with the rest,
+    #: so it can only leave points out
+    narrowing: Narrowing | None = None
 
     def __post_init__(self) -> None:
         # Checked at run time too: a Scope is the isolation boundary, and callers
@@ -139,9 +162,24 @@ class Scope:
         kb_ids: Iterable[str],
         clearance: Classification | str = DEFAULT_CLEARANCE,
         strict: bool = True,
+        narrowing: Narrowing | None = None,
     ) -> Scope:
         """Build a Scope from any iterable of KB ids."""
-        return cls(org_id, tenant_id, frozenset(kb_ids), Classification(clearance), strict)
+        return cls(
+            org_id, tenant_id, frozenset(kb_ids), Classification(clearance), strict, narrowing
+        )
+
+    def narrowed(self, narrowing: Narrowing | None) -> Scope:
+        """This Scope keeping only what `narrowing` also admits (None: the same Scope)."""
+        if narrowing is None:
+            return self
+        both = narrowing if self.narrowing is None else AllOf((self.narrowing, narrowing))
+        return Scope(self.org_id, self.tenant_id, self.kb_ids, self.clearance, self.strict, both)
+
+    @property
+    def unnarrowed(self) -> Scope:
+        """The Scope without its narrowing: what the key may see, whatever a turn asks."""
+        return Scope(self.org_id, self.tenant_id, self.kb_ids, self.clearance, self.strict)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -155,7 +193,205 @@ class Scope:
             return False
         if payload.get(PayloadKey.CLASSIFICATION) not in self.labels:
             return False
-        return not self.strict or payload.get(PayloadKey.ORG_ID) == self.org_id
+        if self.strict and payload.get(PayloadKey.ORG_ID) != self.org_id:
+            return False
+        return self.narrowing is None or narrowing_admits(self.narrowing, payload)
+
+
+# ---- metadata fields and narrowing -------------------------------------------------
+
+
+class IndexKind(enum.StrEnum):
+    """The kinds of index a document's fields are searched by: each field is stored under
+    `fields.<kind>.<name>` by its value's kind, so the same name in two workspaces of one
+    collection never needs two kinds of index on one path."""
+
+    KEYWORD = "keyword"
+    NUMBER = "number"
+    BOOLEAN = "boolean"
+    DATETIME = "datetime"
+
+
+def field_path(kind: IndexKind | str, name: str) -> str:
+    """The payload path a filter on a document field of this kind searches."""
+    return f"{PayloadKey.FIELDS.value}.{IndexKind(kind).value}.{name}"
+
+
+_DATETIME_SHAPE = re.compile(
+    r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?(Z|[+-]\d{2}:?\d{2})?$"
+)
+
+
+def normalized_datetime(value: str) -> str | None:
+    """An RFC 3339 date or date-time as stored: UTC, `YYYY-MM-DDTHH:MM:SS[.ffffff]Z` (a
+    date alone is its midnight, a time without an offset is UTC); None when `value` is
+    not one."""
+    if not _DATETIME_SHAPE.fullmatch(value):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    except (ValueError, OverflowError):  # not a date, or past the calendar's ends in UTC
+        return None
+
+
+def boolean_keyword(value: bool) -> str:
+    """A boolean as its typed copy stores it: `"true"` or `"false"`, a keyword (Qdrant
+    Edge's binding reads a boolean match value as the integer 1 or 0)."""
+    return "true" if value else "false"
+
+
+def typed_fields(metadata: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A document's fields by the kind of index that searches them (`PayloadKey.FIELDS`):
+    strings and lists of strings as keywords (a date-time string also as a datetime),
+    numbers, booleans (as the keywords `"true"`, `"false"`). Other values are kept in
+    `metadata` only."""
+    typed: dict[str, dict[str, Any]] = {}
+    for name, value in metadata.items():
+        for kind, stored in _kinds_of(value):
+            typed.setdefault(kind.value, {})[name] = stored
+    return typed
+
+
+def _kinds_of(value: Any) -> list[tuple[IndexKind, Any]]:
+    if isinstance(value, bool):
+        return [(IndexKind.BOOLEAN, boolean_keyword(value))]
+    if isinstance(value, int | float):
+        return [(IndexKind.NUMBER, value)]
+    if isinstance(value, str):
+        moment = normalized_datetime(value)
+        kinds = [(IndexKind.KEYWORD, value)]
+        return kinds if moment is None else [*kinds, (IndexKind.DATETIME, moment)]
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        return [(IndexKind.KEYWORD, list(value))]
+    return []
+
+
+@dataclass(frozen=True, slots=True)
+class IsAnyOf:
+    """The value at `path` is one of `values` (a list value: any of its items is)."""
+
+    path: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class InRange:
+    """The value at `path` lies within the bounds given: numbers, or (`dates`)
+    normalized date-times (`normalized_datetime`)."""
+
+    path: str
+    gt: float | str | None = None
+    gte: float | str | None = None
+    lt: float | str | None = None
+    lte: float | str | None = None
+    dates: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HasValue:
+    """`path` holds a value (missing, null and an empty list hold none)."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """`path` holds no value: the engines' `is_empty`, read from a payload index."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class AllOf:
+    parts: tuple[Narrowing, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AnyOf:
+    parts: tuple[Narrowing, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NoneOf:
+    parts: tuple[Narrowing, ...]
+
+
+#: What a turn keeps of a Scope: a tree each adapter compiles into its engine's filter
+#: inside `_scope_filter`, AND-ed with the Scope's own conditions.
+Narrowing = IsAnyOf | InRange | HasValue | Missing | AllOf | AnyOf | NoneOf
+
+
+def narrowing_admits(narrowing: Narrowing, payload: Mapping[str, Any]) -> bool:
+    """Whether a stored payload passes the narrowing: the oracle the engines' filters
+    are held to."""
+    match narrowing:
+        case AllOf(parts):
+            return all(narrowing_admits(part, payload) for part in parts)
+        case AnyOf(parts):
+            return any(narrowing_admits(part, payload) for part in parts)
+        case NoneOf(parts):
+            return not any(narrowing_admits(part, payload) for part in parts)
+    return _field_admits(narrowing, payload)
+
+
+def _field_admits(narrowing: Narrowing, payload: Mapping[str, Any]) -> bool:
+    match narrowing:
+        case HasValue(path):
+            return _value_at(payload, path) not in (None, [])
+        case Missing(path):
+            return _value_at(payload, path) in (None, [])
+        case IsAnyOf(path, values):
+            found = _value_at(payload, path)
+            items = found if isinstance(found, list) else [found]
+            return any(_same(item, value) for item in items for value in values)
+        case InRange():
+            return _in_range(narrowing, _value_at(payload, narrowing.path))
+    return False  # pragma: no cover - every kind is matched above
+
+
+def _value_at(payload: Mapping[str, Any], path: str) -> Any:
+    found: Any = payload
+    for part in path.split("."):
+        if not isinstance(found, Mapping):
+            return None
+        found = found.get(part)
+    return found
+
+
+def _same(item: Any, value: str) -> bool:
+    return isinstance(item, str) and item == value
+
+
+def _in_range(test: InRange, found: Any) -> bool:
+    items = found if isinstance(found, list) else [found]
+    return any(_item_in_range(test, item) for item in items)
+
+
+def _item_in_range(test: InRange, item: Any) -> bool:
+    if test.dates:
+        moment = normalized_datetime(item) if isinstance(item, str) else None
+        if moment is None:
+            return False
+        return _within(test, datetime.fromisoformat(moment), _moment)
+    if isinstance(item, bool) or not isinstance(item, int | float):
+        return False
+    return _within(test, float(item), float)
+
+
+def _within(test: InRange, at: Any, bound: Any) -> bool:
+    return (
+        (test.gt is None or at > bound(test.gt))
+        and (test.gte is None or at >= bound(test.gte))
+        and (test.lt is None or at < bound(test.lt))
+        and (test.lte is None or at <= bound(test.lte))
+    )
+
+
+def _moment(value: Any) -> datetime:
+    return datetime.fromisoformat(str(value))
 
 
 _RENAME = {
@@ -172,7 +408,18 @@ _RENAME = {
     "checksum": PayloadKey.CHECKSUM.value,
     "indexed_at": PayloadKey.INDEXED_AT.value,
     "pii": PayloadKey.PII.value,
+    "metadata": PayloadKey.METADATA.value,
+    "valid_from": PayloadKey.VALID_FROM.value,
+    "valid_until": PayloadKey.VALID_UNTIL.value,
+    "language": PayloadKey.LANGUAGE.value,
+    "page": PayloadKey.PAGE.value,
 }
+
+#: Names no document field may take: every payload key, as the contract spells it and
+#: as the API does (`tenant_id`, `valid_from`, ...).
+RESERVED_NAMES: frozenset[str] = frozenset(
+    {key.value for key in PayloadKey} | set(_RENAME) | {"fields", "tenant", "org", "kb_id"}
+)
 
 #: Where a point's PII analysis names the analyzer that made it (a nested payload key).
 PII_ANALYZER_PATH = f"{PayloadKey.PII.value}.analyzer"
@@ -223,6 +470,12 @@ class PassagePayload(msgspec.Struct, frozen=True, kw_only=True, rename=_RENAME, 
     indexed_at: str
     org_id: str | None = None
     pii: PiiAnalysis | None = None
+    #: the document's own fields (`ingest.metadata`); None: it has none
+    metadata: dict[str, Any] | None = None
+    valid_from: str | None = None
+    valid_until: str | None = None
+    language: str | None = None
+    page: int | None = None
 
     @property
     def ref(self) -> PassageRef:
@@ -232,6 +485,7 @@ class PassagePayload(msgspec.Struct, frozen=True, kw_only=True, rename=_RENAME, 
             document_version=self.document_version,
             passage_index=self.passage_index,
             indexed_at=self.indexed_at,
+            language=self.language,
         )
 
 
@@ -245,6 +499,8 @@ class PassageRef(msgspec.Struct, frozen=True, kw_only=True, rename=_RENAME):
     document_version: str
     passage_index: int
     indexed_at: str
+    #: the passage's detected language (None: not told, or written before detection)
+    language: str | None = None
 
 
 #: The payload keys a `PassageRef` is read from.
@@ -253,10 +509,13 @@ REF_KEYS: tuple[str, ...] = tuple(_RENAME[name] for name in PassageRef.__struct_
 
 def to_payload(passage: PassagePayload) -> dict[str, Any]:
     """The dict written to the engine; a legacy passage has no `orgId` key at all, and one
-    written before PII analysis no `pii` key."""
+    written before PII analysis no `pii` key. A document's fields are written twice: as
+    given (`metadata`) and by kind of index (`fields`, `typed_fields`)."""
     payload: dict[str, Any] = msgspec.to_builtins(passage)
     if passage.pii is not None:
         payload[PayloadKey.PII.value] = pii_payload(passage.pii)
+    if passage.metadata:
+        payload[PayloadKey.FIELDS.value] = typed_fields(passage.metadata)
     return payload
 
 

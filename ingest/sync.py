@@ -31,12 +31,12 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from ingest.background import lower_priority
 from ingest.chunking import ChunkingParams, char_bound_applies, chunk_document
@@ -44,6 +44,8 @@ from ingest.embedder.embedding import Embedder, Embedding
 from ingest.engines.blocking import BlockingIndex
 from ingest.index import Passage, SparseVector, StoredPassage, collection_for
 from ingest.keyword_terms import KEYWORD_ANALYSIS_VERSION, keyword_analysis_applies
+from ingest.language import LanguageDetector
+from ingest.pages import passage_pages
 from ingest.payload import (
     Classification,
     PassagePayload,
@@ -103,11 +105,29 @@ class Target:
 
 @dataclass(frozen=True, slots=True)
 class Document:
+    """A document to write. `metadata`: its own fields, checked (`ingest.metadata`);
+    `valid_from` / `valid_until`: when it answers (normalized RFC 3339, UTC)."""
+
     document_id: str
     text: str
     classification: Classification
     title: str = ""
     source: str = ""
+    metadata: Mapping[str, Any] | None = None
+    valid_from: str | None = None
+    valid_until: str | None = None
+
+    def described(self) -> dict[str, Any]:
+        """What the document carries beside its text, as its version's checksum reads it
+        (only what is set, so a document without any keeps its version)."""
+        shape: dict[str, Any] = {}
+        if self.metadata:
+            shape["metadata"] = dict(self.metadata)
+        if self.valid_from is not None:
+            shape["valid_from"] = self.valid_from
+        if self.valid_until is not None:
+            shape["valid_until"] = self.valid_until
+        return shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +198,7 @@ class DocumentWriter:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         analyzer: PassageAnalyzer | None = None,
         stage: Stage = _untimed,
+        languages: LanguageDetector | None = None,
     ) -> None:
         """Without an `analyzer`, passages are written with no PII analysis (as before it
         existed): the gateway then analyses them when they are first returned. `stage`
@@ -188,6 +209,8 @@ class DocumentWriter:
         self.index = index
         self._embedder = embedder
         self._analyzer = analyzer
+        #: detects each passage's language as it is written (None: none recorded)
+        self._languages = languages
         self._chunking = chunking or ChunkingParams()
         self._model_id = model_id
         self._clock = clock
@@ -201,6 +224,7 @@ class DocumentWriter:
             "source": document.source,
             "chunking": self._chunking_shape(document.text),
             "model": self._model_id,
+            **document.described(),
         }
         if keyword_analysis_applies(f"{document.title}\n{document.text}"):
             shape["keywords"] = KEYWORD_ANALYSIS_VERSION
@@ -410,6 +434,9 @@ class DocumentWriter:
         legacy: bool,
     ) -> list[Passage]:
         document, version, texts = plan.document, plan.version, plan.texts
+        detector = self._languages
+        languages = [None] * len(texts) if detector is None else detector.detect_many(texts)
+        pages = passage_pages(document.text, texts)
         return [
             Passage(
                 point_id=point_id(target, document.document_id, version, position),
@@ -429,6 +456,11 @@ class DocumentWriter:
                     checksum=text_checksum(text),
                     indexed_at=indexed_at,
                     pii=analyses[position] if analyses is not None else None,
+                    metadata=dict(document.metadata) if document.metadata else None,
+                    valid_from=document.valid_from,
+                    valid_until=document.valid_until,
+                    language=languages[position],
+                    page=pages[position],
                 ),
                 document_sparse=whole if position == 0 else None,
             )

@@ -151,6 +151,8 @@ class TurnPassage(msgspec.Struct, frozen=True, kw_only=True):
     knowledge_base_id: str
     checksum: str
     text: str
+    #: the page or slide the passage starts on (None: its document has no pages)
+    page: int | None = None
 
 
 class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):

@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 from gateway.access.auth import Principal
 from gateway.access.expensive import pause_point
@@ -34,6 +34,7 @@ from gateway.admin.knowledge import (
     Documents,
     check_id,
     check_text,
+    document_fields,
     knowledge_base_of,
     require_full_clearance,
     target_of,
@@ -75,6 +76,9 @@ class IncomingDocument:
     classification: str | None = None
     title: str = ""
     source: str = ""
+    metadata: dict[str, Any] | None = None
+    valid_from: str | None = None
+    valid_until: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +206,7 @@ class BulkWrite:
         try:
             check_id(line.document_id, "document_id")
             check_text(self._documents.config, line.text)
+            fields = document_fields(self._kb, line.metadata, line.valid_from, line.valid_until)
         except GatewayError as error:
             return LineResult(line.line, line.document_id, "failed", error=error)
         verdict = screen(line.classification)
@@ -212,6 +217,9 @@ class BulkWrite:
                 classification=verdict.classification,
                 title=line.title,
                 source=line.source,
+                metadata=fields.metadata,
+                valid_from=fields.valid_from,
+                valid_until=fields.valid_until,
             )
             return _Pending(line.line, document)
         try:

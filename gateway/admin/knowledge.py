@@ -33,9 +33,18 @@ from gateway.errors import (
     NotFoundError,
     PayloadTooLargeError,
 )
+from gateway.retrieval.narrowing import AGENT_FILTER, check_agent_filter, checked_metadata
 from gateway.retrieval.off_topic_line import OffTopicLines
 from gateway.telemetry import Telemetry
 from ingest.index import SHARED_COLLECTION, Index, Storage, collection_for, org_collection
+from ingest.language import LANGUAGES
+from ingest.metadata import (
+    check_metadata,
+    check_moment,
+    check_schema,
+    field_indexes,
+    schema_of,
+)
 from ingest.payload import is_valid_id
 from ingest.screening import screen
 from ingest.sync import Document, DocumentWriter, SyncOutcome, Target
@@ -86,6 +95,40 @@ def check_id(value: str, field: str) -> None:
             "or digit)",
             field=field,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentFields:
+    """What a document carries beside its text, checked against its KB's schema."""
+
+    metadata: dict[str, Any] | None = None
+    valid_from: str | None = None
+    valid_until: str | None = None
+
+
+def document_fields(
+    kb: KnowledgeBase,
+    metadata: Mapping[str, Any] | None,
+    valid_from: str | None,
+    valid_until: str | None,
+) -> DocumentFields:
+    """A document's fields and validity, checked: names (reserved ones refused), each
+    declared field's type, sizes, RFC 3339 moments in order. InvalidInputError naming the
+    field."""
+    fields = DocumentFields(
+        metadata=checked_metadata(lambda: check_metadata(metadata, schema_of(kb.settings)))
+        if metadata
+        else None,
+        valid_from=None
+        if valid_from is None
+        else checked_metadata(lambda: check_moment(valid_from, "valid_from")),
+        valid_until=None
+        if valid_until is None
+        else checked_metadata(lambda: check_moment(valid_until, "valid_until")),
+    )
+    if fields.valid_from and fields.valid_until and fields.valid_until <= fields.valid_from:
+        raise InvalidInputError("must be after valid_from", field="valid_until")
+    return fields
 
 
 def require_full_clearance(principal: Principal) -> None:
@@ -194,6 +237,8 @@ async def put_knowledge_base(
     they would be left behind in the old collection.
     """
     check_id(kb_id, "kb_id")
+    schema = checked_metadata(lambda: check_schema(settings.get("metadata_fields") or {}))
+    _check_languages(settings.get("language") or {})
     existing = await knowledge.store.get_knowledge_base(principal.tenant_id, kb_id)
     if existing is not None and existing.storage != storage:
         require_full_clearance(principal)
@@ -212,8 +257,12 @@ async def put_knowledge_base(
         storage=Storage(storage).value,
         name=name,
         created_at=existing.created_at if existing else _now(),
-        settings={key: value for key, value in settings.items() if value is not None},
+        settings={key: value for key, value in settings.items() if value not in (None, {})},
     )
+    if schema:  # indexed before the KB says they are filterable
+        await knowledge.index.ensure_field_indexes(
+            collection_for(kb.storage, kb.org_id), field_indexes(schema)
+        )
     created = await knowledge.store.put_knowledge_base(kb)
     knowledge.settings.invalidate(principal.tenant_id)
     fields = _changed_fields(_kb_fields(existing) if existing else None, _kb_fields(kb))
@@ -221,6 +270,16 @@ async def put_knowledge_base(
         action = "created" if created else "changed"
         await _audit(knowledge.store, principal, "knowledge_base", kb_id, action, fields=fields)
     return kb, created
+
+
+def _check_languages(rules: Mapping[str, Any]) -> None:
+    """InvalidInputError naming a language code the detector does not know."""
+    prefer = rules.get("prefer")
+    for code in [*(rules.get("restrict") or ()), *([prefer] if prefer != "question" else [])]:
+        if code is not None and code not in LANGUAGES:
+            raise InvalidInputError(
+                f"{code!r} is not a language the detector knows", field="language"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,12 +390,17 @@ async def put_agent(
     check_id(agent_id, "agent_id")
     if len(set(kb_ids)) != len(kb_ids):
         raise InvalidInputError("a knowledge base is listed twice", field="knowledge_base_ids")
+    attached: list[KnowledgeBase] = []
     for kb_id in kb_ids:
-        if await knowledge.store.get_knowledge_base(principal.tenant_id, kb_id) is None:
+        kb = await knowledge.store.get_knowledge_base(principal.tenant_id, kb_id)
+        if kb is None:
             raise InvalidInputError(
                 "lists a knowledge base that does not exist in this workspace",
                 field="knowledge_base_ids",
             )
+        attached.append(kb)
+    if settings.get(AGENT_FILTER) is not None:
+        check_agent_filter(settings[AGENT_FILTER], [kb.settings for kb in attached])
     existing = await knowledge.store.get_agent(principal.tenant_id, agent_id)
     agent = Agent(
         agent_id=agent_id,
@@ -422,6 +486,9 @@ async def put_document(
     classification: str | None,
     title: str,
     source: str,
+    metadata: Mapping[str, Any] | None = None,
+    valid_from: str | None = None,
+    valid_until: str | None = None,
 ) -> tuple[str, int, str | None]:
     """Screen, then index or leave unchanged. Returns (status, passages, held-back reason).
     NotFoundError also while the workspace or the KB is being deleted (`write_guard`)."""
@@ -430,6 +497,7 @@ async def put_document(
     check_id(document_id, "document_id")
     await write_guard.require_live_workspace(documents.store, principal.tenant_id)
     check_text(documents.config, text)
+    fields = document_fields(kb, metadata, valid_from, valid_until)
     verdict = screen(classification)
     if verdict.classification is None:
         await documents.store.add_held_back(principal.tenant_id, kb_id)
@@ -441,6 +509,9 @@ async def put_document(
         classification=verdict.classification,
         title=title,
         source=source,
+        metadata=fields.metadata,
+        valid_from=fields.valid_from,
+        valid_until=fields.valid_until,
     )
     async with documents.locks.hold((principal.tenant_id, kb_id, document_id)):
         with documents.telemetry.stage("ingest_document"):

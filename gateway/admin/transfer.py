@@ -49,10 +49,19 @@ from gateway.errors import (
     NotFoundError,
     PayloadTooLargeError,
 )
+from gateway.retrieval.narrowing import AGENT_FILTER, check_agent_filter
 from gateway.telemetry import Telemetry
 from ingest.embedder.embedding import MINILM_MODEL_NAME, Embedder
 from ingest.engines.blocking import BlockingIndex
 from ingest.index import Index, IndexUnavailableError, Passage
+from ingest.language import LANGUAGES
+from ingest.metadata import (
+    MetadataError,
+    check_metadata,
+    check_moment,
+    field_indexes,
+    schema_of,
+)
 from ingest.payload import (
     Classification,
     PassagePayload,
@@ -371,6 +380,12 @@ async def _fill(
             at=datetime.now(UTC).isoformat(),
         )
     targets = await _put_records(transfer.store, org_id, tenant_id, contents)
+    for kb_id, entry in contents.kbs.items():
+        schema = schema_of(entry.settings)
+        if schema:  # each declared field's index, as a KB's PUT makes it
+            await transfer.index.ensure_field_indexes(
+                targets[kb_id].collection, field_indexes(schema)
+            )
     spooled.seek(0)
     redactor = None if contents.verified else transfer.redactor
     bounds = limits(transfer.config)
@@ -516,6 +531,9 @@ class _Checker:
             raise self._fault(what, "knowledge_base_ids: a knowledge base is listed twice")
         for kb_id in entry.knowledge_base_ids:
             self._known_kb(kb_id, contents, what)
+        if settings.get(AGENT_FILTER) is not None:
+            kbs = [contents.kbs[kb_id].settings for kb_id in entry.knowledge_base_ids]
+            self._ruled(what, lambda: check_agent_filter(settings[AGENT_FILTER], kbs))
         contents.agents[entry.agent_id] = _Agent(
             agent_id=entry.agent_id,
             knowledge_base_ids=list(entry.knowledge_base_ids),
@@ -567,6 +585,7 @@ class _Checker:
                 f"title over {_MAX_TITLE_CHARS} or source over {_MAX_SOURCE_CHARS} characters",
             )
         self._instant(what, payload.indexed_at)
+        self._described(payload, contents.kbs[entry.kb_id].settings, what)
         self._text(payload, contents, what)
         try:
             dense, _, _ = archive.vectors_of(entry)
@@ -576,6 +595,21 @@ class _Checker:
             raise self._fault(
                 what, f"{len(dense)} dense dimensions, where this deployment has {self._dense_dim}"
             )
+
+    def _described(
+        self, payload: PassagePayload, kb_settings: Mapping[str, Any], what: str
+    ) -> None:
+        """The document's fields as a document write checks them against its KB's schema,
+        validity moments as stored (normalized), a language the detector knows, a page
+        from 1."""
+        try:
+            _stored_as_written(payload, kb_settings)
+        except MetadataError as error:
+            raise self._fault(what, f"{error.field}: {error}") from None
+        if payload.language is not None and payload.language not in LANGUAGES:
+            raise self._fault(what, "language: unknown")
+        if payload.page is not None and not 1 <= payload.page <= _MAX_PASSAGE_INDEX:
+            raise self._fault(what, "page: out of range")
 
     def _text(self, payload: PassagePayload, contents: Contents, what: str) -> None:
         """Not blank; within the document size limit, alone and with the rest of its
@@ -594,6 +628,18 @@ class _Checker:
                 f"document of {self._max_text} bytes makes",
             )
         contents.document_bytes[document] = total
+
+
+def _stored_as_written(payload: PassagePayload, kb_settings: Mapping[str, Any]) -> None:
+    """MetadataError unless the passage's fields and validity are as a document write
+    stores them under the KB's schema."""
+    if payload.metadata is not None and (
+        check_metadata(payload.metadata, schema_of(kb_settings)) != payload.metadata
+    ):
+        raise MetadataError("not as a document write stores it", field="metadata")
+    for name, moment in (("valid_from", payload.valid_from), ("valid_until", payload.valid_until)):
+        if moment is not None and check_moment(moment, name) != moment:
+            raise MetadataError("not as a document write stores it", field=name)
 
 
 async def _put_records(

@@ -91,6 +91,7 @@ def _lines(uploads: Sequence[Upload]) -> list[Line]:
             classification=upload.classification.value,
             title=upload.title,
             source=upload.source,
+            metadata=upload.metadata,
         )
         for number, upload in enumerate(uploads, start=1)
     ]

@@ -445,7 +445,7 @@ class EmbeddedGateway:
         return _json(AgentDeletedOut(agent_id=agent.agent_id, deleted=True))
 
     async def retrieve(self, body: dict[str, Any]) -> dict[str, Any]:
-        from gateway.http.routes.retrieval import retrieve_out
+        from gateway.http.routes.retrieval import context_budget, retrieve_out
         from gateway.http.schemas import RetrieveIn
         from gateway.retrieval import turn
         from gateway.retrieval.plan import settle_lines
@@ -455,7 +455,14 @@ class EmbeddedGateway:
         await self._core(settle_lines(self._planning, self._admin(), data.agent_id))
         result = await self._core(
             turn.retrieve(
-                self._retrieval, self._admin(), data.agent_id, data.question, data.variations
+                self._retrieval,
+                self._admin(),
+                data.agent_id,
+                data.question,
+                data.variations,
+                asks=turn.TurnAsks(
+                    filter=data.filter, as_of=data.as_of, budget=context_budget(data.budget)
+                ),
             )
         )
         return _json(retrieve_out(result))

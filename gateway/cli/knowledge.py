@@ -12,6 +12,7 @@ admins changing the same record at the same moment, the later write wins.
 from __future__ import annotations
 
 import argparse
+import json
 import textwrap
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -148,6 +149,17 @@ def _add_ask_command(commands: Commands) -> None:
     ask.add_argument(
         "--variation", action="append", default=[], dest="variations", help="another wording"
     )
+    ask.add_argument(
+        "--filter",
+        type=_json_object,
+        help='only documents whose fields pass this filter (JSON: \'{"region": "eu", '
+        '"year": {"$gte": 2024}}\'; operators $eq $ne $in $nin $gt $gte $lt $lte $exists, '
+        "$and $or $not, on fields the KBs declare)",
+    )
+    ask.add_argument("--as-of", help="answer as of this moment (RFC 3339; default now)")
+    budget = ask.add_mutually_exclusive_group()
+    budget.add_argument("--budget-tokens", type=int, help="send at most this many tokens")
+    budget.add_argument("--budget-chars", type=int, help="send at most this many characters")
     add_target_arguments(ask, workspace=True)
     ask.set_defaults(run=runner(_ask, workspace=True))
 
@@ -155,9 +167,10 @@ def _add_ask_command(commands: Commands) -> None:
 #: the settings a KB's record stores, as the API names them
 _KB_SETTINGS = (
     "top_k", "score_threshold", "keyword_floor", "grounding_floor", "fusion", "drop_copies",
+    "metadata_fields", "language",
 )  # fmt: skip
 #: the settings an agent's record stores, as the API names them
-_AGENT_SETTINGS = ("top_k", "score_threshold", "pii_redaction")
+_AGENT_SETTINGS = ("top_k", "score_threshold", "pii_redaction", "filter")
 
 
 def _kb_setting_arguments(parser: argparse.ArgumentParser) -> None:
@@ -183,6 +196,46 @@ def _kb_setting_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--drop-copies", choices=("on", "off"), help="drop passages that copy a better one"
     )
+    parser.add_argument(
+        "--fields",
+        dest="metadata_fields",
+        type=_field_types,
+        metavar="NAME=TYPE,...",
+        help="the document fields a turn may filter by (all of them), e.g. "
+        "region=string,year=number,published=datetime,draft=boolean,tags=string_list",
+    )
+    parser.add_argument(
+        "--language",
+        type=_language_rules,
+        metavar="RULES",
+        help="restrict=CODE[+CODE...] and/or prefer=CODE|question, comma-separated, "
+        "e.g. restrict=de+en,prefer=question",
+    )
+
+
+def _field_types(value: str) -> dict[str, str]:
+    """`NAME=TYPE,...` as the API's `metadata_fields`; the API checks names and types."""
+    fields: dict[str, str] = {}
+    for part in filter(None, value.split(",")):
+        name, sep, kind = part.partition("=")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"{part!r}: NAME=TYPE")
+        fields[name.strip()] = kind.strip()
+    return fields
+
+
+def _language_rules(value: str) -> dict[str, Any]:
+    """`restrict=CODE+CODE,prefer=CODE` as the API's `language`."""
+    rules: dict[str, Any] = {}
+    for part in filter(None, value.split(",")):
+        name, _, given = part.partition("=")
+        if name == "restrict":
+            rules["restrict"] = [code for code in given.split("+") if code]
+        elif name == "prefer":
+            rules["prefer"] = given
+        else:
+            raise argparse.ArgumentTypeError(f"{part!r}: restrict=... or prefer=...")
+    return rules
 
 
 def _agent_setting_arguments(parser: argparse.ArgumentParser) -> None:
@@ -191,6 +244,11 @@ def _agent_setting_arguments(parser: argparse.ArgumentParser) -> None:
         "--score-threshold", type=float, help="dense floor: the best passage's cosine, 0..1"
     )
     parser.add_argument("--pii-redaction", choices=("on", "off"), help="the agent's redaction gate")
+    parser.add_argument(
+        "--filter",
+        type=_json_object,
+        help="a filter every turn of the agent applies (JSON, as `kbgate ask --filter`)",
+    )
 
 
 def _fusion_weights(value: str) -> dict[str, float]:
@@ -402,6 +460,14 @@ async def _ask(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
     body: dict[str, Any] = {"agent_id": args.agent_id, "question": args.question}
     if args.variations:
         body["variations"] = args.variations
+    if args.filter is not None:
+        body["filter"] = args.filter
+    if args.as_of is not None:
+        body["as_of"] = args.as_of
+    if args.budget_tokens is not None:
+        body["budget"] = {"tokens": args.budget_tokens}
+    if args.budget_chars is not None:
+        body["budget"] = {"characters": args.budget_chars}
     answer = await gateway.retrieve(body)
     if answer["abstained"]:
         return answer, _abstention(args.agent_id, answer.get("reason"))
@@ -417,8 +483,21 @@ async def _ask(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
     return answer, "\n".join(lines)
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    """A command-line JSON object (a filter)."""
+    try:
+        found = json.loads(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
+    if not isinstance(found, dict):
+        raise argparse.ArgumentTypeError("a filter is a JSON object")
+    return found
+
+
 def _abstention(agent_id: str, reason: str | None) -> str:
     """Why a turn abstained, and what an admin can do about it."""
+    if reason == "over_budget":
+        return "abstained (over_budget): not one passage fits the budget; give a larger one"
     if reason == "no_knowledge_base":
         return (
             f"abstained (no_knowledge_base): agent {agent_id} has no knowledge base to "

@@ -24,6 +24,14 @@ def knowledge_base_settings(data: PutKnowledgeBase) -> dict[str, Any]:
         if data.fusion is None
         else {"dense": data.fusion.dense, "keyword": data.fusion.keyword},
         "drop_copies": data.drop_copies,
+        "metadata_fields": None if data.metadata_fields is None else dict(data.metadata_fields),
+        "language": None
+        if data.language is None
+        else {
+            key: value
+            for key, value in msgspec.structs.asdict(data.language).items()
+            if value is not None
+        },
     }
 
 
@@ -33,6 +41,7 @@ def agent_settings(data: PutAgent) -> dict[str, Any]:
         "top_k": data.top_k,
         "score_threshold": data.score_threshold,
         "pii_redaction": data.pii_redaction,
+        "filter": data.filter,
     }
 
 

@@ -57,6 +57,9 @@ def decode_line(number: int, raw: bytes) -> Line:
         classification=found.classification,
         title=found.title,
         source=found.source,
+        metadata=None if found.metadata is None else dict(found.metadata),
+        valid_from=found.valid_from,
+        valid_until=found.valid_until,
     )
 
 

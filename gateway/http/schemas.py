@@ -197,11 +197,34 @@ PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=1_000_000)]
 UnitFloat = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 Floor = Annotated[float, msgspec.Meta(ge=0.0, le=1_000_000.0)]
 Identifier = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+FieldName = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+MetadataFieldType = Literal["string", "number", "boolean", "datetime", "string_list"]
+#: a document field's value: a string, a number, a boolean, a datetime (an RFC 3339
+#: string, in a field declared `datetime`) or a list of strings
+MetadataValue = str | int | float | bool | list[str]
+#: a document's own fields (at most 64), returned with its passages; those its KB
+#: declares (`metadata_fields`) are checked against their type and may be filtered by
+Metadata = Annotated[dict[FieldName, MetadataValue], msgspec.Meta(max_length=64)]
+#: an RFC 3339 date or date-time (`2026-05-01`, `2026-05-01T12:00:00Z`; no offset: UTC)
+Moment = Annotated[str, msgspec.Meta(min_length=10, max_length=40)]
 
 
 class FusionIn(Strict):
     dense: Floor = DEFAULT_DENSE_WEIGHT
     keyword: Floor = DEFAULT_KEYWORD_WEIGHT
+
+
+LanguageCode = Annotated[str, msgspec.Meta(pattern="^[a-z]{2}$")]
+
+
+class LanguageIn(Strict):
+    """A KB's language rules: `restrict` keeps only passages in these languages (ISO
+    639-1; passages whose language could not be told stay); `prefer` ranks passages in
+    one language (a code, or `question`: the question's detected one) ahead of the KB's
+    others."""
+
+    restrict: Annotated[list[LanguageCode], msgspec.Meta(max_length=40)] | None = None
+    prefer: Annotated[str, msgspec.Meta(pattern="^([a-z]{2}|question)$")] | None = None
 
 
 class PutKnowledgeBase(Strict):
@@ -217,6 +240,14 @@ class PutKnowledgeBase(Strict):
     fusion: FusionIn | None = None
     #: drop passages that copy a better-ranked one from a turn (default on)
     drop_copies: bool | None = None
+    #: the document fields a turn may filter by, and their types (at most 32; names are
+    #: a letter or `_` then letters, digits, `_`; a payload contract key is refused): each
+    #: gets a payload index. Fields not declared are kept and returned, not filtered by.
+    metadata_fields: (
+        Annotated[dict[FieldName, MetadataFieldType], msgspec.Meta(max_length=32)] | None
+    ) = None
+    #: which languages the KB answers in, or prefers
+    language: LanguageIn | None = None
 
 
 class EffectiveNumber(msgspec.Struct, kw_only=True):
@@ -270,6 +301,8 @@ class PutAgent(Strict):
     top_k: PositiveInt | None = None
     score_threshold: UnitFloat | None = None
     pii_redaction: bool | None = None
+    #: a filter every turn of the agent applies, AND-ed with the turn's own
+    filter: Filter | None = None
 
 
 class AgentOut(msgspec.Struct, kw_only=True):
@@ -290,6 +323,11 @@ class PutDocument(Strict):
     classification: str | None = None
     title: Annotated[str, msgspec.Meta(max_length=1000)] = ""
     source: Annotated[str, msgspec.Meta(max_length=2000)] = ""
+    metadata: Metadata | None = None
+    #: the document answers from this moment on (absent: always has)
+    valid_from: Moment | None = None
+    #: ... and until this moment, not at it or after (absent: no end)
+    valid_until: Moment | None = None
 
 
 DocumentStatus = Literal["indexed", "unchanged", "held_back"]
@@ -365,10 +403,46 @@ class StatsOut(msgspec.Struct, kw_only=True):
 # ---- retrieval and citations --------------------------------------------------------
 
 
+#: A filter on document fields (`ingest.metadata`): an object whose keys are field names
+#: (declared in the queried KBs' `metadata_fields`, or `document_id`,
+#: `knowledge_base_id`, `language`) or `$and` / `$or` (a list of filters) / `$not` (a
+#: filter); a field's value is a value to equal, or an object of operators, all of which
+#: must hold: `$eq $ne $in $nin` (every type; on a list of strings: any item), `$gt $gte
+#: $lt $lte` (numbers, datetimes as RFC 3339), `$exists` (true, false). At most 6 levels
+#: of `$and`/`$or`/`$not`, 64 field conditions, 100 values in one `$in`/`$nin`. It narrows
+#: the turn inside what the key may see (tenant, KBs, clearance, org): it never widens it.
+#: An undeclared or reserved field, a wrong type or an unknown operator answers 422 naming
+#: it (`field`: `filter.<name>`).
+Filter = Annotated[
+    dict[str, Any],
+    msgspec.Meta(
+        description="a filter on document fields: {field: value | {$op: value}}, "
+        "$and/$or/$not; operators $eq $ne $in $nin $gt $gte $lt $lte $exists",
+        examples=[{"region": "eu", "year": {"$gte": 2024}, "$or": [{"tags": "pumps"}]}],
+    ),
+]
+
+
+class BudgetIn(Strict):
+    """How much evidence a turn may send, in one unit: passages are taken best first
+    while they fit (a passage's text and title as returned); `tokens` by the offline
+    estimate of one token per 4 characters, rounded up."""
+
+    tokens: Annotated[int, msgspec.Meta(ge=1, le=10_000_000)] | None = None
+    characters: Annotated[int, msgspec.Meta(ge=1, le=40_000_000)] | None = None
+
+
 class RetrieveIn(Strict):
     agent_id: Identifier
     question: str
     variations: list[str] = msgspec.field(default_factory=list)
+    #: only passages of documents whose fields pass it (AND-ed with the agent's own)
+    filter: Filter | None = None
+    #: answer as of this moment: documents whose validity does not hold then do not
+    #: answer (RFC 3339; absent: now)
+    as_of: Moment | None = None
+    #: fill at most this much context, best first (exactly one of `tokens`, `characters`)
+    budget: BudgetIn | None = None
 
 
 class PassageOut(msgspec.Struct, kw_only=True):
@@ -380,9 +454,27 @@ class PassageOut(msgspec.Struct, kw_only=True):
     dense_score: float | None
     keyword_score: float | None
     title: str = ""
+    #: the document's own fields, as stored (declared datetimes in UTC)
+    metadata: dict[str, Any] | None = None
+    #: the page (PDF) or slide (PPTX) the passage starts on, from 1; absent without pages
+    page: int | None = None
 
 
-AbstentionReason = Literal["no_knowledge_base", "nothing_above_floors"]
+AbstentionReason = Literal["no_knowledge_base", "nothing_above_floors", "over_budget"]
+
+
+class TurnCounts(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Counts of what a turn left out."""
+
+    #: passages the filters kept whose document's validity ended by `as_of`
+    passages_expired: int
+    #: with a budget: passages sent and left out, and their size in its unit
+    passages_sent: int | None = None
+    passages_left_out: int | None = None
+    tokens_sent: int | None = None
+    tokens_left_out: int | None = None
+    characters_sent: int | None = None
+    characters_left_out: int | None = None
 
 
 class SettingSources(msgspec.Struct, kw_only=True):
@@ -456,6 +548,7 @@ class RetrieveOut(msgspec.Struct, kw_only=True):
     effective: TurnEffective
     #: why the turn abstained (`abstained` true)
     reason: AbstentionReason | None = None
+    counts: TurnCounts = msgspec.field(default_factory=lambda: TurnCounts(passages_expired=0))
 
 
 class CitationIn(Strict):
@@ -473,6 +566,9 @@ CitationRejection = Literal["not_returned_in_turn", "passage_deleted", "quote_no
 
 class CitationVerdict(msgspec.Struct, kw_only=True, omit_defaults=True):
     passage_id: str
+    #: a valid citation's document and page (the page its passage starts on, if any)
+    document_id: str | None = None
+    page: int | None = None
     #: why an invalid citation is invalid
     reason: CitationRejection | None = None
 
@@ -660,6 +756,9 @@ class GroundingIn(Strict):
     agent_id: Identifier
     answer: str
     mode: Literal["whole", "sentences"] = "whole"
+    #: check against the passages a turn with this filter and moment would search
+    filter: Filter | None = None
+    as_of: Moment | None = None
 
 
 GroundingStatus = Literal["supported", "flagged", "skipped"]

@@ -3,6 +3,7 @@ still there, and does the quote occur in what the model was given?"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -35,7 +36,17 @@ async def verify_citations(
     returned = {passage.passage_id: passage.text for passage in turn.passages}
     cited = {c.passage_id for c in citations if c.passage_id in returned}
     still_indexed = await _still_indexed(checks, principal, turn, cited)
-    return verify(citations, returned, still_indexed)
+    where = {passage.passage_id: passage for passage in turn.passages}
+    return [
+        dataclasses.replace(
+            verdict,
+            document_id=where[verdict.passage_id].document_id,
+            page=where[verdict.passage_id].page,
+        )
+        if verdict.valid
+        else verdict
+        for verdict in verify(citations, returned, still_indexed)
+    ]
 
 
 async def _still_indexed(

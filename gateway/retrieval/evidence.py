@@ -72,6 +72,8 @@ class EvidenceBlock:
     document_id: str
     text: str
     title: str = ""
+    #: the page or slide the passage starts on (None: none)
+    page: int | None = None
 
 
 def escape_text(text: str) -> str:
@@ -124,9 +126,10 @@ def fence(blocks: Sequence[EvidenceBlock]) -> str:
     parts = [PREAMBLE]
     for block in blocks:
         title = f' title="{escape_attribute(block.title)}"' if block.title else ""
+        page = f' page="{int(block.page)}"' if block.page is not None else ""
         parts.append(
             f'<evidence id="{escape_attribute(block.passage_id)}" '
-            f'document="{escape_attribute(block.document_id)}"{title}>\n'
+            f'document="{escape_attribute(block.document_id)}"{title}{page}>\n'
             f"{escape_text(block.text)}\n</evidence>"
         )
     return "\n\n".join(parts)
@@ -153,6 +156,9 @@ class Verdict:
     passage_id: str
     valid: bool
     reason: str | None = None
+    #: a valid citation's document, and the page its passage starts on (None: no pages)
+    document_id: str | None = None
+    page: int | None = None
 
 
 def verify(

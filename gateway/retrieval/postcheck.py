@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from gateway.access.auth import Principal
 from gateway.access.expensive import ExpensiveWork, Stop, WorkStopped, stop_point
 from gateway.errors import InvalidInputError
+from gateway.retrieval.narrowing import AGENT_FILTER, turn_narrowing
 from gateway.retrieval.plan import Planning, plan_turn
 from gateway.telemetry import Telemetry
 from grounding.check import Grounding, Reason, Status, Target, check
@@ -47,11 +49,21 @@ async def grounding_check(
     *,
     by_sentence: bool,
     stop: Stop | None = None,
+    asked_filter: Any = None,
+    as_of: str | None = None,
 ) -> Grounding:
-    """Search exactly the KBs and Scopes a retrieval turn for this agent would."""
+    """Search exactly the KBs and Scopes a retrieval turn for this agent would, with the
+    same filters and moment (`gateway.retrieval.narrowing`)."""
     config, telemetry = grounding.config, grounding.telemetry
     _check_budget(config, answer, by_sentence=by_sentence)
     context = await plan_turn(grounding.planning, principal, agent_id)
+    narrowing = turn_narrowing(
+        context.plans,
+        agent_filter=context.agent.settings.get(AGENT_FILTER),
+        asked_filter=asked_filter,
+        as_of=as_of,
+    )
+    context.plans = await narrowing.applied(grounding.index, context.plans)
     defaults = config.defaults
     targets = [
         Target(

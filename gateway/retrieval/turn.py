@@ -11,6 +11,7 @@ replaced by the next -> abstain, or redact, fence, record and answer. The rules 
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections.abc import Sequence
@@ -20,10 +21,13 @@ from typing import Any
 
 from gateway.access.auth import Principal
 from gateway.errors import InvalidInputError
+from gateway.retrieval.budget import ContextBudget, Filled, estimated_tokens, fill
 from gateway.retrieval.evidence import EvidenceBlock, fence
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
 from gateway.retrieval.kb_plan import KbPlan
+from gateway.retrieval.language import preferred
 from gateway.retrieval.legs import Search, fetch_distinct, search_while_embedding
+from gateway.retrieval.narrowing import AGENT_FILTER, TurnNarrowing, turn_narrowing
 from gateway.retrieval.plan import (
     Planning,
     TurnContext,
@@ -35,12 +39,11 @@ from gateway.retrieval.query_embedding import QueryEmbeddings, TurnsInFlight
 from gateway.safety.passages import Outgoing, PassageRedaction, redact_outgoing
 from gateway.telemetry import Telemetry
 from ingest.index import Hit, LegKind, RankedPoint
+from ingest.language import LanguageDetector
 from settings.config import Config
 from settings.effective import turn_retention
 from settings.records import TurnPassage, TurnRecord
 from settings.store import StoreUnavailableError, TurnRecords
-
-_CHARS_PER_TOKEN = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,8 @@ class Retrieval:
     config: Config
     #: retrieval turns running now: a lone turn embeds in its own thread
     in_flight: TurnsInFlight = field(default_factory=TurnsInFlight)
+    #: the question's language, reported by the turn and preferred by KBs that ask
+    languages: LanguageDetector = field(default_factory=LanguageDetector)
 
 
 @dataclass(slots=True)
@@ -70,6 +75,22 @@ class TurnResult:
     reason: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     titles: dict[str, str] = field(default_factory=dict)
+    #: counts only: `passages_expired` (passages the filters kept whose validity ended);
+    #: with a budget, `passages_sent`, `passages_left_out` and `<unit>_sent`,
+    #: `<unit>_left_out` (`tokens` or `characters`)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnAsks:
+    """What a turn asks beside its question: a `filter` (the JSON grammar of
+    `ingest.metadata`), the moment its documents must be in force (`as_of`, RFC 3339;
+    None: now)."""
+
+    filter: Any = None
+    as_of: str | None = None
+    #: fill this budget best-first (`gateway.retrieval.budget`); None: every chosen passage
+    budget: ContextBudget | None = None
 
 
 def validate_question(config: Config, question: str, variations: Sequence[str]) -> None:
@@ -95,25 +116,38 @@ async def retrieve(
     agent_id: str,
     question: str,
     variations: Sequence[str],
+    *,
+    asks: TurnAsks | None = None,
 ) -> TurnResult:
     """Run one retrieval turn for the principal's agent."""
     validate_question(retrieval.config, question, variations)
     with retrieval.in_flight.entered(), retrieval.telemetry.tracing.span("turn"):
-        return await _retrieve(retrieval, principal, agent_id, [question, *variations])
+        return await _retrieve(
+            retrieval, principal, agent_id, [question, *variations], asks or TurnAsks()
+        )
 
 
 async def _retrieve(
-    retrieval: Retrieval, principal: Principal, agent_id: str, asked: list[str]
+    retrieval: Retrieval, principal: Principal, agent_id: str, asked: list[str], asks: TurnAsks
 ) -> TurnResult:
     """The turn for the question and its variations (`asked`), counted `in_flight`."""
     clock = _Stopwatch()
     config, telemetry = retrieval.config, retrieval.telemetry
     context = await plan_turn(retrieval.planning, principal, agent_id)
     context.plans = await with_lines(retrieval.planning, context.plans)
+    narrowing = turn_narrowing(
+        context.plans,
+        agent_filter=context.agent.settings.get(AGENT_FILTER),
+        asked_filter=asks.filter,
+        as_of=asks.as_of,
+    )
+    context.plans = await narrowing.applied(retrieval.search.index, context.plans)
     turn_id = "turn_" + secrets.token_urlsafe(16)
     effective = {
         **effective_settings(context),
         "fusion_method": str(config.fusion_method),
+        "as_of": narrowing.as_of,
+        "filtered": any(f is not None for f in narrowing.filters.values()),
     }
     if not context.plans:
         return _abstained(telemetry, turn_id, effective, "no_knowledge_base", {})
@@ -130,20 +164,36 @@ async def _retrieve(
     )
     clock.lap("search")
     fused, _ = fused_and_capped(config, context.plans, legs)
+    language = await asyncio.to_thread(retrieval.languages.detect, asked[0])
+    fused = preferred(fused, context.plans, language)
+    effective["language"] = language
     clock.lap("fuse")
     limits = {plan.kb.kb_id: plan.top_k.value for plan in context.plans}
     chosen, copies = await fetch_distinct(retrieval.search, context.plans, fused, limits)
     telemetry.count("turn_copies_dropped", copies)
     clock.lap("fetch")
     _count(telemetry, context, legs=legs, fused=fused, chosen=chosen)
+    counts = {"passages_expired": await _expired(retrieval.search, context.plans, narrowing)}
+    clock.lap("count")
     if not chosen:
-        return _abstained(telemetry, turn_id, effective, "nothing_above_floors", clock.timings)
+        abstained = _abstained(telemetry, turn_id, effective, "nothing_above_floors", clock.timings)
+        abstained.counts = counts
+        return abstained
     texts = {c.point_id: c.hit.payload.text for c in chosen}
     titles = {c.point_id: c.hit.payload.title for c in chosen}
     if context.redaction.value:
         # what is fenced, recorded and returned is the redacted text
         texts, titles = await _redacted(retrieval.redaction, context, chosen)
         clock.lap("redact")
+    if asks.budget is not None:
+        chosen, filled = fill(
+            asks.budget, chosen, lambda c: texts[c.point_id] + titles.get(c.point_id, "")
+        )
+        counts.update(_budget_counts(asks.budget, filled, len(chosen)))
+        if not chosen:
+            over = _abstained(telemetry, turn_id, effective, "over_budget", clock.timings)
+            over.counts = counts
+            return over
     retention = turn_retention(context.workspace, config).value
     await _record(
         retrieval, principal, agent_id, turn_id, chosen=chosen, texts=texts, ttl_s=retention
@@ -152,7 +202,11 @@ async def _retrieve(
     clock.finish(telemetry)
     blocks = [
         EvidenceBlock(
-            c.point_id, c.hit.payload.document_id, texts[c.point_id], titles.get(c.point_id, "")
+            c.point_id,
+            c.hit.payload.document_id,
+            texts[c.point_id],
+            titles.get(c.point_id, ""),
+            page=c.hit.payload.page,
         )
         for c in chosen
     ]
@@ -165,7 +219,29 @@ async def _retrieve(
         effective,
         timings_ms=clock.timings,
         titles=titles,
+        counts=counts,
     )
+
+
+def _budget_counts(budget: ContextBudget, filled: Filled, sent: int) -> dict[str, int]:
+    unit = budget.unit.value
+    return {
+        "passages_sent": sent,
+        "passages_left_out": filled.passages_left_out,
+        f"{unit}_sent": filled.sent,
+        f"{unit}_left_out": filled.left_out,
+    }
+
+
+async def _expired(search: Search, plans: Sequence[KbPlan], narrowing: TurnNarrowing) -> int:
+    """Passages the turn's filters keep in its KBs whose validity ended by its moment:
+    they did not answer. Counted only in the KBs holding dated documents (those whose
+    plans carry validity)."""
+    counted = 0
+    for plan in plans:
+        if narrowing.dated(plan):
+            counted += await search.index.count(plan.collection, narrowing.expired(plan))
+    return counted
 
 
 @dataclass(slots=True)
@@ -258,6 +334,7 @@ async def _record(
                 knowledge_base_id=c.hit.payload.knowledge_base_id,
                 checksum=c.hit.payload.checksum,
                 text=texts[c.point_id],
+                page=c.hit.payload.page,
             )
             for c in chosen
         ],
@@ -288,6 +365,6 @@ def _count(
         )
     telemetry.count("turn_passages_returned", len(chosen))
     telemetry.count(
-        "turn_tokens_returned", sum(len(c.hit.payload.text) for c in chosen) // _CHARS_PER_TOKEN
+        "turn_tokens_returned", sum(estimated_tokens(c.hit.payload.text) for c in chosen)
     )
     telemetry.count("turn_documents_considered", len(fused))

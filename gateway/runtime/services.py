@@ -54,6 +54,7 @@ from gateway.telemetry import Telemetry
 from ingest.embedder.embedding import MINILM_MODEL_NAME, Embedder, FastEmbedder
 from ingest.engines.blocking import BlockingIndex
 from ingest.index import Index, IndexUnavailableError
+from ingest.language import LanguageDetector
 from ingest.lru import LruCache
 from ingest.sync import DocumentWriter
 from settings.cache import CachedSettings
@@ -140,9 +141,10 @@ async def build_services(
     redactor: Redactor | None = None,
     engine: tuple[Index, str] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    languages: LanguageDetector | None = None,
 ) -> Services:
-    """Open the store and index named by the config, load the embedding model and the
-    recognizers, and wire the use cases.
+    """Open the store and index named by the config, load the embedding model, the
+    recognizers and the language detector, and wire the use cases.
 
     A caller may pass an already loaded `embedder` (tests share one model) or an
     `engine`, an (index, name) pair (tests run the same suite on qdrant-client local mode),
@@ -159,10 +161,11 @@ async def build_services(
     # import numpy, whose first import from two threads at once can fail half-initialised
     # ("partially initialized module"), so it is imported once before.
     await asyncio.to_thread(importlib.import_module, "numpy")
-    model, pii = await asyncio.gather(
+    model, pii, detector = await asyncio.gather(
         _given_or_built(embedder, lambda: build_embedder(config)),
         # PII redaction, offline: presidio's analyzer and its anonymizer, one each per process
         _given_or_built(redactor, lambda: Redactor.build(anonymizer=Anonymizer())),
+        _given_or_built(languages, LanguageDetector.loaded),
     )
     return wire(
         config,
@@ -173,6 +176,7 @@ async def build_services(
         redactor=pii,
         redis=redis,
         clock=clock,
+        languages=detector,
     )
 
 
@@ -186,6 +190,7 @@ def wire(
     redactor: Redactor,
     redis: SharedRedis | None = None,
     clock: Callable[[], float] = time.monotonic,
+    languages: LanguageDetector | None = None,
 ) -> Services:
     """The process's services on opened adapters: `index` and `store` each with its
     engine's name; `clock` ages the measured off-topic lines. Called on the event loop
@@ -230,6 +235,7 @@ def wire(
     )
     deletions = Deletions(records, settings, engine, calibration, telemetry)
     model_id = config.embedding_model or MINILM_MODEL_NAME
+    detector = languages or LanguageDetector()
     failures = _build_failure_counter(redis, config, telemetry)
     key_usage = KeyUsage(records.record_key_use)
     return Services(
@@ -270,6 +276,7 @@ def wire(
             records=records,
             telemetry=telemetry,
             config=config,
+            languages=detector,
         ),
         citations=Citations(records, planning, engine),
         grounding=GroundingCheck(planning, engine, embedder, expensive, telemetry, config),
@@ -286,6 +293,7 @@ def wire(
                 model_id=model_id,
                 analyzer=redactor,
                 stage=telemetry.tracing.span,
+                languages=detector,
             ),
             KeyedLocks(),
             expensive,

@@ -76,6 +76,9 @@ class BlockingIndex:
     def ensure_collection(self, collection: str) -> None:
         self.run(self.index.ensure_collection(collection))
 
+    def ensure_field_indexes(self, collection: str, fields: Mapping[str, str]) -> int:
+        return self.run(self.index.ensure_field_indexes(collection, fields))
+
     def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
         self.run(self.index.upsert(collection, passages))
 

@@ -20,7 +20,7 @@ from ingest.embedder.embedding import Embedder
 from ingest.engines.server.index import ServerIndex
 from settings.config import Config, load_config
 from tests.support.asgi import asgi_client
-from tests.support.redactor import shared_redactor
+from tests.support.redactor import shared_languages, shared_redactor
 from tests.support.redis_server import RedisServer
 
 PLATFORM_KEY = "test-platform-key-0123456789"
@@ -59,6 +59,7 @@ async def start_gateway(
         embedder=embedder,
         engine=index,
         redactor=shared_redactor(),
+        languages=shared_languages(),
     )
     return services, logs, config
 

@@ -237,7 +237,7 @@ async def test_citation_quotes_check_against_redacted_text(gateway: Gateway) -> 
     )
     assert response.status_code == 200, response.text
     verdicts = response.json()
-    assert verdicts["valid"] == [{"passage_id": passage_id}, {"passage_id": passage_id}]
+    assert [v["passage_id"] for v in verdicts["valid"]] == [passage_id, passage_id]
     assert verdicts["invalid"] == [{"passage_id": passage_id, "reason": "quote_not_found"}]
 
 

@@ -298,7 +298,7 @@ async def test_citations_are_checked_against_the_turn(engine_gateway: Gateway) -
             {"passage_id": "never-retrieved"},
         ],
     )
-    assert verdict["valid"] == [{"passage_id": cat_id}]
+    assert verdict["valid"] == [{"passage_id": cat_id, "document_id": "cats"}]
     assert {(v["passage_id"], v["reason"]) for v in verdict["invalid"]} == {
         (cat_id, "quote_not_found"),
         (tea_id, "not_returned_in_turn"),

@@ -64,6 +64,7 @@ from ingest.keyword_scale import bm25_idf
 from ingest.payload import (
     INDEXED_KEYS,
     TENANT_KEY,
+    TYPED_INDEXED_KEYS,
     Classification,
     PassagePayload,
     PayloadKey,
@@ -200,6 +201,9 @@ class Engine:
     name: str
     index: BlockingIndex
     payload_indexes: Callable[[str], dict[str, IndexKind]] | None
+    #: where the engine lives: Edge's data dir, the server's URL
+    root: str = ""
+    url: str = ""
 
 
 @pytest.fixture(scope="module")
@@ -250,13 +254,13 @@ def _server_indexes(url: str) -> Callable[[str], dict[str, IndexKind]]:
 def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     if request.param == "edge":
         edge = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM))
-        built = Engine("edge", edge, _edge_indexes(edge, tmp_path))
+        built = Engine("edge", edge, _edge_indexes(edge, tmp_path), root=str(tmp_path))
     elif request.param == "local":
         built = Engine("local", BlockingIndex(ServerIndex.local(None, dense_dim=DIM)), None)
     else:
         url: str = request.getfixturevalue("qdrant_url")
         server = BlockingIndex.opening(lambda: ServerIndex.connect(url, None, 10, dense_dim=DIM))
-        built = Engine("container", server, _server_indexes(url))
+        built = Engine("container", server, _server_indexes(url), url=url)
     yield built
     built.index.close()
 
@@ -278,19 +282,38 @@ def collection() -> str:
 def test_ensure_collection_is_idempotent_and_indexes_payload(
     engine: Engine, collection: str
 ) -> None:
-    """Creating a collection twice is fine; it starts empty with the five keyword indexes,
-    `tenantId` marked as the tenant key and `documentId` kept on disk."""
+    """Creating a collection twice is fine; it starts empty with the five Scope keyword
+    indexes, `tenantId` marked as the tenant key and `documentId` kept on disk, and the
+    filtered keys' (validity, language)."""
     engine.index.ensure_collection(collection)
     engine.index.ensure_collection(collection)
     assert engine.index.count(collection, scope()) == 0
     if engine.payload_indexes is None:
         pytest.skip(f"{engine.name} does not keep payload indexes")
     indexes = engine.payload_indexes(collection)
-    assert set(indexes) == {str(key) for key in INDEXED_KEYS}
-    assert indexes == {
+    filtered = {str(key) for key, _ in TYPED_INDEXED_KEYS}
+    assert set(indexes) - filtered == {str(key) for key in INDEXED_KEYS}
+    assert filtered <= set(_all_indexes(engine, collection))
+    assert {key: kind for key, kind in indexes.items() if key not in filtered} == {
         str(key): IndexKind(tenant=key == TENANT_KEY, on_disk=key == PayloadKey.DOCUMENT_ID)
         for key in INDEXED_KEYS
     }
+
+
+def _all_indexes(engine: Engine, collection: str) -> set[str]:
+    """Every indexed path of the collection, whatever its kind."""
+    if engine.name == "edge":
+        engine.index.close()
+        shard = EdgeShard.load(str(Path(engine.root) / EDGE_DIR / collection))
+        try:
+            return set(shard.info().payload_schema)
+        finally:
+            shard.close()
+    client = QdrantClient(url=engine.url, check_compatibility=False)
+    try:
+        return set(client.get_collection(collection).payload_schema)
+    finally:
+        client.close()
 
 
 def test_an_edge_shard_made_with_its_document_index_in_memory_gets_it_on_disk(

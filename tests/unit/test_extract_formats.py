@@ -182,7 +182,8 @@ def test_docx_title_falls_back_to_the_title_style(tmp_path: Path) -> None:
 
 def test_pptx_reads_slides_in_reading_order(tmp_path: Path) -> None:
     """A .pptx gives each slide's title, then its shapes top to bottom and left to right
-    (tables row by row), then its speaker notes; the first slide's title is the title."""
+    (tables row by row), then its speaker notes, a blank line and a form feed before each
+    slide after the first (its page); the first slide's title is the title."""
     deck = pptx.Presentation()
     first = deck.slides.add_slide(deck.slide_layouts[1])
     first.shapes.title.text = "Quarterly review"
@@ -205,7 +206,7 @@ def test_pptx_reads_slides_in_reading_order(tmp_path: Path) -> None:
     assert extracted.title == "Quarterly review"
     assert extracted.text == (
         "Quarterly review\nHighlights\nRevenue grew.\nCosts fell.\nMention the new office."
-        "\n\nHeadcount\nTeam | People\nSupport | 12"
+        "\n\n\fHeadcount\nTeam | People\nSupport | 12"
     )
 
 

@@ -54,13 +54,27 @@ def _payload(org_id: str | None = "org") -> PassagePayload:
     )
 
 
+#: Keys a passage carries only when its document or its analysis gives them.
+OPTIONAL_KEYS = {"pii", "metadata", "fields", "validFrom", "validUntil", "language", "page"}
+
+
 def test_payload_keys_are_the_contract() -> None:
     """A written payload carries exactly the camelCase keys of `PayloadKey`; `pii` only once
-    the passage has been analysed."""
+    the passage has been analysed, a document's fields (`metadata`, `fields`), validity,
+    language and page only when it has them."""
     assert set(to_payload(_payload())) == CONTRACT_KEYS
     analysed = msgspec.structs.replace(_payload(), pii=PiiAnalysis(analyzer="a"))
     assert set(to_payload(analysed)) == CONTRACT_KEYS | {"pii"}
-    assert {key.value for key in PayloadKey} == CONTRACT_KEYS | {"pii"}
+    described = msgspec.structs.replace(
+        _payload(),
+        metadata={"region": "eu"},
+        valid_from="2026-01-01T00:00:00Z",
+        valid_until="2027-01-01T00:00:00Z",
+        language="en",
+        page=3,
+    )
+    assert set(to_payload(described)) == CONTRACT_KEYS | OPTIONAL_KEYS - {"pii"}
+    assert {key.value for key in PayloadKey} == CONTRACT_KEYS | OPTIONAL_KEYS
 
 
 def test_pii_spans_are_stored_as_arrays_and_read_back() -> None:

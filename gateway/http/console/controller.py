@@ -12,6 +12,7 @@ script or style), nosniff, no-referrer and `Cache-Control: no-store`.
 from __future__ import annotations
 
 import hmac
+import json
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -189,6 +190,20 @@ async def _posted_kb(
     form = await _checked_form(request, who)
     kb = await admin.knowledge_base_of(store, who.principal, _text(form, "kb_id"))
     return form, kb
+
+
+def _filter_of(text: str) -> Any:
+    """A form's filter (JSON), None when blank; FormErrors naming `filter` when it is not
+    a JSON object."""
+    if not text.strip():
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError:
+        raise FormErrors({"filter": 'not JSON: write an object such as {"region": "eu"}'}) from None
+    if not isinstance(found, dict):
+        raise FormErrors({"filter": "a filter is a JSON object"})
+    return found
 
 
 def _text(form: FormMultiDict, name: str) -> str:
@@ -498,7 +513,10 @@ class ConsoleController(Controller):
     ) -> Response[Any]:
         """A PUT of the KB: the form's settings, its storage unchanged."""
         form, kb = await _posted_kb(request, who, knowledge.store)
-        values = {name: _text(form, name) for name in ("name", *views.KB_FIELDS, "drop_copies")}
+        values = {
+            name: _text(form, name)
+            for name in ("name", *views.KB_FIELDS, "drop_copies", "metadata_fields")
+        }
         weights = {
             "dense": scalar(values["fusion_dense"]),
             "keyword": scalar(values["fusion_keyword"]),
@@ -510,6 +528,10 @@ class ConsoleController(Controller):
             "fusion": {k: v for k, v in weights.items() if v is not None} or None,
             # an unknown choice is sent as typed, and refused like any other wrong type
             "drop_copies": views.TOGGLE_VALUES.get(values["drop_copies"], values["drop_copies"]),
+            # the filterable fields: `name=type, ...` (blank: none)
+            "metadata_fields": views.field_types_of(values["metadata_fields"]),
+            # edited through the API and the CLI: a console save keeps them
+            "language": kb.settings.get("language"),
         }
         try:
             data = convert(PutKnowledgeBase, body, fields=_KB_ERROR_FIELDS)
@@ -628,14 +650,23 @@ class ConsoleController(Controller):
     ) -> Template:
         """One retrieval turn as the signed-in key (needs its retrieve role, like the API)."""
         form = await _checked_form(request, who)
-        values = {"agent_id": _text(form, "agent_id"), "question": _text(form, "question")}
+        values = {
+            "agent_id": _text(form, "agent_id"),
+            "question": _text(form, "question"),
+            "filter": _text(form, "filter"),
+        }
         agents = await admin.agents(store, who.principal)
         status, result, errors = 200, None, {}
         try:
             who.principal.require(Role.RETRIEVE)  # as POST /v1/retrieve
-            data = convert(RetrieveIn, values)
+            data = convert(RetrieveIn, {**values, "filter": _filter_of(values["filter"])})
             outcome = await turn.retrieve(
-                retrieval, who.principal, data.agent_id, data.question, data.variations
+                retrieval,
+                who.principal,
+                data.agent_id,
+                data.question,
+                data.variations,
+                asks=turn.TurnAsks(filter=data.filter),
             )
             result = views.try_view(outcome, await _explained(egress, who.principal, outcome))
         except FormErrors as error:

@@ -269,7 +269,25 @@ def kb_form_values(kb: KnowledgeBase) -> dict[str, str]:
     values["fusion_keyword"] = field_text(weights.get("keyword"))
     values["drop_copies"] = toggle_text(kb.settings.get("drop_copies"))
     values["name"] = kb.name
+    values["metadata_fields"] = field_types_text(kb.settings.get("metadata_fields"))
     return values
+
+
+def field_types_text(stored: Any) -> str:
+    """A KB's declared fields as the form shows them: `name=type, ...`."""
+    if not isinstance(stored, Mapping):
+        return ""
+    return ", ".join(f"{name}={kind}" for name, kind in stored.items())
+
+
+def field_types_of(text: str) -> Any:
+    """The form's `name=type, ...` as the API's `metadata_fields` (None when blank); an
+    entry without `=` is sent as it is, for the API's rules to refuse naming it."""
+    fields: dict[str, Any] = {}
+    for part in filter(None, (piece.strip() for piece in text.split(","))):
+        name, sep, kind = part.partition("=")
+        fields[name.strip()] = kind.strip() if sep else None
+    return fields or None
 
 
 #: The console's choice for a KB's yes/no setting: "" leaves it to the default.
@@ -464,6 +482,8 @@ class PassageView:
     dense_score: float | None
     keyword_score: float | None
     hidden: tuple[HiddenView, ...] = ()
+    #: the document's own fields, as stored
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,6 +521,7 @@ def try_view(
                 dense_score=candidate.dense_score,
                 keyword_score=candidate.keyword_score,
                 hidden=_hidden(candidate.hit.payload.text, explained.get(candidate.point_id, ())),
+                metadata=dict(candidate.hit.payload.metadata or {}),
             )
         )
     return TryView(

@@ -46,6 +46,8 @@ class GroundingController(Controller):
                 data.answer,
                 by_sentence=data.mode == "sentences",
                 stop=stop,
+                asked_filter=data.filter,
+                as_of=data.as_of,
             )
         return GroundingOut(
             status=result.status.value,

@@ -252,6 +252,9 @@ class KnowledgeBaseController(Controller):
             classification=data.classification,
             title=data.title,
             source=data.source,
+            metadata=data.metadata,
+            valid_from=data.valid_from,
+            valid_until=data.valid_until,
         )
         # The core answers these literals' values by construction.
         return DocumentOut(

@@ -10,21 +10,25 @@ from litestar.datastructures import State
 from litestar.params import JSONBody
 
 from gateway.access.auth import Principal
+from gateway.errors import InvalidInputError
 from gateway.http.dependencies import Injected
 from gateway.http.openapi import BEARER, BODY, KEYED, problems
 from gateway.http.schemas import (
     AbstentionReason,
+    BudgetIn,
     CitationRejection,
     CitationVerdict,
     PassageOut,
     RetrieveIn,
     RetrieveOut,
+    TurnCounts,
     TurnEffective,
     VerifyIn,
     VerifyOut,
 )
 from gateway.http.security import requires
 from gateway.retrieval import turn
+from gateway.retrieval.budget import BudgetUnit, ContextBudget
 from gateway.retrieval.citations import Citations, verify_citations
 from gateway.retrieval.evidence import Citation
 from gateway.retrieval.turn import Retrieval
@@ -48,13 +52,28 @@ def retrieve_out(result: turn.TurnResult) -> RetrieveOut:
                 score=round(c.score, 6),
                 dense_score=c.dense_score,
                 keyword_score=c.keyword_score,
+                metadata=c.hit.payload.metadata,
+                page=c.hit.payload.page,
             )
             for c in result.candidates
         ],
         context=result.context,
         effective=msgspec.convert(result.effective, TurnEffective),
         reason=cast(AbstentionReason | None, result.reason),  # one of them by construction
+        counts=TurnCounts(**{"passages_expired": 0, **result.counts}),
     )
+
+
+def context_budget(data: BudgetIn | None) -> ContextBudget | None:
+    """A request's budget; 422 `budget` unless it names exactly one unit."""
+    if data is None:
+        return None
+    units = ((BudgetUnit.TOKENS, data.tokens), (BudgetUnit.CHARACTERS, data.characters))
+    given = [(unit, limit) for unit, limit in units if limit is not None]
+    if len(given) != 1:
+        raise InvalidInputError("give exactly one of tokens, characters", field="budget")
+    unit, limit = given[0]
+    return ContextBudget(unit, limit)
 
 
 class RetrievalController(Controller):
@@ -74,7 +93,14 @@ class RetrievalController(Controller):
         self, request: AnyRequest, retrieval: Injected[Retrieval], data: JSONBody[RetrieveIn]
     ) -> RetrieveOut:
         result = await turn.retrieve(
-            retrieval, request.user, data.agent_id, data.question, data.variations
+            retrieval,
+            request.user,
+            data.agent_id,
+            data.question,
+            data.variations,
+            asks=turn.TurnAsks(
+                filter=data.filter, as_of=data.as_of, budget=context_budget(data.budget)
+            ),
         )
         return retrieve_out(result)
 
@@ -95,7 +121,11 @@ class RetrievalController(Controller):
             [Citation(c.passage_id, c.quote) for c in data.citations],
         )
         return VerifyOut(
-            valid=[CitationVerdict(passage_id=v.passage_id) for v in verdicts if v.valid],
+            valid=[
+                CitationVerdict(passage_id=v.passage_id, document_id=v.document_id, page=v.page)
+                for v in verdicts
+                if v.valid
+            ],
             invalid=[
                 CitationVerdict(passage_id=v.passage_id, reason=cast(CitationRejection, v.reason))
                 for v in verdicts

@@ -135,6 +135,7 @@ class Campaign(Provisioning, RetrievalProbes, WorkspaceProbes, ArchiveProbes):
                 if depth == "first":
                     probes += self.foreign_id_probes(key)
                     probes += self.role_probes(key)
+                    probes += self.filter_probes(key)
         if depth == "first":
             probes += self.outsider_probes()
         return probes

@@ -104,6 +104,54 @@ class RetrievalProbes(CampaignBase):
             probes.append(self._retrieve(key, AGENT_MAIN, replay, "replay", complete=True))
         return probes
 
+    def filter_probes(self, key: ProbeKey) -> list[Probe]:
+        """Filters that try to widen the key's Scope: another workspace's document ids
+        OR-ed in, a filter every planted document passes, with foreign canaries asked
+        (200, own documents only); reserved keys naming another tenant or org, type
+        confusion and deep nesting (422, nothing searched)."""
+        if not key.has("retrieve"):
+            return []
+        ws = self.world.workspace(str(key.workspace))
+        foreign = self._pick(self._foreign(ws.label), 3)
+        other = next((w for w in self.world.workspaces if w.label != ws.label), ws)
+        asked = self._ask(foreign)
+        widening = [
+            ("or-foreign-ids", {"$or": [{"document_id": {"$in": [d.doc_id for d in foreign]}},
+                                        {"region": "probe"}]}),
+            ("matches-everything", {"region": {"$ne": "nowhere"}, "year": {"$gte": 0}}),
+            ("not-nothing", {"$not": {"region": "nowhere"}}),
+        ]  # fmt: skip
+        probes = [
+            self._retrieve(key, AGENT_MAIN, {**asked, "filter": where}, f"filter-{mode}",
+                           complete=False)
+            for mode, where in widening
+        ]  # fmt: skip
+        deep: dict[str, Any] = {"region": "probe"}
+        for _ in range(12):
+            deep = {"$or": [deep, {"region": "probe"}]}
+        refused = [
+            ("reserved-tenant", {"$or": [{"region": "probe"}, {"tenantId": other.tenant_id}]}),
+            ("reserved-tenant-snake", {"tenant_id": other.tenant_id}),
+            ("reserved-org", {"org_id": other.org_id}),
+            ("reserved-clearance", {"classification": {"$in": ["restricted"]}}),
+            ("type-confusion", {"year": {"$in": ["2024", {"$ne": None}]}}),
+            ("operator-injection", {"region": {"$where": "true"}}),
+            ("deep-nesting", deep),
+        ]
+        probes += [
+            self._probe(
+                "POST /v1/retrieve",
+                key,
+                "/v1/retrieve",
+                {**asked, "filter": where},
+                422,
+                mode=f"filter-{mode}",
+                viewer=self._viewer(key, AGENT_MAIN),
+            )
+            for mode, where in refused
+        ]
+        return probes
+
     def _hidden(self, key: ProbeKey, agent_id: str) -> list[Doc]:
         """The caller's own documents this agent and key must not return."""
         shown = {d.token for d in self.world.visible(self._viewer(key, agent_id))}

@@ -44,7 +44,12 @@ KB_SETTINGS: dict[str, Any] = {
     "keyword_floor": 0.0,
     "grounding_floor": 0.7,
     "drop_copies": False,
+    # every planted document carries these fields, the same in every workspace, so a
+    # filter on them selects as much elsewhere as here (`filter_probes`)
+    "metadata_fields": {"region": "string", "year": "number"},
 }
+#: The fields every planted document carries.
+DOC_FIELDS: dict[str, Any] = {"region": "probe", "year": 2024}
 GROUNDING_TOP = 3
 RATE_LIMIT_RETRIES = 5
 RATE_LIMIT_MAX_WAIT_S = 10.0
@@ -112,7 +117,12 @@ class Doc:
         return self.canary
 
     def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"title": self.title, "text": self.text, "source": "kbgate-probe"}
+        body: dict[str, Any] = {
+            "title": self.title,
+            "text": self.text,
+            "source": "kbgate-probe",
+            "metadata": DOC_FIELDS,
+        }
         if self.classification is not None:
             body["classification"] = self.classification
         return body

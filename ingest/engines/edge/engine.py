@@ -66,7 +66,13 @@ from ingest.engines.common import (
     weak_dense_legs,
 )
 from ingest.engines.edge.disk import DiskReserve
-from ingest.engines.edge.shards import EdgeShards, engine_errors
+from ingest.engines.edge.narrowing import narrowing_condition
+from ingest.engines.edge.shards import (
+    EdgeShards,
+    engine_errors,
+    field_index,
+    missing_field_indexes,
+)
 from ingest.index import (
     DENSE_VECTOR,
     DOCUMENT_SPARSE_VECTOR,
@@ -115,6 +121,8 @@ def _scope_filter(
     ]
     if scope.strict:
         must.append(FieldCondition(key=PayloadKey.ORG_ID, match=MatchValue(scope.org_id)))
+    if scope.narrowing is not None:
+        must.append(narrowing_condition(scope.narrowing))
     return Filter(must=[*must, *extra], must_not=list(excluding) or None)
 
 
@@ -160,6 +168,19 @@ class EdgeEngine(AdapterReads):
     def ensure_collection(self, collection: str) -> None:
         self._shards.disk.check()
         self._shards.open(collection)
+
+    def ensure_field_indexes(self, collection: str, fields: Mapping[str, str]) -> int:
+        self._shards.disk.check()
+        with self._shards.writing(collection, create=True) as held:
+            if held is None:  # pragma: no cover - created when asked to
+                raise IndexUnavailableError(f"could not open collection {collection!r}")
+            missing = missing_field_indexes(held.shard.info().payload_schema, dict(fields))
+            for path, kind in missing.items():
+                index = UpdateOperation.create_field_index(path, field_index(kind))
+                held.update(index, durable=False)
+            if missing:
+                held.shard.flush()
+        return len(missing)
 
     def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
         if not passages:

@@ -100,6 +100,9 @@ class EdgeIndex:
     async def ensure_collection(self, collection: str) -> None:
         await self._write(self.engine.ensure_collection, collection)
 
+    async def ensure_field_indexes(self, collection: str, fields: Mapping[str, str]) -> int:
+        return await self._write(self.engine.ensure_field_indexes, collection, fields)
+
     async def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
         await self._write(self.engine.upsert, collection, passages)
 

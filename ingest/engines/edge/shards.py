@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qdrant_edge import (
+    DatetimeIndexParams,
     Distance,
     EdgeConfig,
     EdgeOptimizersConfig,
     EdgeShard,
     EdgeSparseVectorParams,
     EdgeVectorParams,
+    FloatIndexParams,
     HnswIndexConfig,
     KeywordIndexParams,
     Memory,
@@ -45,7 +47,7 @@ from ingest.index import (
     droppable_collection,
     is_collection_name,
 )
-from ingest.payload import INDEXED_KEYS, ON_DISK_KEY, TENANT_KEY
+from ingest.payload import INDEXED_KEYS, ON_DISK_KEY, TENANT_KEY, TYPED_INDEXED_KEYS, IndexKind
 
 if TYPE_CHECKING:
     from qdrant_edge import PayloadIndexInfo
@@ -165,7 +167,10 @@ class EdgeShards:
             stale = [key for key in INDEXED_KEYS if not _index_as_wanted(indexed.get(key), key)]
             for key in stale:
                 shard.update(UpdateOperation.create_field_index(key, _keyword_index(key)))
-            if stale:
+            typed = missing_field_indexes(indexed, dict(TYPED_INDEXED_KEYS))
+            for field_path, kind in typed.items():
+                shard.update(UpdateOperation.create_field_index(field_path, field_index(kind)))
+            if stale or typed:
                 shard.flush()
             page_out_log(path)  # read whole by the load, not again until the next one
         except BaseException:
@@ -319,6 +324,31 @@ def _keyword_index(key: str) -> KeywordIndexParams:
     tenant = key == TENANT_KEY
     memory = Memory.Cold if key == ON_DISK_KEY else None
     return KeywordIndexParams(is_tenant=tenant, enable_hnsw=tenant, memory=memory)
+
+
+FieldIndexParams = KeywordIndexParams | FloatIndexParams | DatetimeIndexParams
+
+
+def field_index(kind: IndexKind | str) -> FieldIndexParams:
+    """The index of a filtered field of this kind (`ingest.payload.IndexKind`): no graph
+    links (only the tenant key has them), kept in memory."""
+    match IndexKind(kind):
+        case IndexKind.KEYWORD | IndexKind.BOOLEAN:  # booleans are stored as keywords
+            return KeywordIndexParams(is_tenant=False, enable_hnsw=False)
+        case IndexKind.NUMBER:
+            return FloatIndexParams(enable_hnsw=False)
+    return DatetimeIndexParams(enable_hnsw=False)
+
+
+def missing_field_indexes(
+    indexed: dict[str, PayloadIndexInfo], wanted: dict[str, str]
+) -> dict[str, str]:
+    """The paths of `wanted` ({path: kind}) without an index of their kind."""
+    return {
+        path: kind
+        for path, kind in wanted.items()
+        if path not in indexed or not isinstance(indexed[path].params, type(field_index(kind)))
+    }
 
 
 def _index_as_wanted(info: PayloadIndexInfo | None, key: str) -> bool:

@@ -44,9 +44,12 @@ from ingest.engines.server.requests import (
     GRAPHS,
     MIN_SERVER_VERSION,
     engine_errors,
+    field_index,
+    field_index_as_wanted,
     index_as_wanted,
     keyword_index,
     match,
+    narrowing_condition,
     parse_version,
     sparse,
     term_request,
@@ -72,6 +75,7 @@ from ingest.payload import (
     INDEXED_KEYS,
     PII_ANALYZER_PATH,
     REF_KEYS,
+    TYPED_INDEXED_KEYS,
     PassagePayload,
     PayloadKey,
     PiiAnalysis,
@@ -102,6 +106,8 @@ def _scope_filter(
     ]
     if scope.strict:
         must.append(match(PayloadKey.ORG_ID, scope.org_id))
+    if scope.narrowing is not None:
+        must.append(narrowing_condition(scope.narrowing))
     return models.Filter(must=[*must, *extra], must_not=list(excluding) or None)
 
 
@@ -224,6 +230,28 @@ class ServerIndex:
                 await self._client.create_payload_index(
                     collection, key, keyword_index(key), wait=True
                 )
+        await self._field_indexes(collection, info, dict(TYPED_INDEXED_KEYS))
+
+    async def _field_indexes(
+        self, collection: str, info: models.CollectionInfo, fields: Mapping[str, str]
+    ) -> int:
+        """A payload index on each of `fields` ({path: kind}) without one of its kind."""
+        missing = {
+            path: kind
+            for path, kind in fields.items()
+            if not field_index_as_wanted(info.payload_schema.get(path), kind)
+        }
+        for path, kind in missing.items():
+            await self._client.create_payload_index(collection, path, field_index(kind), wait=True)
+        return len(missing)
+
+    async def ensure_field_indexes(self, collection: str, fields: Mapping[str, str]) -> int:
+        await self.ensure_collection(collection)
+        if not self._payload_indexes:
+            return 0  # local mode ignores payload indexes: filters read the payloads
+        async with self._lock, self._calling(collection, write=True):
+            info = await self._client.get_collection(collection)
+            return await self._field_indexes(collection, info, fields)
 
     async def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
         if not passages:
@@ -332,6 +360,7 @@ class ServerIndex:
         requests = [self._leg_request(leg, where, with_payload) for leg in legs]
         if not requests or not await self._exists(collection):
             return [[] for _ in legs], 0
+
         # A collection made before document keyword vectors finds nothing on that leg.
         document_keywords = await self.document_keywords(collection)
         runs = [document_keywords or leg.kind is not LegKind.DOCUMENT_KEYWORD for leg in legs]

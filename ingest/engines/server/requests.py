@@ -19,7 +19,20 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from ingest.engines.common import ACORN_MAX_SELECTIVITY, DENSE_EF, GRAPH_M, sparse_values
 from ingest.index import IndexUnavailableError, SparseVector
-from ingest.payload import ON_DISK_KEY, TENANT_KEY, PayloadKey
+from ingest.payload import (
+    ON_DISK_KEY,
+    TENANT_KEY,
+    AllOf,
+    AnyOf,
+    HasValue,
+    IndexKind,
+    InRange,
+    IsAnyOf,
+    Missing,
+    Narrowing,
+    NoneOf,
+    PayloadKey,
+)
 
 #: Per-scope IDF (`SearchParams.idf.corpus`) arrived in Qdrant 1.19.
 MIN_SERVER_VERSION = (1, 19, 0)
@@ -95,6 +108,61 @@ def index_as_wanted(info: models.PayloadIndexInfo | None, key: str) -> bool:
         and (params.enable_hnsw is not False) is wanted.enable_hnsw
         and bool(params.on_disk) is wanted.on_disk
     )
+
+
+def narrowing_condition(node: Narrowing) -> models.Condition:
+    """A Scope's narrowing as a qdrant-client condition; `_scope_filter` AND-s it with the
+    Scope's own conditions."""
+    match node:
+        case AllOf(parts):
+            return models.Filter(must=[narrowing_condition(part) for part in parts])
+        case AnyOf(parts):
+            return models.Filter(should=[narrowing_condition(part) for part in parts])
+        case NoneOf(parts):
+            return models.Filter(must_not=[narrowing_condition(part) for part in parts])
+    return _field_test(node)
+
+
+def _field_test(node: Narrowing) -> models.Condition:
+    match node:
+        case HasValue(path):
+            empty = models.IsEmptyCondition(is_empty=models.PayloadField(key=path))
+            return models.Filter(must_not=[empty])
+        case Missing(path):
+            return models.IsEmptyCondition(is_empty=models.PayloadField(key=path))
+        case IsAnyOf(path, values):
+            return models.FieldCondition(key=path, match=models.MatchAny(any=list(values)))
+        case InRange(path, gt, gte, lt, lte, dates):
+            if dates:
+                moments = models.DatetimeRange(gt=gt, gte=gte, lt=lt, lte=lte)  # type: ignore[arg-type]  # normalized RFC 3339 strings, which the model parses
+                return models.FieldCondition(key=path, range=moments)
+            numbers = models.Range(
+                gt=_number(gt), gte=_number(gte), lt=_number(lt), lte=_number(lte)
+            )
+            return models.FieldCondition(key=path, range=numbers)
+    raise ValueError(f"not a narrowing: {node!r}")  # pragma: no cover - every kind above
+
+
+def _number(value: float | str | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def field_index(kind: IndexKind | str) -> models.PayloadSchemaParams:
+    """The index of a filtered field of this kind: no graph links (only the tenant key
+    has them), as on Qdrant Edge; booleans are stored as keywords (`boolean_keyword`)."""
+    match IndexKind(kind):
+        case IndexKind.KEYWORD | IndexKind.BOOLEAN:
+            return models.KeywordIndexParams(
+                type=models.KeywordIndexType.KEYWORD, is_tenant=False, enable_hnsw=False
+            )
+        case IndexKind.NUMBER:
+            return models.FloatIndexParams(type=models.FloatIndexType.FLOAT, enable_hnsw=False)
+    return models.DatetimeIndexParams(type=models.DatetimeIndexType.DATETIME, enable_hnsw=False)
+
+
+def field_index_as_wanted(info: models.PayloadIndexInfo | None, kind: str) -> bool:
+    """Whether the collection's index of a filtered field is of its kind."""
+    return info is not None and isinstance(info.params, type(field_index(kind)))
 
 
 def match(key: PayloadKey, value: str) -> models.FieldCondition:

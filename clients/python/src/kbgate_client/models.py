@@ -19,6 +19,7 @@ __all__ = [
     "AgentList",
     "AgentOut",
     "AppliedOut",
+    "BudgetIn",
     "BulkDocument",
     "BulkDocumentResult",
     "CitationIn",
@@ -70,6 +71,7 @@ __all__ = [
     "KnowledgeBaseList",
     "KnowledgeBaseOut",
     "KnowledgeBaseRemoved",
+    "LanguageIn",
     "Live",
     "OrgDeletedOut",
     "OrgOut",
@@ -96,6 +98,7 @@ __all__ = [
     "SettingSources",
     "StatsOut",
     "TurnClamped",
+    "TurnCounts",
     "TurnEffective",
     "TurnKbEffective",
     "VerifyIn",
@@ -161,6 +164,11 @@ class AppliedOut(msgspec.Struct, kw_only=True, frozen=True):
     knowledge_base: KnowledgeBaseOut
 
 
+class BudgetIn(msgspec.Struct, kw_only=True, omit_defaults=True):
+    tokens: int | msgspec.UnsetType | None = msgspec.UNSET
+    characters: int | msgspec.UnsetType | None = msgspec.UNSET
+
+
 class BulkDocumentResult(msgspec.Struct, kw_only=True, frozen=True):
     line: int
     document_id: str | None = None
@@ -177,6 +185,8 @@ class CitationIn(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 class CitationVerdict(msgspec.Struct, kw_only=True, frozen=True):
     passage_id: str
+    document_id: str | None = None
+    page: int | None = None
     reason: Literal["not_returned_in_turn", "passage_deleted", "quote_not_found"] | None = None
 
 
@@ -407,6 +417,8 @@ class GroundingIn(msgspec.Struct, kw_only=True, omit_defaults=True):
     agent_id: str
     answer: str
     mode: Literal["whole", "sentences"] = "whole"
+    filter: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
+    as_of: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class GroundingOut(msgspec.Struct, kw_only=True, frozen=True):
@@ -515,6 +527,11 @@ class KnowledgeBaseRemoved(msgspec.Struct, kw_only=True, frozen=True):
     agents_detached: int
 
 
+class LanguageIn(msgspec.Struct, kw_only=True, omit_defaults=True):
+    restrict: list[str] | msgspec.UnsetType | None = msgspec.UNSET
+    prefer: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
 class Live(msgspec.Struct, kw_only=True, frozen=True):
     status: str
 
@@ -549,6 +566,8 @@ class PassageOut(msgspec.Struct, kw_only=True, frozen=True):
     dense_score: float | None
     keyword_score: float | None
     title: str = ""
+    metadata: dict[str, Any] | None = None
+    page: int | None = None
 
 
 class PatchWorkspaceSettings(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -604,6 +623,7 @@ class PutAgent(msgspec.Struct, kw_only=True, omit_defaults=True):
     top_k: int | msgspec.UnsetType | None = msgspec.UNSET
     score_threshold: float | msgspec.UnsetType | None = msgspec.UNSET
     pii_redaction: bool | msgspec.UnsetType | None = msgspec.UNSET
+    filter: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class PutDocument(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -611,6 +631,11 @@ class PutDocument(msgspec.Struct, kw_only=True, omit_defaults=True):
     classification: str | msgspec.UnsetType | None = msgspec.UNSET
     title: str = ""
     source: str = ""
+    metadata: dict[str, str | int | float | bool | list[str]] | msgspec.UnsetType | None = (
+        msgspec.UNSET
+    )
+    valid_from: str | msgspec.UnsetType | None = msgspec.UNSET
+    valid_until: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class PutGoldenSet(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -627,6 +652,12 @@ class PutKnowledgeBase(msgspec.Struct, kw_only=True, omit_defaults=True):
     grounding_floor: float | msgspec.UnsetType | None = msgspec.UNSET
     fusion: FusionIn | msgspec.UnsetType | None = msgspec.UNSET
     drop_copies: bool | msgspec.UnsetType | None = msgspec.UNSET
+    metadata_fields: (
+        dict[str, Literal["string", "number", "boolean", "datetime", "string_list"]]
+        | msgspec.UnsetType
+        | None
+    ) = msgspec.UNSET
+    language: LanguageIn | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class Ready(msgspec.Struct, kw_only=True, frozen=True):
@@ -675,6 +706,9 @@ class RetrieveIn(msgspec.Struct, kw_only=True, omit_defaults=True):
     agent_id: str
     question: str
     variations: list[str] | msgspec.UnsetType = msgspec.UNSET
+    filter: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
+    as_of: str | msgspec.UnsetType | None = msgspec.UNSET
+    budget: BudgetIn | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class RetrieveOut(msgspec.Struct, kw_only=True, frozen=True):
@@ -683,7 +717,8 @@ class RetrieveOut(msgspec.Struct, kw_only=True, frozen=True):
     passages: list[PassageOut]
     context: str
     effective: TurnEffective
-    reason: Literal["no_knowledge_base", "nothing_above_floors"] | None = None
+    reason: Literal["no_knowledge_base", "nothing_above_floors", "over_budget"] | None = None
+    counts: TurnCounts | None = None
 
 
 class RevokedOut(msgspec.Struct, kw_only=True, frozen=True):
@@ -724,6 +759,16 @@ class TurnClamped(msgspec.Struct, kw_only=True, frozen=True):
     top_k: bool
     score_threshold: bool
     max_knowledge_bases_per_agent: bool
+
+
+class TurnCounts(msgspec.Struct, kw_only=True, frozen=True):
+    passages_expired: int
+    passages_sent: int | None = None
+    passages_left_out: int | None = None
+    tokens_sent: int | None = None
+    tokens_left_out: int | None = None
+    characters_sent: int | None = None
+    characters_left_out: int | None = None
 
 
 class TurnEffective(msgspec.Struct, kw_only=True, frozen=True):
