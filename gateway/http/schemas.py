@@ -537,6 +537,13 @@ class TurnEffective(msgspec.Struct, kw_only=True):
     per_knowledge_base: dict[str, TurnKbEffective]
     #: how the dense and keyword legs are fused (`score` or `rrf`)
     fusion_method: str
+    #: the moment documents' validity was judged at (RFC 3339, UTC): the asked `as_of`,
+    #: else the turn's start
+    as_of: str | None = None
+    #: whether a filter (the agent's default or the request's) narrowed any KB
+    filtered: bool = False
+    #: the question's language (ISO 639-1), when detected
+    language: str | None = None
 
 
 class RetrieveOut(msgspec.Struct, kw_only=True):

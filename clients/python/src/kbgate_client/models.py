@@ -783,6 +783,9 @@ class TurnEffective(msgspec.Struct, kw_only=True, frozen=True):
     redaction: bool
     per_knowledge_base: dict[str, TurnKbEffective]
     fusion_method: str
+    as_of: str | None = None
+    filtered: bool = False
+    language: str | None = None
 
 
 class TurnKbEffective(msgspec.Struct, kw_only=True, frozen=True):
