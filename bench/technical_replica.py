@@ -43,14 +43,14 @@ import numpy.typing as npt
 from gateway.retrieval.answering import JOINT_KEYWORD_WEIGHT, WORDS_HELD
 from gateway.retrieval.diversity import without_copies
 from gateway.retrieval.fusion import RankedLeg, fuse
-from gateway.retrieval.kb_plan import LOW_REACH
+from gateway.retrieval.kb_plan import IDENTIFIER_SHARE, LOW_REACH
 from gateway.retrieval.off_topic_line import _nearest_counted, lines_from_best, load_probes
 from gateway.retrieval.plan import LOW_REACH_DOCUMENT_SHARE, LOW_REACH_KEYWORD_WEIGHT
 from gateway.tools.evaluation.metrics import score_run
 from ingest.chunking import chunk_document, chunk_text
 from ingest.index import LegKind
 from ingest.keyword_scale import BM25_K1
-from ingest.keyword_terms import question_weights, term_weights
+from ingest.keyword_terms import identifier_share, question_weights, term_weights
 from ingest.payload import PassageRef
 from settings.config import FusionMethod
 
@@ -220,7 +220,8 @@ class Fusion:
     exhaustive: bool = False
 
 
-def load_set(folder: Path) -> dict[str, Any]:
+def load_set(folder: Path, limit: int | None = None, seed: int = 0) -> dict[str, Any]:
+    """A BEIR folder, or the `kbgate eval --limit N --seed S` subset of it."""
     corpus = {}
     for line in (folder / "corpus.jsonl").open():
         row = json.loads(line)
@@ -239,6 +240,13 @@ def load_set(folder: Path) -> dict[str, Any]:
         if line.strip()
     }
     queries = {q: t for q, t in texts.items() if q in qrels}
+    if limit is not None:
+        from gateway.tools.evaluation.dataset import load_beir, select
+
+        chosen = select(load_beir(folder), subset="all", limit=limit, seed=seed)
+        queries = {q: queries[q] for q in chosen.query_ids}
+        corpus = {d: corpus[d] for d in chosen.document_ids}
+        qrels = defaultdict(dict, {q: qrels[q] for q in queries})
     return {"corpus": corpus, "queries": queries, "qrels": dict(qrels), "offtopic": offtopic}
 
 
@@ -444,8 +452,11 @@ def measure(data: Mapping[str, Any], variant: Variant, cache: DenseCache) -> dic
     measured = lines_from_best(best)
     lines = (measured.dense, measured.joint)
     reach = _nearest_counted((topic, cosine) for topic, cosine, _ in best)
+    sample = sorted(store.texts, key=lambda text: hashlib.sha256(text.encode()).digest())
+    identifiers = identifier_share(sample[:200])
+    low_reach = reach < LOW_REACH and identifiers >= IDENTIFIER_SHARE
     fusion = Fusion(exhaustive=variant.exhaustive)
-    if variant.reach and reach < LOW_REACH:
+    if variant.reach and low_reach:
         fusion = replace(
             fusion, keyword=LOW_REACH_KEYWORD_WEIGHT, document_share=LOW_REACH_DOCUMENT_SHARE
         )
@@ -456,7 +467,11 @@ def measure(data: Mapping[str, Any], variant: Variant, cache: DenseCache) -> dic
         "hybrid": fusion,
     }
     found = {key: search(store, q, RANKING_LEG) for key, q in questions.items()}
-    out: dict[str, Any] = {"passages": len(store.texts), "reach": round(reach, 4)}
+    out: dict[str, Any] = {
+        "passages": len(store.texts),
+        "reach": round(reach, 4),
+        "identifiers": round(identifiers, 4),
+    }
     for name, channel in channels.items():
         run = {key: ranking(store, found[key], channel, RANKING_DEPTH) for key in questions}
         out[name] = round(score_run(run, data["qrels"])["nDCG@10"], 4)
@@ -464,7 +479,7 @@ def measure(data: Mapping[str, Any], variant: Variant, cache: DenseCache) -> dic
 
     def turn(query: Query) -> list[str] | None:
         legs = search(store, query, TURN_LEG, dense_floor=cut)
-        if not answers(store, query, legs, lines, variant, low_reach=reach < LOW_REACH):
+        if not answers(store, query, legs, lines, variant, low_reach=low_reach):
             return None
         return ranking(store, legs, fusion, TURN_TOP_K)
 
@@ -488,6 +503,8 @@ def main() -> None:
     parser.add_argument("--model-dir", type=Path, required=True, help="the models' folder")
     parser.add_argument("--ablate", action="store_true", help="also each change switched off")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--limit", type=int, help="the `kbgate eval --limit` subset")
+    parser.add_argument("--seed", type=int, default=0, help="its seed")
     args = parser.parse_args()
     cache = DenseCache(args.cache, args.model_dir)
     variants = {"main": MAIN, "branch": BRANCH, **(ABLATIONS if args.ablate else {})}
@@ -495,7 +512,7 @@ def main() -> None:
         json.loads(args.out.read_text()) if args.out and args.out.exists() else {}
     )
     for folder in args.dataset:
-        data = load_set(folder)
+        data = load_set(folder, args.limit, args.seed)
         for name, variant in variants.items():
             figures = measure(data, variant, cache)
             results.setdefault(folder.name, {})[name] = figures

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from ingest.index import SparseVector
@@ -98,6 +98,20 @@ def added_terms(text: str) -> Iterator[str]:
         if not _WORD.fullmatch(token):
             yield from _joined(token)
         yield from _humps(token)
+
+
+def identifier_share(texts: Iterable[str]) -> float:
+    """The share of the texts' words (BM25's) that sit in an identifier `added_terms`
+    reads more ways than one: an option, a version, an id, a path, a dotted, snake or
+    camel name. Prose measures 0.02 to 0.05 (TREC, dbpedia, SciFact), Debian's changelogs
+    0.13 to 0.15, on 30 documents as on 200."""
+    words = identifiers = 0
+    for text in texts:
+        words += len(_WORD.findall(text))
+        for match in _TOKEN.finditer(text):
+            if next(added_terms(match.group()), None) is not None:
+                identifiers += 1
+    return identifiers / words if words else 0.0
 
 
 def _joined(token: str) -> Iterator[str]:

@@ -103,3 +103,6 @@ class MeasuredLines(msgspec.Struct, frozen=True, kw_only=True):
     #: how close everyday questions come to the Scope's passages, unbounded (None: kept
     #: by a process that did not measure it)
     reach: float | None = None
+    #: the share of the Scope's words in identifiers (None: kept by a process that did
+    #: not measure it)
+    identifiers: float | None = None

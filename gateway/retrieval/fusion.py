@@ -211,7 +211,8 @@ def _normalised_scores(leg: RankedLeg[H], *, distinct_hits: int | None) -> _LegS
     weight = leg.weight if top > 0 else 0.0
     divisor = top if top > 0 else 1.0
     least = 0.0
-    if distinct_hits and len(hits) > distinct_hits:
+    flattened = bool(distinct_hits) and len(hits) > (distinct_hits or 0)
+    if flattened and distinct_hits:
         least = max(hits[distinct_hits - 1].score, 0.0)
     passages: dict[str, float] = {}
     documents: dict[tuple[str, str], float] = {}
@@ -227,7 +228,8 @@ def _normalised_scores(leg: RankedLeg[H], *, distinct_hits: int | None) -> _LegS
         else:
             documents.setdefault(document, value)
     lowest = weight * max(min(hit.score for hit in hits), least) / divisor
-    return _LegScores(leg.kb_id, passages, documents, absent=0.0 if leg.exhaustive else lowest)
+    absent = 0.0 if leg.exhaustive and not flattened else lowest
+    return _LegScores(leg.kb_id, passages, documents, absent=absent)
 
 
 def _document_key(hit: RankedHit) -> tuple[str, str]:

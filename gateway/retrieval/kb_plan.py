@@ -19,6 +19,12 @@ from settings.resolve import Resolved
 #: (`gateway.retrieval.plan.with_reach`) and the KB's words decide a close question
 #: (`gateway.retrieval.answering.unknown_words`).
 LOW_REACH = 0.36
+#: ... and whose passages are technical text: at least this share of their words sit in
+#: identifiers (`ingest.keyword_terms.identifier_share`; `Lines.identifiers`). Prose
+#: measures 0.02 to 0.05, Debian's changelogs 0.13 to 0.15. A small prose KB measures a
+#: reach as low as the changelogs' (TREC's 544-passage subset 0.33, SciFact's 0.31: the
+#: nearest of fewer passages is farther), where weighing the channels alike costs it.
+IDENTIFIER_SHARE = 0.08
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +56,23 @@ class KbPlan:
     #: how near everyday questions come to the Scope's passages (`Lines.reach`; None: not
     #: measured, or lines off)
     reach: float | None = None
+    #: the share of the Scope's words in identifiers (`Lines.identifiers`; None: not
+    #: measured, or lines off)
+    identifiers: float | None = None
     #: under measured lines, a question below `score_threshold` is still answered when its
     #: `gateway.retrieval.answering.joint_score` reaches it (None: no joint line)
     joint_line: float | None = None
 
     @property
     def low_reach(self) -> bool:
-        """Whether the Scope's measured reach is below `LOW_REACH`."""
-        return self.reach is not None and self.reach < LOW_REACH
+        """Whether the Scope's measured reach is below `LOW_REACH` and its passages are
+        technical text (`IDENTIFIER_SHARE`)."""
+        return (
+            self.reach is not None
+            and self.reach < LOW_REACH
+            and self.identifiers is not None
+            and self.identifiers >= IDENTIFIER_SHARE
+        )
 
     @property
     def dense_floor(self) -> float:

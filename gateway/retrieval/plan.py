@@ -153,11 +153,11 @@ async def settle_lines(planning: Planning, principal: Principal, agent_id: str) 
     await with_lines(planning, (await plan_turn(planning, principal, agent_id)).plans, wait=True)
 
 
-def with_reach(plan: KbPlan, reach: float | None) -> KbPlan:
-    """The plan with its Scope's measured reach, and the channel weights of a low one: the
-    keyword channel weighs as the dense one where everyday questions come no nearer than
-    `kb_plan.LOW_REACH` and the platform's weights are in force."""
-    plan = dataclasses.replace(plan, reach=reach)
+def with_reach(plan: KbPlan, reach: float | None, identifiers: float | None) -> KbPlan:
+    """The plan with its Scope's measured reach and identifier share, and the channel
+    weights of a low reach in technical text (`KbPlan.low_reach`): the keyword channel
+    weighs as the dense one where the platform's weights are in force."""
+    plan = dataclasses.replace(plan, reach=reach, identifiers=identifiers)
     if not plan.platform_fusion or not plan.low_reach:
         return plan
     return dataclasses.replace(
@@ -174,7 +174,7 @@ async def _lined(planning: Planning, plan: KbPlan, wait: bool) -> KbPlan:
     lines = await planning.lines.lines(plan, wait=wait)
     if lines is None:
         return plan
-    plan = with_reach(plan, lines.reach)
+    plan = with_reach(plan, lines.reach, lines.identifiers)
     if not lined:
         return plan
     line = measured_score_threshold(lines.dense, planning.config.bounds)
