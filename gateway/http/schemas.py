@@ -494,7 +494,19 @@ class HistoryOut(msgspec.Struct, kw_only=True):
 
 
 ChangedKind = Literal["knowledge_base", "agent"]
-ChangeAction = Literal["created", "changed", "deleted"]
+#: a model migration's steps change which model a KB is embedded with or answers from
+#: (`gateway.admin.migration`; field `embedding_model`)
+ChangeAction = Literal[
+    "created",
+    "changed",
+    "deleted",
+    "model_migration_started",
+    "model_migration_cancelled",
+    "model_migration_switched",
+    "model_migration_switched_with_override",
+    "model_migration_rolled_back",
+    "model_migration_retired",
+]
 
 
 class AdminChangeOut(msgspec.Struct, kw_only=True, omit_defaults=True):

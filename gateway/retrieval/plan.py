@@ -13,6 +13,7 @@ from gateway.access.auth import Principal
 from gateway.errors import NotFoundError
 from gateway.retrieval.kb_plan import KbPlan
 from gateway.retrieval.off_topic_line import OffTopicLines
+from ingest.embedder.models import vector_of
 from ingest.index import collection_for
 from ingest.payload import Scope
 from settings.cache import CachedSettings
@@ -116,6 +117,8 @@ def plan_knowledge_base(
         dense_weight=fusion.dense,
         keyword_weight=fusion.keyword,
         drop_copies=resolve_drop_copies(kb.settings).value,
+        dense_model=kb.embedding_model,
+        dense_vector=vector_of(kb.embedding_model),
     )
 
 
@@ -146,7 +149,9 @@ async def settle_lines(planning: Planning, principal: Principal, agent_id: str) 
 
 
 async def _lined(planning: Planning, plan: KbPlan, wait: bool) -> KbPlan:
-    if plan.score_threshold.source != "platform":
+    # Lines are measured on the deployment model's cosines: a KB answering from another
+    # model's vectors keeps its own floors (a migration's validation recommends them).
+    if plan.score_threshold.source != "platform" or plan.dense_model:
         return plan
     lines = await planning.lines.lines(plan, wait=wait)
     if lines is None:

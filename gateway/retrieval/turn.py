@@ -23,7 +23,12 @@ from gateway.errors import InvalidInputError
 from gateway.retrieval.evidence import EvidenceBlock, fence
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
 from gateway.retrieval.kb_plan import KbPlan
-from gateway.retrieval.legs import Search, fetch_distinct, search_while_embedding
+from gateway.retrieval.legs import (
+    Search,
+    fetch_distinct,
+    search_while_embedding,
+    with_question_vectors,
+)
 from gateway.retrieval.plan import (
     Planning,
     TurnContext,
@@ -31,7 +36,11 @@ from gateway.retrieval.plan import (
     plan_turn,
     with_lines,
 )
-from gateway.retrieval.query_embedding import QueryEmbeddings, TurnsInFlight
+from gateway.retrieval.query_embedding import (
+    OtherModelQuestions,
+    QueryEmbeddings,
+    TurnsInFlight,
+)
 from gateway.safety.passages import Outgoing, PassageRedaction, redact_outgoing
 from gateway.telemetry import Telemetry
 from ingest.index import Hit, LegKind, RankedPoint
@@ -55,6 +64,8 @@ class Retrieval:
     records: TurnRecords
     telemetry: Telemetry
     config: Config
+    #: questions embedded by the other models KBs answer from (None: the deployment's only)
+    other_questions: OtherModelQuestions | None = None
     #: retrieval turns running now: a lone turn embeds in its own thread
     in_flight: TurnsInFlight = field(default_factory=TurnsInFlight)
 
@@ -117,6 +128,13 @@ async def _retrieve(
     }
     if not context.plans:
         return _abstained(telemetry, turn_id, effective, "no_knowledge_base", {})
+    context.plans = await with_question_vectors(
+        retrieval.other_questions,
+        config.embed_timeout_s,
+        principal.tenant_id,
+        asked,
+        context.plans,
+    )
     clock.lap("plan")
     # a lone turn runs the model in this thread, its keyword legs searched meanwhile
     alone = retrieval.in_flight.alone

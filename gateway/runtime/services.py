@@ -17,6 +17,7 @@ import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from gateway.access.admission import Admission, Authentication
@@ -31,6 +32,7 @@ from gateway.access.ratelimit import (
 from gateway.admin.calibration import Calibration
 from gateway.admin.knowledge import Documents, Knowledge
 from gateway.admin.lifecycle import Deletions
+from gateway.admin.migration import Migrations
 from gateway.admin.transfer import Transfer
 from gateway.admin.upkeep import Upkeep
 from gateway.admin.workspace import WorkspaceSettings
@@ -43,7 +45,7 @@ from gateway.retrieval.legs import Search
 from gateway.retrieval.off_topic_line import OffTopicLines
 from gateway.retrieval.plan import Planning
 from gateway.retrieval.postcheck import GroundingCheck
-from gateway.retrieval.query_embedding import QueryEmbeddings
+from gateway.retrieval.query_embedding import OtherModelQuestions, QueryEmbeddings
 from gateway.retrieval.turn import Retrieval
 from gateway.runtime.readiness import Readiness
 from gateway.safety.egress import Egress
@@ -51,7 +53,13 @@ from gateway.safety.operators import Anonymizer
 from gateway.safety.passages import PassageRedaction, RedactionPolicies
 from gateway.safety.redaction import Redactor
 from gateway.telemetry import Telemetry
-from ingest.embedder.embedding import MINILM_MODEL_NAME, Embedder, FastEmbedder
+from ingest.embedder.embedding import (
+    MINILM_MODEL_NAME,
+    Embedder,
+    FastEmbedder,
+    build_other_model,
+)
+from ingest.embedder.models import DenseModels
 from ingest.engines.blocking import BlockingIndex
 from ingest.index import Index, IndexUnavailableError
 from ingest.lru import LruCache
@@ -117,6 +125,9 @@ class Services:
     deletions: Deletions
     transfer: Transfer
     upkeep: Upkeep
+    migrations: Migrations
+    #: the dense models KBs answer from or migrate to, the deployment's among them
+    models: DenseModels
 
     async def close(self) -> None:
         await self.background.close()
@@ -126,6 +137,7 @@ class Services:
         await self.auth_failures.close()
         self.expensive.close()
         self.query_embeddings.close()
+        self.models.close()
         await self.store.close()
         await self.index.close()
         if self.redis is not None:
@@ -217,6 +229,8 @@ def wire(
             "kbgate:wsrate",
         ),
     )
+    model_id = config.embedding_model or MINILM_MODEL_NAME
+    models = DenseModels(embedder, model_id, partial(build_other_model, config.model_dir))
     lines = OffTopicLines(
         records, engine, embedder, background, telemetry, config=config, clock=clock
     )
@@ -229,7 +243,6 @@ def wire(
         records, Evaluations(records, background, telemetry, evaluator), knowledge, telemetry
     )
     deletions = Deletions(records, settings, engine, calibration, telemetry)
-    model_id = config.embedding_model or MINILM_MODEL_NAME
     failures = _build_failure_counter(redis, config, telemetry)
     key_usage = KeyUsage(records.record_key_use)
     return Services(
@@ -270,9 +283,14 @@ def wire(
             records=records,
             telemetry=telemetry,
             config=config,
+            other_questions=OtherModelQuestions(
+                models, LruCache(config.query_cache_size), questions.threads
+            ),
         ),
         citations=Citations(records, planning, engine),
-        grounding=GroundingCheck(planning, engine, embedder, expensive, telemetry, config),
+        grounding=GroundingCheck(
+            planning, engine, embedder, expensive, telemetry, config, models=models
+        ),
         egress=Egress(settings, policies, expensive, telemetry),
         workspaces=WorkspaceSettings(
             records, settings, telemetry, config, redactor.supported_entities
@@ -281,7 +299,11 @@ def wire(
         documents=Documents(
             records,
             DocumentWriter(
-                BlockingIndex(engine, loop), embedder, model_id=model_id, analyzer=redactor
+                BlockingIndex(engine, loop),
+                embedder,
+                model_id=model_id,
+                analyzer=redactor,
+                models=models,
             ),
             KeyedLocks(),
             expensive,
@@ -294,6 +316,10 @@ def wire(
             records, settings, engine, embedder, redactor, deletions, telemetry, config, expensive
         ),
         upkeep=Upkeep(deletions, records, telemetry, config),
+        migrations=Migrations(
+            records, settings, engine, models, expensive, background, evaluator, telemetry
+        ),
+        models=models,
     )
 
 

@@ -454,6 +454,60 @@ def build_embedder(
     )
 
 
+def build_other_model(
+    model_dir: Path, model_id: str, *, workers: int = 1, threads: int = PASSAGE_THREADS
+) -> FastEmbedder:
+    """A dense model besides the deployment's, for a KB's model migration, loaded offline:
+    the bundled MiniLM (`MINILM_MODEL_NAME`), its integer re-quantization run on passages
+    too (`MINILM_QUESTION_MODEL_NAME`; one session serves passages and questions), or a
+    fastembed model already in `model_dir` (`local_files_only`: nothing is downloaded).
+    Raises `ModelUnavailableError` when it cannot be loaded so."""
+    import onnxruntime
+    from fastembed import TextEmbedding
+
+    onnxruntime.disable_telemetry_events()
+    try:
+        if model_id in (MINILM_MODEL_NAME, MINILM_QUESTION_MODEL_NAME):
+            folder = assemble_minilm(model_dir)
+            _register_minilm()
+            dense = TextEmbedding(
+                model_id,
+                cache_dir=str(model_dir),
+                threads=threads,
+                lazy_load=False,
+                specific_model_path=str(folder),
+                local_files_only=True,
+                enable_cpu_mem_arena=False,
+            )
+            query = None
+            if model_id == MINILM_MODEL_NAME:
+                query = TextEmbedding(
+                    MINILM_QUESTION_MODEL_NAME,
+                    cache_dir=str(model_dir),
+                    threads=QUERY_THREADS,
+                    lazy_load=False,
+                    specific_model_path=str(folder),
+                    local_files_only=True,
+                    enable_cpu_mem_arena=False,
+                )
+            return FastEmbedder(dense, dense_dim=MINILM_DIM, query_model=query, workers=workers)
+        dense = TextEmbedding(
+            model_id,
+            cache_dir=str(model_dir),
+            threads=threads,
+            lazy_load=False,
+            local_files_only=True,
+            enable_cpu_mem_arena=False,
+        )
+    except (ValueError, OSError, RuntimeError, ModelAssemblyError) as error:
+        raise ModelUnavailableError(f"cannot load {model_id!r} offline: {error}") from error
+    return FastEmbedder(dense, dense_dim=dense.embedding_size, workers=workers)
+
+
+class ModelUnavailableError(RuntimeError):
+    """A model named for a migration is neither bundled nor in the model dir."""
+
+
 def assemble_minilm(model_dir: Path) -> Path:
     """The fastembed folder of the default model under `model_dir`, built once.
 

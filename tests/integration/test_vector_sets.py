@@ -65,7 +65,7 @@ def test_a_vector_set_is_added_filled_inside_a_scope_and_searched(
     found = index.query(
         collection, mine, [Leg(LegKind.DENSE, dense=unit4(1), limit=10, vector=NEW)]
     ).legs[0]
-    assert [hit.payload.passage_index for hit in found][0] == 1
+    assert found[0].payload.passage_index == 1
     assert {hit.payload.tenant_id for hit in found} == {"t1"}
     old = index.query(collection, mine, [Leg(LegKind.DENSE, dense=axis(2), limit=1)]).legs[0]
     assert [hit.payload.passage_index for hit in old] == [2]
@@ -105,7 +105,7 @@ def test_an_edge_shard_keeps_its_added_vector_set_across_a_restart(tmp_path: Pat
 
 def test_a_leg_names_only_dense_vector_sets() -> None:
     """A dense leg's vector is `dense` or `dense_<slug>`; a sparse vector's name is refused."""
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a dense vector set"):
         Leg(LegKind.DENSE, dense=axis(0), vector="bm25")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a model slug"):
         dense_vector_name("bad name")
