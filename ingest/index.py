@@ -333,7 +333,10 @@ class Index(Protocol):
         self, collection: str, scope: Scope, vector: str, vectors: Mapping[str, Sequence[float]]
     ) -> int:
         """Store each point's `vector` (by point id), for the points inside the scope; its
-        other vectors and payload stay. Returns how many points were inside the scope."""
+        other vectors and payload stay. Returns how many points were inside the scope.
+        Unlike other writes it may return before the vectors are flushed to disk (they
+        survive the process being killed, not an OS crash): its caller, a migration, finds
+        vectors lost so missing and sets them again."""
 
     async def count_vector(self, collection: str, scope: Scope, vector: str) -> int:
         """Points inside the scope that hold the dense vector `vector`."""

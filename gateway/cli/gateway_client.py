@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from gateway.access.auth import Principal
     from gateway.admin.knowledge import Knowledge
     from gateway.admin.lifecycle import Deletions
+    from gateway.admin.migration import Migrations
     from gateway.admin.workspace import WorkspaceSettings
     from gateway.retrieval.plan import Planning
     from gateway.retrieval.turn import Retrieval
@@ -84,6 +85,21 @@ class Gateway(Protocol):
     async def change_workspace_settings(self, body: dict[str, Any]) -> dict[str, Any]: ...
     async def settings_history(self) -> dict[str, Any]: ...
     async def workspace_changes(self, kind: str, object_id: str | None) -> dict[str, Any]: ...
+    async def model_migration(
+        self, kb_id: str, action: str, body: dict[str, Any] | None = None
+    ) -> dict[str, Any]: ...
+
+
+#: a model migration's actions: the method and the path under the KB's migration
+MIGRATION_ACTIONS = {
+    "show": ("GET", ""),
+    "start": ("POST", ""),
+    "validate": ("POST", "/validate"),
+    "switch": ("POST", "/switch"),
+    "rollback": ("POST", "/rollback"),
+    "retire": ("POST", "/retire"),
+    "cancel": ("DELETE", ""),
+}
 
 
 def _segment(value: str) -> str:
@@ -169,6 +185,13 @@ class HttpGateway:
         query = urllib.parse.urlencode({name: value for name, value in chosen.items() if value})
         return self._call("GET", f"/v1/workspace/changes?{query}")
 
+    async def model_migration(
+        self, kb_id: str, action: str, body: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        method, suffix = MIGRATION_ACTIONS[action]
+        path = f"/v1/knowledge-bases/{_segment(kb_id)}/model-migration{suffix}"
+        return self._call(method, path, body if method == "POST" else None)
+
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         data = None if body is None else json.dumps(body).encode("utf-8")
         request = urllib.request.Request(  # noqa: S310 — the URL is the operator's own gateway
@@ -206,9 +229,11 @@ class EmbeddedGateway:
         workspaces: WorkspaceSettings,
         deletions: Deletions,
         workspace: Principal | None,
+        migrations: Migrations | None = None,
     ) -> None:
         """The use cases the commands run, and the workspace they act in (None: platform
         operations only)."""
+        self._migrations = migrations
         self._knowledge = knowledge
         self._planning = planning
         self._retrieval = retrieval
@@ -226,6 +251,7 @@ class EmbeddedGateway:
             workspaces=services.workspaces,
             deletions=services.deletions,
             workspace=workspace,
+            migrations=services.migrations,
         )
 
     async def create_org(self, org_id: str) -> dict[str, Any]:
@@ -492,6 +518,45 @@ class EmbeddedGateway:
             )
         )
         return _json(admin_changes_out(changes))
+
+    async def model_migration(
+        self, kb_id: str, action: str, body: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """A migration's action in this process; a job started here runs while the command
+        does (`--watch`), and a `kbgate serve` on the data dir resumes it."""
+        from gateway.admin import migration as admin
+        from gateway.http.migration_schemas import StartMigration, SwitchMigration
+        from gateway.http.routes.migration import migration_out
+
+        migrations = self._migrations
+        if migrations is None:  # pragma: no cover - `of` always gives it
+            raise Refused(503, {"detail": "no migrations here"})
+        principal, given = self._admin(), body or {}
+        if action == "start":
+            model = _strict(StartMigration, given).model
+            found = await self._core(admin.start_migration(migrations, principal, kb_id, model))
+        elif action == "switch":
+            data = _strict(SwitchMigration, given)
+            found = await self._core(
+                admin.switch(
+                    migrations,
+                    principal,
+                    kb_id,
+                    override=data.override,
+                    max_ndcg_drop=data.max_ndcg_drop,
+                )
+            )
+        elif action == "show":
+            found = await self._core(admin.migration_of(migrations.store, principal, kb_id))
+        else:
+            step = {
+                "validate": admin.start_validation,
+                "rollback": admin.roll_back,
+                "retire": admin.retire,
+                "cancel": admin.cancel_migration,
+            }[action]
+            found = await self._core(step(migrations, principal, kb_id))
+        return _json(await migration_out(migrations, found))
 
     def _admin(self) -> Principal:
         if self._workspace is None:

@@ -457,7 +457,11 @@ class EdgeEngine(AdapterReads):
             count = held.shard.count(CountRequest(exact=True, filter=inside))
             points = [PointVectors(pid, {name: values}) for pid, values in ids.items()]
             # Only points inside the Scope take a vector: the condition is the Scope's filter.
-            held.update(UpdateOperation.update_vectors(points, inside))
+            # Not flushed: a flush holds the GIL for tens of milliseconds (hundreds on a
+            # busy disk), every turn waiting; the WAL keeps the vectors through a killed
+            # process, the next flushed write or the close makes them durable, and what an
+            # OS crash loses a migration finds missing and sets again.
+            held.update(UpdateOperation.update_vectors(points, inside), durable=False)
         return count
 
     def count_vector(self, collection: str, scope: Scope, vector: str) -> int:
