@@ -313,7 +313,16 @@ def wire(
         calibration=calibration,
         deletions=deletions,
         transfer=Transfer(
-            records, settings, engine, embedder, redactor, deletions, telemetry, config, expensive
+            records,
+            settings,
+            engine,
+            embedder,
+            redactor,
+            deletions,
+            telemetry,
+            config,
+            expensive,
+            models,
         ),
         upkeep=Upkeep(deletions, records, telemetry, config),
         migrations=Migrations(

@@ -7,6 +7,8 @@ vectors retired, with turns of that KB and of another workspace answering throug
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -369,3 +371,61 @@ async def _key_id(gw: Gateway, tenant: Tenant) -> str:
         f"/v1/keys?org_id={tenant.org_id}&tenant_id={tenant.tenant_id}", headers=tenant.headers()
     )
     return str(listed.json()["keys"][0]["key_id"])
+
+
+async def test_an_archive_carries_each_vector_sets_model(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """A workspace whose KB switched to the new model, the old vectors kept, exports both
+    vector sets with the model of each (the manifest names the second set's model and
+    size, the KB record the model it answers from); another deployment imports it with
+    the same vectors in both sets, its KB answering from the new model's."""
+    async with serving(tmp_path / "a", embedder) as source:
+        mine = await _policies(source)
+        started = await source.client.post(PATH, json={"model": TARGET}, headers=mine.headers())
+        assert started.status_code == 202
+        await _until(_reader(mine), lambda b: b["status"] == "built")
+        switched = await source.client.post(
+            PATH + "/switch", json={"override": True}, headers=mine.headers()
+        )
+        assert switched.status_code == 200
+        vector = source.services.models.vector(TARGET)
+        exported = await source.client.get(
+            "/v1/orgs/acme/workspaces/migrating/export", headers=source.platform
+        )
+        assert exported.status_code == 200
+        before = await _stored(source, "acme", "migrating")
+    lines = [json.loads(line) for line in gzip.decompress(exported.content).splitlines()]
+    manifest = lines[0]
+    assert manifest["vector_sets"] == {vector: {"model": TARGET, "dense_dim": 384}}
+    (kb_line,) = [line for line in lines if line["kind"] == "knowledge_base"]
+    assert kb_line["embedding_model"] == TARGET
+    async with serving(tmp_path / "b", embedder) as target:
+        await target.client.post("/v1/orgs", json={"org_id": "beta"}, headers=target.platform)
+        imported = await target.client.post(
+            "/v1/orgs/beta/workspaces/moved/import",
+            content=exported.content,
+            headers={**target.platform, "Content-Type": "application/gzip"},
+        )
+        assert imported.status_code == 201, imported.text
+        moved = Tenant(target, "beta", "moved")
+        await moved.issue("all", ["admin", "ingest", "retrieve"], "restricted")
+        kb = await target.services.store.get_knowledge_base("moved", "policies")
+        assert kb is not None
+        assert kb.embedding_model == TARGET
+        assert await _stored(target, "beta", "moved") == before
+        answer = (await moved.retrieve("bot", "Where do staff park?")).json()
+        assert answer["passages"][0]["document_id"] == "parking"
+
+
+async def _stored(gw: Gateway, org_id: str, tenant_id: str) -> list[Any]:
+    """Each passage's document, its `dense` vector and its other sets' vectors."""
+    scope = Scope.of(
+        org_id=org_id,
+        tenant_id=tenant_id,
+        kb_ids=["policies"],
+        clearance=Classification.RESTRICTED,
+        strict=False,
+    )
+    page, _ = await gw.services.index.passages_page(collection_for("org", org_id), scope, None, 100)
+    return sorted((p.payload.document_id, p.dense, p.dense_sets) for p in page)
