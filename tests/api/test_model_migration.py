@@ -25,6 +25,7 @@ from settings.migration import MigrationStatus
 from settings.records import Role
 from tests.api.conftest import Gateway, serving
 from tests.api.tenants import Tenant, provision, tea_workspace
+from tests.api.test_console import csrf_token, sign_in
 
 pytestmark = pytest.mark.anyio
 
@@ -429,3 +430,45 @@ async def _stored(gw: Gateway, org_id: str, tenant_id: str) -> list[Any]:
     )
     page, _ = await gw.services.index.passages_page(collection_for("org", org_id), scope, None, 100)
     return sorted((p.payload.document_id, p.dense, p.dense_sets) for p in page)
+
+
+async def test_the_console_shows_a_migrations_progress_and_takes_its_steps(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """The calibration page of a KB names the model it answers from; starting a migration
+    there shows its status and progress (the page reloading while it builds), an unknown
+    model is refused beside its field, switching without a validation needs the override
+    box, and after switch and retire the page names the new model."""
+    async with serving(tmp_path, embedder) as gw:
+        tenant = await _policies(gw)
+        signed = await sign_in(gw, tenant.keys["all"])
+        assert signed.status_code == 303
+        page = (await gw.client.get("/console/calibration?kb_id=policies")).text
+        assert f'data-answering="{MINILM_MODEL_NAME}"' in page
+
+        async def step(**form: str) -> str:
+            token = await csrf_token(gw)
+            posted = await gw.client.post(
+                "/console/calibration/migration",
+                data={"kb_id": "policies", "csrf_token": token, **form},
+                follow_redirects=True,
+            )
+            return posted.text
+
+        refused = await step(action="start", model="no/such-model")
+        assert 'id="migration-model-error"' in refused
+        started = await step(action="start", model=TARGET)
+        assert 'data-migration="' in started
+        await _until(_reader(tenant), lambda b: b["status"] == "built")
+        built = (await gw.client.get("/console/calibration?kb_id=policies")).text
+        assert 'data-migration="built"' in built
+        assert "<strong data-progress>4 / 4</strong>" in built
+        assert 'http-equiv="refresh"' not in built
+        blocked = await step(action="switch")
+        assert "override" in blocked
+        assert 'data-migration="built"' in blocked
+        switched = await step(action="switch", override="on")
+        assert 'data-migration="switched"' in switched
+        retired = await step(action="retire")
+        assert f'data-answering="{TARGET}"' in retired
+        assert 'data-migration="retired"' in retired
