@@ -26,7 +26,6 @@ with the acting key's id.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import secrets
 import time
@@ -421,10 +420,10 @@ async def _validate(
     try:
         sides = []
         for model in (migration.source_model, migration.target_model):
-            embedder = await _loaded(migrations.models, model)
-            evaluator = dataclasses.replace(migrations.evaluator, embedder=embedder)
+            await _loaded(migrations.models, model)
+            # the evaluation embeds the questions with the model the variant answers from
             variant = msgspec.structs.replace(kb, embedding_model=migrations.models.own(model))
-            report = await evaluate(evaluator, principal, variant, golden, _no_progress)
+            report = await evaluate(migrations.evaluator, principal, variant, golden, _no_progress)
             sides.append(_figures(model, migrations.models.vector(model), report))
         old, new = sides
         done = _replace(

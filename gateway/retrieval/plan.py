@@ -195,6 +195,8 @@ def effective_settings(context: TurnContext) -> dict[str, Any]:
             "joint_line": plan.joint_line,
             "fusion": {"dense": plan.dense_weight, "keyword": plan.keyword_weight},
             "drop_copies": plan.drop_copies,
+            # the dense vector set its dense leg searched (a model migration's)
+            "dense_vector": plan.dense_vector,
             "sources": {"top_k": plan.top_k.source, "score_threshold": plan.score_threshold.source},
             "clamped": {
                 "top_k": plan.top_k.clamped,

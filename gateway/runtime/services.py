@@ -238,7 +238,7 @@ def wire(
     search = Search(engine, telemetry, config)
     policies = RedactionPolicies(redactor, settings, telemetry)
     knowledge = Knowledge(records, settings, engine, lines, telemetry, config)
-    evaluator = Evaluator(planning, search, embedder, expensive, records)
+    evaluator = Evaluator(planning, search, embedder, expensive, records, models)
     calibration = Calibration(
         records, Evaluations(records, background, telemetry, evaluator), knowledge, telemetry
     )

@@ -232,10 +232,12 @@ async def _switches_and_rolls_back(gw: Gateway, mine: Tenant) -> None:
     assert kb is not None
     assert kb.embedding_model == TARGET
     assert await _plan_vector(gw, mine) == vector
+    assert await _turn_vector(mine) == vector
     rolled = await gw.client.post(PATH + "/rollback", headers=mine.headers())
     assert rolled.status_code == 200
     assert rolled.json()["status"] == "rolled_back"
     assert await _plan_vector(gw, mine) == DENSE_VECTOR
+    assert await _turn_vector(mine) == DENSE_VECTOR
     twice = await gw.client.post(PATH + "/rollback", headers=mine.headers())
     assert twice.status_code == 409
     again = await gw.client.post(
@@ -355,6 +357,12 @@ async def _plan_vector(gw: Gateway, tenant: Tenant) -> str:
     principal = await _principal(gw, tenant)
     context = await plan_turn(gw.services.planning, principal, "bot")
     return context.plans[0].dense_vector
+
+
+async def _turn_vector(tenant: Tenant) -> str:
+    """The vector set the next turn's dense leg searched, as its answer reports it."""
+    answer = (await tenant.retrieve("bot", "Where do staff park?")).json()
+    return str(answer["effective"]["per_knowledge_base"]["policies"]["dense_vector"])
 
 
 async def _principal(gw: Gateway, tenant: Tenant) -> Principal:
