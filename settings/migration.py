@@ -76,6 +76,9 @@ class ModelMigration(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None = None
     #: the golden set's figures on both vector sets (`gateway.admin.migration`), once run
     validation: Any = None
+    #: a policy: once built, validate as the starting key and switch when the new set's
+    #: nDCG@10 is not below the old one's by more than this (None: the admin decides)
+    switch_when_not_worse_by: float | None = None
     #: every step, oldest first
     steps: list[MigrationStep] = msgspec.field(default_factory=list)
 

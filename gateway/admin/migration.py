@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from gateway.access.auth import Principal
+from gateway.access.auth import Principal, principal_of
 from gateway.access.expensive import ExpensiveWork, Stop, stop_point
 from gateway.admin.knowledge import knowledge_base_of, record_change, target_of
 from gateway.background import BackgroundTasks
@@ -163,12 +163,21 @@ async def migration_of(store: SettingsStore, principal: Principal, kb_id: str) -
 
 
 async def start_migration(
-    migrations: Migrations, principal: Principal, kb_id: str, target_model: str
+    migrations: Migrations,
+    principal: Principal,
+    kb_id: str,
+    target_model: str,
+    *,
+    switch_when_not_worse_by: float | None = None,
 ) -> ModelMigration:
     """Start embedding the KB's passages with `target_model` beside its vectors, in the
     background. InvalidInputError (`model`) for a model this deployment cannot load offline
     or the one the KB answers from; ConflictError while another migration of the KB keeps
-    two vector sets (a failed one with the same target is resumed instead)."""
+    two vector sets (a failed one with the same target is resumed instead). With
+    `switch_when_not_worse_by`, once built it validates on the golden set as `principal`
+    and switches when the new set's nDCG@10 is not lower by more (`_by_policy`)."""
+    if switch_when_not_worse_by is not None and not 0.0 <= switch_when_not_worse_by <= 1.0:
+        raise InvalidInputError("must be between 0 and 1", field="switch_when_not_worse_by")
     kb = await knowledge_base_of(migrations.store, principal, kb_id)
     models = migrations.models
     if not target_model.strip() or len(target_model) > MAX_MODEL_ID:
@@ -206,6 +215,7 @@ async def start_migration(
             created_at=at,
             updated_at=at,
             steps=[MigrationStep(at=at, key_id=principal.key_id, action="started")],
+            switch_when_not_worse_by=switch_when_not_worse_by,
         )
     await _save(migrations.store, migration)
     await record_change(migrations.store, principal, kb.kb_id, "model_migration_started")
@@ -320,6 +330,8 @@ async def _build_pass(migrations: Migrations, started: ModelMigration) -> None:
                 )
                 await _save(store, built)
                 migrations.telemetry.count("model_migrations_built")
+                if built.switch_when_not_worse_by is not None:
+                    await _by_policy(migrations, built)
                 return
 
 
@@ -373,6 +385,21 @@ async def _fail(migrations: Migrations, migration: ModelMigration, reason: str) 
 
 
 # ---- validation -------------------------------------------------------------------------
+
+
+async def _by_policy(migrations: Migrations, migration: ModelMigration) -> None:
+    """A built migration started with a switch policy: validated as the key that started
+    it (its roles and clearance as they are now); a step says why when it cannot be (the
+    key revoked, no golden set)."""
+    store = migrations.store
+    key = await store.get_api_key(migration.key_id)
+    golden = await store.get_golden_set(migration.tenant_id, migration.kb_id)
+    reason = "key_revoked" if key is None else ("no_golden_set" if golden is None else None)
+    if key is None or reason is not None:
+        step = MigrationStep(at=_now(), key_id="", action=f"policy_skipped_{reason}")
+        await _save(store, _replace(migration, steps=[*migration.steps, step]))
+        return
+    await start_validation(migrations, principal_of(key), migration.kb_id)
 
 
 async def start_validation(
@@ -442,10 +469,20 @@ async def _validate(
     if latest is None or latest.migration_id != migration.migration_id:
         return
     step = MigrationStep(at=_now(), key_id=principal.key_id, action=f"validation_{done.status}")
-    await _save(
-        migrations.store,
-        _replace(latest, validation=msgspec.to_builtins(done), steps=[*latest.steps, step]),
-    )
+    validated = _replace(latest, validation=msgspec.to_builtins(done), steps=[*latest.steps, step])
+    await _save(migrations.store, validated)
+    policy = validated.switch_when_not_worse_by
+    if policy is None or validated.status is not MigrationStatus.BUILT or done.status != "done":
+        return
+    try:
+        await switch(
+            migrations, principal, kb.kb_id, max_ndcg_drop=policy, action="switched_by_policy"
+        )
+    except ConflictError:
+        kept = await migrations.store.get_migration(kb.tenant_id, kb.kb_id)
+        if kept is not None:
+            step = MigrationStep(at=_now(), key_id=principal.key_id, action="policy_kept_old")
+            await _save(migrations.store, _replace(kept, steps=[*kept.steps, step]))
 
 
 async def _no_progress(stage: str, done: int, total: int) -> None:
@@ -484,6 +521,7 @@ async def switch(
     *,
     override: bool = False,
     max_ndcg_drop: float | None = None,
+    action: str = "switched",
 ) -> ModelMigration:
     """Make the KB answer from the new vectors (the old ones stay). ConflictError until
     they are complete; without a finished validation (no golden set, or not run) unless
@@ -512,7 +550,7 @@ async def switch(
                 field="max_ndcg_drop",
             )
     await _require_complete(migrations, principal, migration)
-    action = "switched_with_override" if not validated else "switched"
+    action = "switched_with_override" if not validated else action
     return await _answer_from(
         migrations,
         principal,

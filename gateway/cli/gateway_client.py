@@ -533,8 +533,16 @@ class EmbeddedGateway:
             raise Refused(503, {"detail": "no migrations here"})
         principal, given = self._admin(), body or {}
         if action == "start":
-            model = _strict(StartMigration, given).model
-            found = await self._core(admin.start_migration(migrations, principal, kb_id, model))
+            start = _strict(StartMigration, given)
+            found = await self._core(
+                admin.start_migration(
+                    migrations,
+                    principal,
+                    kb_id,
+                    start.model,
+                    switch_when_not_worse_by=start.switch_when_not_worse_by,
+                )
+            )
         elif action == "switch":
             data = _strict(SwitchMigration, given)
             found = await self._core(

@@ -96,6 +96,11 @@ def _add_migration_command(kbs: Commands) -> None:
     migration.add_argument("action", nargs="?", default="show", choices=list(MIGRATION_ACTIONS))
     migration.add_argument("--model", help="start: the model to move to")
     migration.add_argument(
+        "--switch-when-not-worse-by",
+        type=float,
+        help="start: once built, validate and switch when nDCG@10 drops by at most this",
+    )
+    migration.add_argument(
         "--override", action="store_true", help="switch: without a validation on the golden set"
     )
     migration.add_argument(
@@ -343,6 +348,8 @@ async def _migration(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, s
         if not args.model:
             raise Refused(422, {"detail": "start needs --model", "field": "model"})
         body = {"model": args.model}
+        if args.switch_when_not_worse_by is not None:
+            body["switch_when_not_worse_by"] = args.switch_when_not_worse_by
     elif args.action == "switch":
         body = {"override": args.override}
         if args.max_ndcg_drop is not None:

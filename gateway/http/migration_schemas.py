@@ -13,6 +13,9 @@ class StartMigration(Strict):
     #: the dense model to move to: the bundled MiniLM, its integer re-quantization
     #: (`kbgate/all-MiniLM-L6-v2-int8-questions`) or a fastembed model in the model cache
     model: str
+    #: a policy: once built, validate on the golden set and switch when the new vectors'
+    #: nDCG@10 is not below the old ones' by more than this (0..1)
+    switch_when_not_worse_by: float | None = msgspec.field(default=None)
 
 
 class SwitchMigration(Strict):
@@ -54,6 +57,8 @@ class MigrationOut(msgspec.Struct, kw_only=True):
     updated_at: str
     #: the key (id) that started it
     key_id: str
+    #: the switch policy it was started with (None: the admin switches)
+    switch_when_not_worse_by: float | None
     progress: MigrationProgressOut
     error: str | None
     #: the golden set on both vector sets, side by side (once run)

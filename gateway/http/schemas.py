@@ -504,6 +504,7 @@ ChangeAction = Literal[
     "model_migration_cancelled",
     "model_migration_switched",
     "model_migration_switched_with_override",
+    "model_migration_switched_by_policy",
     "model_migration_rolled_back",
     "model_migration_retired",
 ]

@@ -480,3 +480,51 @@ async def test_the_console_shows_a_migrations_progress_and_takes_its_steps(
         retired = await step(action="retire")
         assert f'data-answering="{TARGET}"' in retired
         assert 'data-migration="retired"' in retired
+
+
+async def test_a_switch_policy_validates_and_switches_once_built(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """Started with `switch_when_not_worse_by`, a built migration validates the golden set
+    as the key that started it and switches when the new set is not worse by more (a step
+    and a history entry of its own); without a golden set it says so and leaves the KB on
+    its old vectors; a policy outside 0..1 is refused."""
+    async with serving(tmp_path, embedder) as gw:
+        mine = await _policies(gw)
+        await mine.kb("bare")
+        await mine.doc("bare", "note", "The canteen serves lunch from noon to two.")
+        stored = await gw.client.put(
+            "/v1/knowledge-bases/policies/golden-set", json=GOLDEN, headers=mine.headers()
+        )
+        assert stored.status_code == 200
+        wrong = await gw.client.post(
+            PATH, json={"model": TARGET, "switch_when_not_worse_by": 2.0}, headers=mine.headers()
+        )
+        assert wrong.status_code == 422
+        assert wrong.json()["field"] == "switch_when_not_worse_by"
+        policy = {"model": TARGET, "switch_when_not_worse_by": 1.0}
+        for path in (PATH, PATH.replace("policies", "bare")):
+            started = await gw.client.post(path, json=policy, headers=mine.headers())
+            assert started.status_code == 202, started.text
+            assert started.json()["switch_when_not_worse_by"] == 1.0
+        switched = await _until(_reader(mine), lambda b: b["status"] != "building" and any(
+            s["action"] in {"switched_by_policy", "policy_kept_old"} for s in b["steps"]
+        ))  # fmt: skip
+        assert switched["status"] == "switched"
+        assert switched["steps"][-1]["action"] == "switched_by_policy"
+        assert switched["validation"]["status"] == "done"
+
+        async def bare() -> dict[str, Any]:
+            response = await gw.client.get(PATH.replace("policies", "bare"), headers=mine.headers())
+            body: dict[str, Any] = response.json()
+            return body
+
+        skipped = await _until(bare, lambda b: b["steps"][-1]["action"].startswith("policy"))
+        assert skipped["status"] == "built"
+        assert skipped["steps"][-1]["action"] == "policy_skipped_no_golden_set"
+        changes = await gw.client.get(
+            "/v1/workspace/changes?kind=knowledge_base&object_id=policies",
+            headers=mine.headers(),
+        )
+        actions = [c["action"] for c in changes.json()["changes"]]
+        assert actions[-1] == "model_migration_switched_by_policy"

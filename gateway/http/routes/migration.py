@@ -44,6 +44,7 @@ async def migration_out(migrations: Migrations, migration: ModelMigration) -> Mi
         created_at=migration.created_at,
         updated_at=migration.updated_at,
         key_id=migration.key_id,
+        switch_when_not_worse_by=migration.switch_when_not_worse_by,
         progress=MigrationProgressOut(
             done=migration.done, total=migration.total, rate=migration.rate
         ),
@@ -84,7 +85,13 @@ class MigrationController(Controller):
         kb_id: FromPath[str],
         data: JSONBody[StartMigration],
     ) -> Response[MigrationOut]:
-        found = await admin.start_migration(migrations, request.user, kb_id, data.model)
+        found = await admin.start_migration(
+            migrations,
+            request.user,
+            kb_id,
+            data.model,
+            switch_when_not_worse_by=data.switch_when_not_worse_by,
+        )
         body = await migration_out(migrations, found)
         location = f"/v1/knowledge-bases/{kb_id}/model-migration"
         return Response(body, status_code=202, headers={"Location": location})
