@@ -149,6 +149,19 @@ class QueryEmbeddings:
         ]
         return PendingEmbeddings(here=True, sparse=every, _waiting=run())
 
+    def keywords_only(self, texts: Sequence[str]) -> PendingEmbeddings | None:
+        """The texts' BM25 vectors alone (their dense vectors empty), made in this thread:
+        for a turn none of whose KBs answers from this model; None without a `model` to
+        make them apart."""
+        if self._model is None:
+            return None
+        sparse = self._model.query_sparse(list(texts))
+
+        async def ready() -> list[Embedding]:
+            return [Embedding((), vector) for vector in sparse]
+
+        return PendingEmbeddings(here=False, sparse=[], _waiting=ready())
+
     def _keep(
         self,
         partition: str,

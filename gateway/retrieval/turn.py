@@ -138,7 +138,10 @@ async def _retrieve(
     clock.lap("plan")
     # a lone turn runs the model in this thread, its keyword legs searched meanwhile
     alone = retrieval.in_flight.alone
-    pending = retrieval.questions.start(principal.tenant_id, asked, here=alone)
+    # the deployment's model runs only for KBs answering from it; BM25 is always needed
+    others_only = all(plan.dense_model for plan in context.plans)
+    keywords = retrieval.questions.keywords_only(asked) if others_only else None
+    pending = keywords or retrieval.questions.start(principal.tenant_id, asked, here=alone)
     legs = await search_while_embedding(
         retrieval.search,
         context.plans,
