@@ -350,6 +350,34 @@ async def test_a_migration_left_building_resumes_after_a_restart(
         assert forced.json()["steps"][-1]["action"] == "switched_with_override"
         answer = (await mine.retrieve("bot", "Where is staff parking?")).json()
         assert answer["passages"][0]["document_id"] == "parking"
+        await _evaluated_on_new_vectors(gw, mine)
+
+
+async def _evaluated_on_new_vectors(gw: Gateway, mine: Tenant) -> None:
+    """With the old vectors retired, an evaluation of the KB ranks and checks grounding
+    on the new set with the new model's questions: every document found first."""
+    retired = await gw.client.post(PATH + "/retire", headers=mine.headers())
+    assert retired.status_code == 200
+    stored = await gw.client.put(
+        "/v1/knowledge-bases/policies/golden-set", json=GOLDEN, headers=mine.headers()
+    )
+    assert stored.status_code == 200
+    started = await gw.client.post(
+        "/v1/knowledge-bases/policies/evaluations", headers=mine.headers()
+    )
+    assert started.status_code == 202, started.text
+    path = f"/v1/knowledge-bases/policies/evaluations/{started.json()['evaluation_id']}"
+
+    async def read() -> dict[str, Any]:
+        body: dict[str, Any] = (await gw.client.get(path, headers=mine.headers())).json()
+        return body
+
+    done = await _until(read, lambda b: b["status"] != "running")
+    assert done["status"] == "done", done
+    report = done["report"]
+    assert report["channels"]["dense"]["ndcg_10"] == 1.0
+    assert report["counts"]["grounding_answers"] > 0
+    assert report["recommendation"]["grounding"] is not None
 
 
 async def _plan_vector(gw: Gateway, tenant: Tenant) -> str:
