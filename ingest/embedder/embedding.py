@@ -18,6 +18,9 @@ BM25 term-frequency weights, queries get 1s; Qdrant's IDF modifier supplies the 
 
 `KBGATE_EMBEDDING_MODEL` names any fastembed dense model instead; it is fetched
 through fastembed's own cache under the model dir (this path needs the network once).
+A KB may move to another dense model on its own (`gateway.admin.migration`):
+`build_other_model` loads one offline (the bundled MiniLM, its re-quantization run on
+passages too, or a fastembed model already in the model dir).
 
 Memory: onnxruntime's CPU arena keeps every block it ever
 allocated, and a new input shape allocates new blocks, so the arena is turned off.
@@ -141,6 +144,10 @@ _REGISTRATION_LOCK = threading.Lock()
 
 class ModelAssemblyError(RuntimeError):
     """The packaged model files are missing or do not match their published checksum."""
+
+
+class ModelUnavailableError(RuntimeError):
+    """A model named for a migration is neither bundled nor in the model dir."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,10 +509,6 @@ def build_other_model(
     except (ValueError, OSError, RuntimeError, ModelAssemblyError) as error:
         raise ModelUnavailableError(f"cannot load {model_id!r} offline: {error}") from error
     return FastEmbedder(dense, dense_dim=dense.embedding_size, workers=workers)
-
-
-class ModelUnavailableError(RuntimeError):
-    """A model named for a migration is neither bundled nor in the model dir."""
 
 
 def assemble_minilm(model_dir: Path) -> Path:
