@@ -11,13 +11,13 @@ searches without a Scope: a target without one aborts the check (`no_scope`).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ingest.chunking import split_sentences
 from ingest.embedder.embedding import Embedder
 from ingest.engines.blocking import BlockingIndex
-from ingest.index import Hit, IndexUnavailableError, Leg, LegKind
+from ingest.index import DENSE_VECTOR, Hit, IndexUnavailableError, Leg, LegKind
 from ingest.payload import Scope
 
 TOP_MATCHES = 3
@@ -45,11 +45,14 @@ class Reason(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One KB to search: its collection, its Scope (None aborts the check), its floor."""
+    """One KB to search: its collection, its Scope (None aborts the check), its floor, and
+    the dense model ("": the deployment's) and vector set it answers from."""
 
     collection: str
     scope: Scope | None
     floor: float
+    model: str = ""
+    vector: str = DENSE_VECTOR
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +83,11 @@ def check(
     default_floor: float,
     by_sentence: bool = False,
     checkpoint: Callable[[], None] = _go_on,
+    other_models: Callable[[str], Embedder] | None = None,
 ) -> Grounding:
-    """Judge one answer (or each of its sentences) against the targets.
+    """Judge one answer (or each of its sentences) against the targets: embedded once by
+    each model the targets answer from (`embedder` for the deployment's, `other_models`
+    for the others).
 
     `checkpoint` is called between units of work (a batch of sentences embedded, one
     sentence searched); whatever it raises stops the check there and propagates.
@@ -93,14 +99,18 @@ def check(
     texts = split_sentences(answer) if by_sentence else [answer]
     texts = texts or [answer]
     try:
-        vectors = _embedded(texts, embedder, checkpoint)
+        vectors = {
+            model: _embedded(texts, _model(model, embedder, other_models), checkpoint)
+            for model in sorted({target.model for target in targets})
+        }
     except (RuntimeError, ValueError, OSError):
         return Grounding(Status.SKIPPED, None, default_floor, 0, Reason.EMBEDDING_FAILED)
     try:
         found = []
-        for vector in vectors:
+        for position in range(len(texts)):
             checkpoint()
-            found.append(_top_matches(vector, targets, index))
+            each = {model: found_vectors[position] for model, found_vectors in vectors.items()}
+            found.append(_top_matches(each, targets, index))
     except IndexUnavailableError:
         return Grounding(Status.SKIPPED, None, default_floor, 0, Reason.INDEX_UNAVAILABLE)
     verdicts = [
@@ -112,6 +122,16 @@ def check(
         reason = Reason.NO_MATCHES if only.status is Status.SKIPPED else None
         return Grounding(only.status, only.score, only.floor, only.matches, reason)
     return _combine(verdicts, default_floor)
+
+
+def _model(
+    model: str, embedder: Embedder, other_models: Callable[[str], Embedder] | None
+) -> Embedder:
+    if not model:
+        return embedder
+    if other_models is None:
+        raise RuntimeError(f"no model {model!r} to embed with")
+    return other_models(model)
 
 
 def _embedded(
@@ -135,13 +155,19 @@ class _Verdict:
 
 
 def _top_matches(
-    vector: tuple[float, ...], targets: Sequence[Target], index: BlockingIndex
+    vectors: Mapping[str, tuple[float, ...]], targets: Sequence[Target], index: BlockingIndex
 ) -> list[tuple[Hit, float]]:
-    """The best matches over every target, each with the floor of its KB."""
+    """The best matches over every target (searched with its own model's vector), each
+    with the floor of its KB."""
     scored: list[tuple[Hit, float]] = []
     for target in targets:
         assert target.scope is not None  # noqa: S101 — guarded by check(); keeps mypy honest
-        leg = Leg(kind=LegKind.DENSE, dense=vector, limit=TOP_MATCHES)
+        leg = Leg(
+            kind=LegKind.DENSE,
+            dense=vectors[target.model],
+            limit=TOP_MATCHES,
+            vector=target.vector,
+        )
         result = index.query(target.collection, target.scope, [leg])
         scored.extend((hit, target.floor) for hit in result.legs[0])
     scored.sort(key=lambda pair: -pair[0].score)

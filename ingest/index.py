@@ -26,6 +26,8 @@ DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "bm25"
 #: BM25 of a whole document (title and all its text), carried by its first passage only.
 DOCUMENT_SPARSE_VECTOR = "bm25_document"
+#: The prefix of every other dense vector set: `dense_<model slug>` (`dense_vector_name`).
+DENSE_SET_PREFIX = "dense_"
 SHARED_COLLECTION = "kb_shared"
 ORG_COLLECTION_PREFIX = "kb_org_"
 
@@ -71,6 +73,19 @@ def checked_collection(name: str) -> str:
     return name
 
 
+def dense_vector_name(model_slug: str) -> str:
+    """The named vector of a dense vector set other than the deployment model's (`dense`):
+    `dense_` and the model's slug (lower-case letters, digits and `_`)."""
+    if not model_slug or not all(c.isascii() and (c.isalnum() or c == "_") for c in model_slug):
+        raise ValueError(f"not a model slug: {model_slug!r}")
+    return f"{DENSE_SET_PREFIX}{model_slug.lower()}"
+
+
+def is_dense_vector(name: str) -> bool:
+    """Whether `name` is a dense vector set's: `dense` or `dense_<slug>`."""
+    return name == DENSE_VECTOR or name.startswith(DENSE_SET_PREFIX)
+
+
 @dataclass(frozen=True, slots=True)
 class SparseVector:
     """A BM25 vector: token ids and weights, same length."""
@@ -93,7 +108,10 @@ class Passage:
     """One point to write: deterministic id, its vectors, full payload.
 
     A document's first passage also carries `document_sparse`, the BM25 vector of the
-    whole document, which collections created without it ignore.
+    whole document, which collections created without it ignore. `dense` is the
+    deployment model's vector (empty: the point has none, its KB's set was retired);
+    `dense_sets` the other dense vector sets' (`dense_<slug>` name, vector), written
+    while a KB migrates to another model or after it did (`gateway.admin.migration`).
     """
 
     point_id: str
@@ -101,6 +119,7 @@ class Passage:
     sparse: SparseVector
     payload: PassagePayload
     document_sparse: SparseVector | None = None
+    dense_sets: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
 
 class LegKind(enum.StrEnum):
@@ -115,7 +134,8 @@ class Leg:
     """One ranked search inside a query: dense (cosine), keyword (BM25 over passages) or
     document keyword (BM25 over whole documents) leg.
 
-    `floor` is the minimum score a hit must reach on this leg (None: no floor).
+    `floor` is the minimum score a hit must reach on this leg (None: no floor). A dense
+    leg searches the named vector `vector`: `dense`, or a KB's other vector set.
     """
 
     kind: LegKind
@@ -123,6 +143,7 @@ class Leg:
     sparse: SparseVector | None = None
     limit: int = 100
     floor: float | None = None
+    vector: str = DENSE_VECTOR
 
     def __post_init__(self) -> None:
         if self.kind is LegKind.DENSE and self.dense is None:
@@ -131,6 +152,8 @@ class Leg:
             raise ValueError("a keyword leg needs a sparse vector")
         if self.limit < 1:
             raise ValueError("a leg's limit must be at least 1")
+        if not is_dense_vector(self.vector):
+            raise ValueError(f"not a dense vector set: {self.vector!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +320,35 @@ class Index(Protocol):
     ) -> int:
         """Store each point's PII analysis (`pii`) on it, for the points inside the scope;
         other payload keys stay. Returns how many points were inside the scope."""
+
+    # dense vector sets beside `dense` (a KB's model migration, `gateway.admin.migration`)
+    async def add_dense_vector(self, collection: str, vector: str, dim: int) -> None:
+        """Create the collection if needed and give it the named dense vector `vector`
+        (`dense_vector_name`; cosine, `dim` dimensions) unless it has it; points without
+        it stay as they are."""
+
+    async def missing_vector_page(
+        self, collection: str, scope: Scope, vector: str, offset: str | None, limit: int
+    ) -> tuple[list[StoredPassage], str | None]:
+        """One page of the points inside the scope that lack the dense vector `vector`, and
+        the next page's offset (None after the last). Start with None; points given the
+        vector meanwhile drop out of later pages."""
+
+    async def set_dense_vectors(
+        self, collection: str, scope: Scope, vector: str, vectors: Mapping[str, Sequence[float]]
+    ) -> int:
+        """Store each point's `vector` (by point id), for the points inside the scope; its
+        other vectors and payload stay. Returns how many points were inside the scope.
+        Unlike other writes it may return before the vectors are flushed to disk (they
+        survive the process being killed, not an OS crash): its caller, a migration, finds
+        vectors lost so missing and sets them again."""
+
+    async def count_vector(self, collection: str, scope: Scope, vector: str) -> int:
+        """Points inside the scope that hold the dense vector `vector`."""
+
+    async def drop_dense_vectors(self, collection: str, scope: Scope, vector: str) -> int:
+        """Remove the dense vector `vector` from the points inside the scope (they keep
+        their other vectors); returns how many held it."""
 
     async def optimize(self) -> list[str]:
         """Build the search indexes (HNSW, compact sparse indexes) of every collection's

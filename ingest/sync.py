@@ -40,9 +40,10 @@ from typing import Any, Literal, Protocol
 
 from ingest.background import lower_priority
 from ingest.chunking import ChunkingParams, char_bound_applies, chunk_document
-from ingest.embedder.embedding import Embedder, Embedding
+from ingest.embedder.embedding import Embedder
+from ingest.embedder.models import DenseModels
 from ingest.engines.blocking import BlockingIndex
-from ingest.index import Passage, SparseVector, StoredPassage, collection_for
+from ingest.index import DENSE_VECTOR, Passage, SparseVector, StoredPassage, collection_for
 from ingest.keyword_terms import KEYWORD_ANALYSIS_VERSION, keyword_analysis_applies
 from ingest.language import LanguageDetector
 from ingest.pages import passage_pages
@@ -81,12 +82,15 @@ class PassageAnalyzer(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """The knowledge base a document belongs to, as the writer needs it."""
+    """The knowledge base a document belongs to, as the writer needs it: `models` are the
+    dense models its passages are embedded with ("": the deployment's, the `dense`
+    vectors), two while it migrates from one to the other."""
 
     org_id: str
     tenant_id: str
     kb_id: str
     storage: str
+    models: tuple[str, ...] = ("",)
 
     @property
     def collection(self) -> str:
@@ -199,15 +203,18 @@ class DocumentWriter:
         analyzer: PassageAnalyzer | None = None,
         stage: Stage = _untimed,
         languages: LanguageDetector | None = None,
+        models: DenseModels | None = None,
     ) -> None:
         """Without an `analyzer`, passages are written with no PII analysis (as before it
         existed): the gateway then analyses them when they are first returned. `stage`
         wraps each stage of a write (`ingest.plan`, `ingest.embed`, `ingest.write`): the
-        gateway's traces."""
+        gateway's traces. `models` gives the other dense models a target may name (None:
+        only `embedder`)."""
         self._stage = stage
         #: the index the writer's calls go to, from the thread it runs in
         self.index = index
         self._embedder = embedder
+        self._models = models
         self._analyzer = analyzer
         #: detects each passage's language as it is written (None: none recorded)
         self._languages = languages
@@ -341,15 +348,14 @@ class DocumentWriter:
         self, target: Target, plans: Sequence[_Plan], *, legacy: bool, pause: Callable[[], None]
     ) -> list[list[Passage]]:
         """Each plan's points: every passage embedded and analysed, nothing written yet."""
-        lane = target.tenant_id
         if sum(len(plan.texts) for plan in plans) <= INLINE_PASSAGES:
             # A short write (a single document of a few passages: an interactive PUT) runs
             # in the calling thread at its priority: no runner or analysis thread to wait
             # for behind another workspace's bulk write, no hop between threads.
-            embeddings, wholes = self._embed(plans, pause, lane=lane, inline=True)
+            embeddings, wholes = self._embed(plans, pause, target, inline=True)
             analyses = self._analyse_inline(plans, pause)
         else:
-            embeddings, wholes, analyses = self._embed_and_analyse(plans, pause, lane=lane)
+            embeddings, wholes, analyses = self._embed_and_analyse(plans, pause, target)
         indexed_at = self._clock().isoformat()
         return [
             self._points(
@@ -365,8 +371,8 @@ class DocumentWriter:
         ]
 
     def _embed_and_analyse(
-        self, plans: Sequence[_Plan], pause: Callable[[], None], *, lane: str
-    ) -> tuple[list[list[Embedding]], list[SparseVector], list[list[PiiAnalysis]] | None]:
+        self, plans: Sequence[_Plan], pause: Callable[[], None], target: Target
+    ) -> tuple[list[list[_Embedded]], list[SparseVector], list[list[PiiAnalysis]] | None]:
         """`_embed` on the embedder's runners, and the analysis beside it."""
         # The per-passage PII analysis runs on its own thread while the embedder runs: the
         # model spends much of a call outside the GIL, and the analysis keeps a core busy
@@ -377,7 +383,7 @@ class DocumentWriter:
             analysing: Future[list[list[PiiAnalysis]]] | None = None
             if self._analyzer is not None:
                 analysing = pool.submit(_analyse_plans, self._analyzer, plans, pause)
-            embeddings, wholes = self._embed(plans, pause, lane=lane)
+            embeddings, wholes = self._embed(plans, pause, target)
             try:
                 analyses = analysing.result() if analysing is not None else None
             except Exception as error:  # any analyzer failure: nothing has been written yet
@@ -396,37 +402,58 @@ class DocumentWriter:
             raise AnalysisFailedError("the PII analyzer failed; nothing was written") from error
 
     def _embed(
-        self, plans: Sequence[_Plan], pause: Callable[[], None], *, lane: str, inline: bool = False
-    ) -> tuple[list[list[Embedding]], list[SparseVector]]:
+        self,
+        plans: Sequence[_Plan],
+        pause: Callable[[], None],
+        target: Target,
+        *,
+        inline: bool = False,
+    ) -> tuple[list[list[_Embedded]], list[SparseVector]]:
         """Every plan's passages, `EMBED_SLICE` per embedder call with a pause between
-        calls, in the workspace's `lane` of the embedder, and the whole documents' keyword
-        vectors in one call; the passages' embeddings grouped back by plan."""
+        calls, in the workspace's lane of each of the target's models, and the whole
+        documents' keyword vectors in one call; the passages' embeddings grouped back by
+        plan."""
         inputs = [
             embedding_input(plan.document.title, text) for plan in plans for text in plan.texts
         ]
         whole_inputs = [embedding_input(plan.document.title, plan.document.text) for plan in plans]
+        models = self._dense_models(target)
         try:
-            flat: list[Embedding] = []
+            flat: list[_Embedded] = []
             for start in range(0, len(inputs), EMBED_SLICE):
                 pause()
                 piece = inputs[start : start + EMBED_SLICE]
-                flat.extend(self._embedder.embed_documents(piece, lane=lane, inline=inline))
+                flat.extend(_embedded_piece(models, piece, target.tenant_id, inline=inline))
             pause()
             wholes = self._embedder.embed_document_keywords(whole_inputs)
         except Exception as error:  # any model failure: nothing has been written yet
             raise EmbeddingFailedError("the embedder failed; nothing was written") from error
-        grouped: list[list[Embedding]] = []
+        grouped: list[list[_Embedded]] = []
         start = 0
         for plan in plans:
             grouped.append(flat[start : start + len(plan.texts)])
             start += len(plan.texts)
         return grouped, wholes
 
+    def _dense_models(self, target: Target) -> list[tuple[str, Embedder]]:
+        """(vector name, model) of each of the target's models, the deployment's first."""
+        found: list[tuple[str, Embedder]] = []
+        for model_id in sorted(set(target.models), key=lambda m: m != ""):
+            if model_id == "" or (self._models and model_id == self._models.default_id):
+                found.insert(0, (DENSE_VECTOR, self._embedder))
+            elif self._models is None:
+                raise EmbeddingFailedError(f"no model {model_id!r} here; nothing was written")
+            else:
+                found.append((self._models.vector(model_id), self._models.get(model_id)))
+        if not found:
+            raise ValueError("a target names no model")
+        return list(dict(found).items())
+
     def _points(
         self,
         target: Target,
         plan: _Plan,
-        embeddings: Sequence[Embedding],
+        embeddings: Sequence[_Embedded],
         whole: SparseVector,
         analyses: Sequence[PiiAnalysis] | None,
         *,
@@ -442,6 +469,7 @@ class DocumentWriter:
                 point_id=point_id(target, document.document_id, version, position),
                 dense=embedding.dense,
                 sparse=embedding.sparse,
+                dense_sets=embedding.dense_sets,
                 payload=PassagePayload(
                     tenant_id=target.tenant_id,
                     knowledge_base_id=target.kb_id,
@@ -466,6 +494,37 @@ class DocumentWriter:
             )
             for position, (text, embedding) in enumerate(zip(texts, embeddings, strict=True))
         ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Embedded:
+    """One passage's vectors: `dense` (the deployment model's; empty when the target does
+    not name it), BM25, and the other models' (`dense_<slug>` name, vector)."""
+
+    dense: tuple[float, ...]
+    sparse: SparseVector
+    dense_sets: tuple[tuple[str, tuple[float, ...]], ...]
+
+
+def _embedded_piece(
+    models: Sequence[tuple[str, Embedder]], texts: list[str], lane: str, *, inline: bool
+) -> list[_Embedded]:
+    """`texts` embedded by every model (BM25 from the first), in `lane` (in the calling
+    thread when `inline`)."""
+    each = [
+        (name, model.embed_documents(texts, lane=lane, inline=inline)) for name, model in models
+    ]
+    first = each[0][1]
+    return [
+        _Embedded(
+            dense=next((found[i].dense for name, found in each if name == DENSE_VECTOR), ()),
+            sparse=first[i].sparse,
+            dense_sets=tuple(
+                (name, found[i].dense) for name, found in each if name != DENSE_VECTOR
+            ),
+        )
+        for i in range(len(texts))
+    ]
 
 
 def _analyse_plans(

@@ -49,7 +49,11 @@ class Workspace(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class KnowledgeBase(msgspec.Struct, frozen=True, kw_only=True):
-    """A set of documents of one workspace. `settings` holds top_k, thresholds, fusion."""
+    """A set of documents of one workspace. `settings` holds top_k, thresholds, fusion.
+
+    `embedding_model` names the dense model whose vectors its turns search ("": the
+    deployment's own, the `dense` vectors); only a model migration changes it
+    (`gateway.admin.migration`)."""
 
     kb_id: str
     tenant_id: str
@@ -58,6 +62,7 @@ class KnowledgeBase(msgspec.Struct, frozen=True, kw_only=True):
     name: str = ""
     created_at: str = ""
     settings: dict[str, Any] = msgspec.field(default_factory=dict)
+    embedding_model: str = ""
 
 
 class Agent(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from settings.golden import Evaluation, GoldenSet, MeasuredLines
+from settings.migration import ModelMigration
 from settings.records import (
     AdminChange,
     Agent,
@@ -186,9 +187,20 @@ class SettingsStore(Protocol):
         """The KB's evaluations, newest first."""
 
     async def delete_calibration(self, tenant_id: str, kb_id: str | None = None) -> int:
-        """Remove the KB's golden set, evaluations and measured lines (with None, those of
-        every KB of the tenant) and give back the lease of a running one; returns how many
-        golden sets and evaluations went."""
+        """Remove the KB's golden set, evaluations, measured lines and model migration (with
+        None, those of every KB of the tenant) and give back the lease of a running
+        evaluation; returns how many golden sets and evaluations went."""
+
+    # a KB's model migration (`settings.migration`), removed by `delete_calibration`
+    async def put_migration(self, migration: ModelMigration) -> bool:
+        """Create or replace the KB's migration; False (nothing written) when the
+        workspace is unknown."""
+
+    async def get_migration(self, tenant_id: str, kb_id: str) -> ModelMigration | None:
+        """The tenant's KB's migration (another tenant's: None)."""
+
+    async def building_migrations(self) -> list[ModelMigration]:
+        """Every migration still building, in any workspace: what a start resumes."""
 
     async def put_measured_lines(self, lines: MeasuredLines) -> None:
         """Keep the KB's lines for their Scope, replacing earlier ones; nothing when the

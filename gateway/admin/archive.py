@@ -1,16 +1,20 @@
 """The workspace archive: one gzip-compressed NDJSON stream, one record a line.
 
     manifest         format, version, embedding model id, dense dimensions, the payload
-                     contract's keys, when and from which org and workspace
+                     contract's keys, when and from which org and workspace, and each
+                     other dense vector set's model and dimensions (a KB's migration)
     workspace        its creation time and stored settings
-    knowledge_base   each KB: id, name, storage, creation time, settings
+    knowledge_base   each KB: id, name, storage, creation time, settings, the model it
+                     answers from ("": the deployment's)
     agent            each agent: id, its KBs in order, creation time, settings
     golden_set       each KB's golden set, as stored (questions, expected documents)
     passage          each passage: its KB, its payload as indexed (the payload contract:
                      document id and version, passage index, classification, text, title,
                      source, checksum, indexing time, PII spans), its vectors (dense as
                      little-endian float32, BM25 as uint32 indices and float32 weights,
-                     each base64; the whole-document BM25 on a document's first passage)
+                     each base64; the whole-document BM25 on a document's first passage;
+                     the other dense vector sets' vectors by name, `dense` empty where
+                     the passage has none)
     end              how many records of each kind came before it
 
 The `end` record makes a truncated archive detectable: a reader checks its counts. Keys
@@ -47,6 +51,11 @@ VERSION = 1
 MEDIA_TYPE = "application/gzip"
 
 
+class VectorSetEntry(msgspec.Struct, kw_only=True):
+    model: str
+    dense_dim: int
+
+
 class Manifest(msgspec.Struct, kw_only=True, tag="manifest", tag_field="kind"):
     format: str
     version: int
@@ -56,6 +65,8 @@ class Manifest(msgspec.Struct, kw_only=True, tag="manifest", tag_field="kind"):
     exported_at: str
     org_id: str
     tenant_id: str
+    #: each dense vector set besides `dense` the passages carry: name -> its model
+    vector_sets: dict[str, VectorSetEntry] = msgspec.field(default_factory=dict)
 
 
 class WorkspaceEntry(msgspec.Struct, kw_only=True, tag="workspace", tag_field="kind"):
@@ -69,6 +80,7 @@ class KnowledgeBaseEntry(msgspec.Struct, kw_only=True, tag="knowledge_base", tag
     storage: str
     created_at: str
     settings: dict[str, Any]
+    embedding_model: str = ""
 
 
 class AgentEntry(msgspec.Struct, kw_only=True, tag="agent", tag_field="kind"):
@@ -95,6 +107,7 @@ class PassageEntry(msgspec.Struct, kw_only=True, tag="passage", tag_field="kind"
     dense: str
     sparse: SparseEntry
     document_sparse: SparseEntry | None = None
+    dense_sets: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class End(msgspec.Struct, kw_only=True, tag="end", tag_field="kind", omit_defaults=True):
@@ -230,6 +243,9 @@ def passage_entry(kb_id: str, passage: Passage) -> PassageEntry:
         document_sparse=(
             None if passage.document_sparse is None else _sparse_entry(passage.document_sparse)
         ),
+        dense_sets={
+            name: _b64(np.asarray(values, dtype="<f4")) for name, values in passage.dense_sets
+        },
     )
 
 
@@ -238,14 +254,29 @@ def vectors_of(
 ) -> tuple[tuple[float, ...], SparseVector, SparseVector | None]:
     """The dense, BM25 and whole-document BM25 vectors of an archive line; ArchiveError
     for one that is not a usable vector (a weight NaN or infinite, a dense vector of zeros,
-    a sparse index twice)."""
-    dense = _unb64(entry.dense, "<f4")
-    if not np.isfinite(dense).all():
-        raise ArchiveError("the dense vector has a value that is not a finite number")
-    if not dense.any():
-        raise ArchiveError("the dense vector is all zeros")
+    a sparse index twice). `dense` is empty where the passage carries only other dense
+    vector sets (`dense_sets_of`)."""
+    dense = _dense(entry.dense, "the dense vector") if entry.dense or not entry.dense_sets else ()
     document = None if entry.document_sparse is None else _sparse_vector(entry.document_sparse)
-    return tuple(dense.tolist()), _sparse_vector(entry.sparse), document
+    return dense, _sparse_vector(entry.sparse), document
+
+
+def dense_sets_of(entry: PassageEntry) -> tuple[tuple[str, tuple[float, ...]], ...]:
+    """The other dense vector sets' vectors of an archive line, by name; ArchiveError as
+    `vectors_of`."""
+    return tuple(
+        (name, _dense(text, f"the {name[:100]!r} vector"))
+        for name, text in sorted(entry.dense_sets.items())
+    )
+
+
+def _dense(text: str, what: str) -> tuple[float, ...]:
+    dense = _unb64(text, "<f4")
+    if not np.isfinite(dense).all():
+        raise ArchiveError(f"{what} has a value that is not a finite number")
+    if not dense.any():
+        raise ArchiveError(f"{what} is all zeros")
+    return tuple(dense.tolist())
 
 
 # ---- writing and reading --------------------------------------------------------------

@@ -38,6 +38,7 @@ from gateway.admin.knowledge import (
     knowledge_base_of,
     require_full_clearance,
     target_of,
+    write_target,
 )
 from gateway.errors import GatewayError, NotFoundError
 from ingest.index import IndexUnavailableError
@@ -254,7 +255,7 @@ class BulkWrite:
         if self._broken is not None:
             raise self._broken
         writes, kb = self._documents, self._kb
-        target = target_of(kb)
+        target = await write_target(writes.store, kb)
         async with AsyncExitStack() as locks:
             for document_id in sorted({doc.document_id for doc in documents}):
                 key = (kb.tenant_id, kb.kb_id, document_id)

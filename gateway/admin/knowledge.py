@@ -156,8 +156,25 @@ async def knowledge_bases(store: SettingsStore, principal: Principal) -> list[Kn
     return sorted(found, key=lambda kb: kb.kb_id)
 
 
-def target_of(kb: KnowledgeBase) -> Target:
-    return Target(org_id=kb.org_id, tenant_id=kb.tenant_id, kb_id=kb.kb_id, storage=kb.storage)
+def target_of(kb: KnowledgeBase, models: tuple[str, ...] | None = None) -> Target:
+    """Where the KB's passages go; `models`: the dense models they get (None: the one the
+    KB answers from)."""
+    return Target(
+        org_id=kb.org_id,
+        tenant_id=kb.tenant_id,
+        kb_id=kb.kb_id,
+        storage=kb.storage,
+        models=models if models is not None else (kb.embedding_model,),
+    )
+
+
+async def write_target(store: SettingsStore, kb: KnowledgeBase) -> Target:
+    """`target_of` the KB for a document write: while a model migration keeps both vector
+    sets, its passages get both (`settings.migration`)."""
+    migration = await store.get_migration(kb.tenant_id, kb.kb_id)
+    if migration is None or not migration.both_sets:
+        return target_of(kb)
+    return target_of(kb, (migration.source_model, migration.target_model))
 
 
 # ---- the history of KB and agent changes ---------------------------------------------
@@ -201,6 +218,14 @@ async def _audit(
             knowledge_base_ids=knowledge_base_ids,
         )
     )
+
+
+async def record_change(
+    store: SettingsStore, principal: Principal, kb_id: str, action: str
+) -> None:
+    """A change of which model the KB's passages are embedded with, or answer from (a
+    model migration's step), in the workspace's history."""
+    await _audit(store, principal, "knowledge_base", kb_id, action, fields=["embedding_model"])
 
 
 async def admin_history(
@@ -258,6 +283,8 @@ async def put_knowledge_base(
         name=name,
         created_at=existing.created_at if existing else _now(),
         settings={key: value for key, value in settings.items() if value not in (None, {})},
+        # only a model migration changes it (`gateway.admin.migration`)
+        embedding_model=existing.embedding_model if existing else "",
     )
     if schema:  # indexed before the KB says they are filterable
         await knowledge.index.ensure_field_indexes(
@@ -514,13 +541,14 @@ async def put_document(
         valid_until=fields.valid_until,
     )
     async with documents.locks.hold((principal.tenant_id, kb_id, document_id)):
+        target = await write_target(documents.store, kb)
         with documents.telemetry.stage("ingest_document"):
             # On the expensive-work pool: embedding a document is seconds of CPU. A write
             # is never stopped half-way: its Stop flag is read only to pause there.
             outcome: SyncOutcome = await documents.expensive.run(
                 principal.tenant_id,
                 lambda flag: documents.writer.put(
-                    target_of(kb), document, pause=partial(pause_point, flag)
+                    target, document, pause=partial(pause_point, flag)
                 ),
                 kind="ingest",
                 wait=True,

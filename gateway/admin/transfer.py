@@ -51,7 +51,8 @@ from gateway.errors import (
 )
 from gateway.retrieval.narrowing import AGENT_FILTER, check_agent_filter
 from gateway.telemetry import Telemetry
-from ingest.embedder.embedding import MINILM_MODEL_NAME, Embedder
+from ingest.embedder.embedding import MINILM_MODEL_NAME, Embedder, ModelUnavailableError
+from ingest.embedder.models import DenseModels
 from ingest.engines.blocking import BlockingIndex
 from ingest.index import Index, IndexUnavailableError, Passage
 from ingest.language import LANGUAGES
@@ -108,6 +109,8 @@ class Transfer:
     telemetry: Telemetry
     config: Config
     expensive: ExpensiveWork
+    #: the dense models KBs answer from or migrate to (None: the deployment's only)
+    models: DenseModels | None = None
 
 
 def model_id(config: Config) -> str:
@@ -142,9 +145,10 @@ async def export_chunks(transfer: Transfer, workspace: Workspace) -> AsyncIterat
     kbs = await transfer.store.list_knowledge_bases(tenant_id)
     agents = await transfer.store.list_agents(tenant_id)
     goldens = [g for kb in kbs if (g := await transfer.store.get_golden_set(tenant_id, kb.kb_id))]
+    vector_sets = await _vector_sets(transfer, kbs)
     yield writer.add(
         [
-            _manifest(transfer, workspace),
+            _manifest(transfer, workspace, vector_sets),
             archive.WorkspaceEntry(created_at=workspace.created_at, settings=workspace.settings),
             *map(_kb_entry, kbs),
             *map(_agent_entry, agents),
@@ -159,7 +163,32 @@ async def export_chunks(transfer: Transfer, workspace: Workspace) -> AsyncIterat
     transfer.telemetry.log.info("workspace_exported", **writer.counts)
 
 
-def _manifest(transfer: Transfer, workspace: Workspace) -> archive.Manifest:
+async def _vector_sets(
+    transfer: Transfer, kbs: list[KnowledgeBase]
+) -> dict[str, archive.VectorSetEntry]:
+    """The dense vector sets besides `dense` the KBs' passages carry, with their models:
+    the one each KB answers from and, while a migration keeps both, the other."""
+    models = transfer.models
+    if models is None:
+        return {}
+    used: set[str] = set()
+    for kb in kbs:
+        used.add(models.named(kb.embedding_model))
+        migration = await transfer.store.get_migration(kb.tenant_id, kb.kb_id)
+        if migration is not None and migration.both_sets:
+            used |= {migration.source_model, migration.target_model}
+    found: dict[str, archive.VectorSetEntry] = {}
+    for model in sorted(used - {models.default_id}):
+        embedder = await asyncio.to_thread(models.get, model)
+        found[models.vector(model)] = archive.VectorSetEntry(
+            model=model, dense_dim=embedder.dense_dim
+        )
+    return found
+
+
+def _manifest(
+    transfer: Transfer, workspace: Workspace, vector_sets: dict[str, archive.VectorSetEntry]
+) -> archive.Manifest:
     return archive.Manifest(
         format=archive.FORMAT,
         version=archive.VERSION,
@@ -169,6 +198,7 @@ def _manifest(transfer: Transfer, workspace: Workspace) -> archive.Manifest:
         exported_at=datetime.now(UTC).isoformat(),
         org_id=workspace.org_id,
         tenant_id=workspace.tenant_id,
+        vector_sets=vector_sets,
     )
 
 
@@ -179,6 +209,7 @@ def _kb_entry(kb: KnowledgeBase) -> archive.KnowledgeBaseEntry:
         storage=kb.storage,
         created_at=kb.created_at,
         settings=kb.settings,
+        embedding_model=kb.embedding_model,
     )
 
 
@@ -270,6 +301,7 @@ class _Kb:
     storage: str
     created_at: str
     settings: dict[str, Any]
+    embedding_model: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,6 +371,7 @@ async def import_workspace(
         wait=True,
     )
     _require_same_model(transfer, contents.manifest)
+    await _require_vector_sets(transfer, contents.manifest)
     await provisioning.create_workspace(
         transfer.store, org_id, tenant_id, contents.workspace_created_at
     )
@@ -409,6 +442,29 @@ async def _undo_import(transfer: Transfer, org_id: str, tenant_id: str) -> None:
         transfer.telemetry.log.warning("workspace_import_undo_failed")
         return
     transfer.telemetry.log.info("workspace_import_undone")
+
+
+async def _require_vector_sets(transfer: Transfer, manifest: archive.Manifest) -> None:
+    """ConflictError (`embedding_model`) unless this deployment loads each other vector
+    set's model, with its dimensions, under the same vector name."""
+    for name, entry in manifest.vector_sets.items():
+        loaded = await _vector_set_model(transfer.models, name, entry.model)
+        if loaded is None or loaded.dense_dim != entry.dense_dim:
+            raise ConflictError(
+                f"the archive's vector set {name[:100]!r} comes from {entry.model[:200]!r}, "
+                "which this deployment cannot load with those dimensions",
+                field="embedding_model",
+            )
+
+
+async def _vector_set_model(models: DenseModels | None, name: str, model: str) -> Embedder | None:
+    """The model of an archive's vector set, when this deployment loads it under `name`."""
+    try:
+        if models is None or models.vector(model) != name:
+            return None
+        return await asyncio.to_thread(models.get, model)
+    except (ModelUnavailableError, ValueError):
+        return None
 
 
 def _require_same_model(transfer: Transfer, manifest: archive.Manifest) -> None:
@@ -513,11 +569,15 @@ class _Checker:
             what,
             lambda: self._rules.knowledge_base_settings(entry.name, entry.storage, entry.settings),
         )
+        answering = {set_.model for set_ in contents.manifest.vector_sets.values()}
+        if entry.embedding_model and entry.embedding_model not in answering:
+            raise self._fault(what, "embedding_model: no vector set of the archive has it")
         contents.kbs[entry.kb_id] = _Kb(
             name=entry.name,
             storage=entry.storage,
             created_at=self._instant(what, entry.created_at),
             settings=settings,
+            embedding_model=entry.embedding_model,
         )
 
     def _agent(self, entry: archive.AgentEntry, contents: Contents) -> None:
@@ -589,12 +649,17 @@ class _Checker:
         self._text(payload, contents, what)
         try:
             dense, _, _ = archive.vectors_of(entry)
+            others = archive.dense_sets_of(entry)
         except archive.ArchiveError as error:
             raise self._fault(what, str(error)) from None
-        if len(dense) != self._dense_dim:
+        if dense and len(dense) != self._dense_dim:
             raise self._fault(
                 what, f"{len(dense)} dense dimensions, where this deployment has {self._dense_dim}"
             )
+        sets = contents.manifest.vector_sets
+        for name, values in others:
+            if name not in sets or len(values) != sets[name].dense_dim:
+                raise self._fault(what, f"{name[:100]!r}: not a vector set the manifest names")
 
     def _described(
         self, payload: PassagePayload, kb_settings: Mapping[str, Any], what: str
@@ -656,6 +721,7 @@ async def _put_records(
             name=entry.name,
             created_at=entry.created_at,
             settings=entry.settings,
+            embedding_model=entry.embedding_model,
         )
         await store.put_knowledge_base(kb)
         targets[kb.kb_id] = target_of(kb)
@@ -706,6 +772,8 @@ def _write_passages(
             analysed += len(passages)
         stop_point(stop)
         index.ensure_collection(collection)
+        for name in sorted({name for p in passages for name, _ in p.dense_sets}):
+            index.add_dense_vector(collection, name, _dim_of(passages, name))
         index.upsert(collection, passages)
         written += len(passages)
 
@@ -721,6 +789,11 @@ def _write_passages(
     for collection, passages in batch.items():
         flush(collection, passages)
     return written, analysed
+
+
+def _dim_of(passages: list[Passage], name: str) -> int:
+    """The dimensions of the dense vector set `name`, as the first passage holding it has."""
+    return next(len(values) for p in passages for found, values in p.dense_sets if found == name)
 
 
 def _analysed(redactor: Redactor, passages: list[Passage], stop: Stop) -> list[Passage]:
@@ -767,4 +840,5 @@ def _rehomed(entry: archive.PassageEntry, target: Target, *, keep_pii: bool) -> 
         sparse=sparse,
         payload=payload,
         document_sparse=document,
+        dense_sets=archive.dense_sets_of(entry),
     )

@@ -58,6 +58,7 @@ from gateway.calibration.report import (
 from gateway.retrieval.legs import Search
 from gateway.retrieval.plan import Planning, with_lines
 from ingest.embedder.embedding import Embedder, Embedding
+from ingest.embedder.models import DenseModels
 from ingest.engines.blocking import BlockingIndex
 from settings.effective import knowledge_base_effective
 from settings.golden import GoldenSet
@@ -85,6 +86,8 @@ class Evaluator:
     embedder: Embedder
     expensive: ExpensiveWork
     store: SettingsStore
+    #: the other dense models a KB may answer from (None: only `embedder`)
+    models: DenseModels | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +206,11 @@ async def _prepare(
     await progress("embedding", 0, steps.total)
     strict = await _strict(evaluator.store, principal)
     index = BlockingIndex(evaluator.search.index, asyncio.get_running_loop())
-    under_test = KbUnderTest(evaluator.search, evaluator.embedder, principal, kb, strict, index)
+    embedder = evaluator.embedder
+    if kb.embedding_model and evaluator.models is not None:
+        # the KB answers from another model's vectors: its questions are that model's
+        embedder = await asyncio.to_thread(evaluator.models.get, kb.embedding_model)
+    under_test = KbUnderTest(evaluator.search, embedder, principal, kb, strict, index)
     (lined,) = await with_lines(evaluator.planning, [under_test.plan({})], wait=True)
     if lined.score_threshold.source == "measured":
         under_test = dataclasses.replace(

@@ -73,7 +73,15 @@ def _score(kb: KbUnderTest, answer: str, stop: Stop) -> float | None:
     floor = resolve_grounding_floor(kb.kb.settings, defaults).value
     found = check(
         answer,
-        [Target(collection=plan.collection, scope=plan.scope, floor=floor)],
+        # `kb.embedder` is the model the KB answers from: its vector set is searched
+        [
+            Target(
+                collection=plan.collection,
+                scope=plan.scope,
+                floor=floor,
+                vector=plan.dense_vector,
+            )
+        ],
         kb.index,
         kb.embedder,
         default_floor=defaults.grounding_floor,

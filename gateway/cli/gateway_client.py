@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from gateway.access.auth import Principal
     from gateway.admin.knowledge import Knowledge
     from gateway.admin.lifecycle import Deletions
+    from gateway.admin.migration import Migrations
     from gateway.admin.workspace import WorkspaceSettings
     from gateway.retrieval.plan import Planning
     from gateway.retrieval.turn import Retrieval
@@ -80,6 +81,13 @@ class Gateway(Protocol):
     async def change_workspace_settings(self, body: dict[str, Any]) -> dict[str, Any]: ...
     async def settings_history(self) -> dict[str, Any]: ...
     async def workspace_changes(self, kind: str, object_id: str | None) -> dict[str, Any]: ...
+    async def model_migration(
+        self, kb_id: str, action: str, body: dict[str, Any] | None = None
+    ) -> dict[str, Any]: ...
+
+
+#: a model migration's actions (`kbgate kbs migration <kb> <action>`)
+MIGRATION_ACTIONS = ("show", "start", "validate", "switch", "rollback", "retire", "cancel")
 
 
 class HttpGateway:
@@ -175,6 +183,28 @@ class HttpGateway:
     async def workspace_changes(self, kind: str, object_id: str | None) -> dict[str, Any]:
         return await _http(self._client.get_workspace_changes(kind=kind, object_id=object_id))
 
+    async def model_migration(
+        self, kb_id: str, action: str, body: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        from kbgate_client import operations as op
+        from kbgate_client.models import StartMigration, SwitchMigration
+
+        client, params = self._client, {"kb_id": kb_id}
+        if action == "start":
+            started = _body(StartMigration, body or {})
+            return await _http(client.call(op.start_model_migration, started, params=params))
+        if action == "switch":
+            switched = _body(SwitchMigration, body or {})
+            return await _http(client.call(op.switch_model_migration, switched, params=params))
+        step = {
+            "show": op.get_model_migration,
+            "validate": op.validate_model_migration,
+            "rollback": op.roll_back_model_migration,
+            "retire": op.retire_model_migration,
+            "cancel": op.cancel_model_migration,
+        }[action]
+        return await _http(client.call(step, params=params))
+
 
 def _body(kind: type[S], body: dict[str, Any]) -> S:
     """A request body as the client's model; Refused (422, naming the field) when it is not."""
@@ -210,9 +240,11 @@ class EmbeddedGateway:
         workspaces: WorkspaceSettings,
         deletions: Deletions,
         workspace: Principal | None,
+        migrations: Migrations | None = None,
     ) -> None:
         """The use cases the commands run, and the workspace they act in (None: platform
         operations only)."""
+        self._migrations = migrations
         self._knowledge = knowledge
         self._planning = planning
         self._retrieval = retrieval
@@ -230,6 +262,7 @@ class EmbeddedGateway:
             workspaces=services.workspaces,
             deletions=services.deletions,
             workspace=workspace,
+            migrations=services.migrations,
         )
 
     async def create_org(self, org_id: str) -> dict[str, Any]:
@@ -503,6 +536,53 @@ class EmbeddedGateway:
             )
         )
         return _json(admin_changes_out(changes))
+
+    async def model_migration(
+        self, kb_id: str, action: str, body: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """A migration's action in this process; a job started here runs while the command
+        does (`--watch`), and a `kbgate serve` on the data dir resumes it."""
+        from gateway.admin import migration as admin
+        from gateway.http.migration_schemas import StartMigration, SwitchMigration
+        from gateway.http.routes.migration import migration_out
+
+        migrations = self._migrations
+        if migrations is None:  # pragma: no cover - `of` always gives it
+            raise Refused(503, {"detail": "no migrations here"})
+        principal, given = self._admin(), body or {}
+        if action == "start":
+            start = _strict(StartMigration, given)
+            found = await self._core(
+                admin.start_migration(
+                    migrations,
+                    principal,
+                    kb_id,
+                    start.model,
+                    switch_when_not_worse_by=start.switch_when_not_worse_by,
+                )
+            )
+        elif action == "switch":
+            data = _strict(SwitchMigration, given)
+            found = await self._core(
+                admin.switch(
+                    migrations,
+                    principal,
+                    kb_id,
+                    override=data.override,
+                    max_ndcg_drop=data.max_ndcg_drop,
+                )
+            )
+        elif action == "show":
+            found = await self._core(admin.migration_of(migrations.store, principal, kb_id))
+        else:
+            step = {
+                "validate": admin.start_validation,
+                "rollback": admin.roll_back,
+                "retire": admin.retire,
+                "cancel": admin.cancel_migration,
+            }[action]
+            found = await self._core(step(migrations, principal, kb_id))
+        return _json(await migration_out(migrations, found))
 
     def _admin(self) -> Principal:
         if self._workspace is None:

@@ -12,12 +12,14 @@ admins changing the same record at the same moment, the later write wins.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import sys
 import textwrap
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gateway.cli.gateway_client import Gateway, Refused
+from gateway.cli.gateway_client import MIGRATION_ACTIONS, Gateway, Refused
 from gateway.cli.setting_options import (
     add_reset_argument,
     refuse_set_and_reset,
@@ -36,6 +38,8 @@ from gateway.cli.target import (
 
 #: how much of each passage `kbgate ask` prints (`--json` has all of it)
 _EXCERPT_CHARS = 400
+#: how often `kbgate kbs migration --watch` reads the progress
+_WATCH_EVERY_S = 2.0
 
 
 def add_knowledge_commands(commands: Commands) -> None:
@@ -79,6 +83,34 @@ def _add_kb_commands(commands: Commands) -> None:
     delete_kb.add_argument("kb_id")
     delete_kb.set_defaults(run=runner(_delete_kb, workspace=True))
     _add_history_command(kbs, "knowledge base", "kb_id", _kb_history)
+    _add_migration_command(kbs)
+
+
+def _add_migration_command(kbs: Commands) -> None:
+    migration = add_command(
+        kbs, "migration",
+        "move a knowledge base to another embedding model: start, show its progress, "
+        "validate on the golden set, switch, roll back, retire, cancel",
+        workspace=True,
+    )  # fmt: skip
+    migration.add_argument("kb_id")
+    migration.add_argument("action", nargs="?", default="show", choices=list(MIGRATION_ACTIONS))
+    migration.add_argument("--model", help="start: the model to move to")
+    migration.add_argument(
+        "--switch-when-not-worse-by",
+        type=float,
+        help="start: once built, validate and switch when nDCG@10 drops by at most this",
+    )
+    migration.add_argument(
+        "--override", action="store_true", help="switch: without a validation on the golden set"
+    )
+    migration.add_argument(
+        "--max-ndcg-drop", type=float, help="switch: refuse when nDCG@10 drops by more"
+    )
+    migration.add_argument(
+        "--watch", action="store_true", help="wait, printing progress, until nothing runs"
+    )
+    migration.set_defaults(run=runner(_migration, workspace=True))
 
 
 def _add_agent_commands(commands: Commands) -> None:
@@ -366,6 +398,68 @@ async def _show_kb(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str
         *_effective_lines(answer["effective"]),
     ]
     return answer, "\n".join(lines)
+
+
+async def _migration(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:
+    body: dict[str, Any] = {}
+    if args.action == "start":
+        if not args.model:
+            raise Refused(422, {"detail": "start needs --model", "field": "model"})
+        body = {"model": args.model}
+        if args.switch_when_not_worse_by is not None:
+            body["switch_when_not_worse_by"] = args.switch_when_not_worse_by
+    elif args.action == "switch":
+        body = {"override": args.override}
+        if args.max_ndcg_drop is not None:
+            body["max_ndcg_drop"] = args.max_ndcg_drop
+    answer = await gateway.model_migration(args.kb_id, args.action, body)
+    while args.watch and _running(answer):
+        print(_progress_line(answer), file=sys.stderr, flush=True)  # noqa: T201 — the CLI's own output
+        await asyncio.sleep(_WATCH_EVERY_S)
+        answer = await gateway.model_migration(args.kb_id, "show")
+    return answer, _migration_lines(answer)
+
+
+def _running(answer: dict[str, Any]) -> bool:
+    validation = answer.get("validation") or {}
+    return answer["status"] == "building" or validation.get("status") == "running"
+
+
+def _progress_line(answer: dict[str, Any]) -> str:
+    progress = answer["progress"]
+    done, total = progress["done"], progress["total"]
+    share = f"{100 * done / total:.0f}%" if total else "-"
+    return (
+        f"{answer['kb_id']}: {answer['status']} {done}/{total} passages ({share}), "
+        f"{progress['rate']:g} a second"
+    )
+
+
+def _migration_lines(answer: dict[str, Any]) -> str:
+    lines = [
+        f"{answer['kb_id']}: {answer['source_model']} -> {answer['target_model']}",
+        f"  {_progress_line(answer)}",
+        *(
+            f"  {s['model']} ({s['vector']}){'  answering' if s['answering'] else ''}"
+            for s in answer["vector_sets"]
+        ),
+    ]
+    validation = answer.get("validation")
+    if validation and validation.get("status") == "done":
+        for side in ("old", "new"):
+            figures = validation[side]
+            floors = ", ".join(f"{k} {v:g}" for k, v in figures["recommended"].items())
+            lines.append(
+                f"  {side}: nDCG@10 {figures['ndcg_10']:.4f}, recall@10 "
+                f"{figures['recall_10']:.4f}, abstention answerable "
+                f"{figures['abstention']['answerable']:.0%} off-topic "
+                f"{figures['abstention']['off_topic']:.0%}; recommended {floors}"
+            )
+    elif validation:
+        lines.append(f"  validation {validation['status']}")
+    if answer.get("error"):
+        lines.append(f"  error: {answer['error']}")
+    return "\n".join(lines)
 
 
 async def _delete_kb(gateway: Gateway, args: argparse.Namespace) -> tuple[Any, str]:

@@ -22,6 +22,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.openapi.spec import Components
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.admin.migration import resume_migrations
 from gateway.admin.upkeep import run_upkeep
 from gateway.errors import GatewayError
 from gateway.http.console import (
@@ -40,6 +41,7 @@ from gateway.http.routes.grounding import GroundingController
 from gateway.http.routes.health import HealthController
 from gateway.http.routes.keys import KeyController
 from gateway.http.routes.knowledge import AgentController, KnowledgeBaseController
+from gateway.http.routes.migration import MigrationController
 from gateway.http.routes.provisioning import ProvisioningController
 from gateway.http.routes.redaction import RedactionController
 from gateway.http.routes.retrieval import RetrievalController
@@ -88,6 +90,7 @@ def create_app(
         )
         follower = _follow_invalidations(built.store, built.settings)
         upkeep = asyncio.create_task(run_upkeep(built.upkeep))
+        await resume_migrations(built.migrations)
         try:
             yield
         finally:
@@ -116,6 +119,7 @@ def create_app(
             KeyController,
             KnowledgeBaseController,
             CalibrationController,
+            MigrationController,
             AgentController,
             RetrievalController,
             RedactionController,

@@ -22,6 +22,7 @@ from gateway.access.admission import Admission, Authentication
 from gateway.admin.calibration import Calibration
 from gateway.admin.knowledge import Documents, Knowledge
 from gateway.admin.lifecycle import Deletions
+from gateway.admin.migration import Migrations
 from gateway.admin.transfer import Transfer
 from gateway.admin.workspace import WorkspaceSettings
 from gateway.retrieval.citations import Citations
@@ -117,6 +118,10 @@ def _calibration(state: State) -> Calibration:
     return services_of(state).calibration
 
 
+def _migrations(state: State) -> Migrations:
+    return services_of(state).migrations
+
+
 def _deletions(state: State) -> Deletions:
     return services_of(state).deletions
 
@@ -145,6 +150,7 @@ def dependencies() -> dict[str, Provide]:
         "knowledge": _knowledge,
         "documents": _documents,
         "calibration": _calibration,
+        "migrations": _migrations,
         "deletions": _deletions,
         "transfer": _transfer,
     }

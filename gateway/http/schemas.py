@@ -517,6 +517,9 @@ class TurnKbEffective(msgspec.Struct, kw_only=True):
     drop_copies: bool
     sources: SettingSources
     clamped: KbClamped
+    #: the dense vector set the KB's dense leg searched: `dense` (the deployment's model),
+    #: or a model migration's `dense_<slug>`
+    dense_vector: str
 
 
 class TurnEffective(msgspec.Struct, kw_only=True):
@@ -687,7 +690,20 @@ class HistoryOut(msgspec.Struct, kw_only=True):
 
 
 ChangedKind = Literal["knowledge_base", "agent"]
-ChangeAction = Literal["created", "changed", "deleted"]
+#: a model migration's steps change which model a KB is embedded with or answers from
+#: (`gateway.admin.migration`; field `embedding_model`)
+ChangeAction = Literal[
+    "created",
+    "changed",
+    "deleted",
+    "model_migration_started",
+    "model_migration_cancelled",
+    "model_migration_switched",
+    "model_migration_switched_with_override",
+    "model_migration_switched_by_policy",
+    "model_migration_rolled_back",
+    "model_migration_retired",
+]
 
 
 class AdminChangeOut(msgspec.Struct, kw_only=True, omit_defaults=True):

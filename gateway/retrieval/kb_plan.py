@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ingest.index import DENSE_VECTOR
 from ingest.payload import Scope
 from settings.records import KnowledgeBase
 from settings.resolve import Resolved
@@ -62,6 +63,12 @@ class KbPlan:
     #: under measured lines, a question below `score_threshold` is still answered when its
     #: `gateway.retrieval.answering.joint_score` reaches it (None: no joint line)
     joint_line: float | None = None
+    #: the dense model the KB answers from ("": the deployment's) and its named vector
+    dense_model: str = ""
+    dense_vector: str = DENSE_VECTOR
+    #: the question and its variations embedded by `dense_model`, when it is not the
+    #: deployment's (a turn embeds them once per model in use: `with_question_vectors`)
+    question_dense: tuple[tuple[float, ...], ...] | None = None
 
     @property
     def low_reach(self) -> bool:

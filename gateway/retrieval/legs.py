@@ -7,6 +7,7 @@ better-ranked passage left out.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -16,7 +17,11 @@ from gateway.retrieval.answering import answers, keyword_legs
 from gateway.retrieval.diversity import without_copies
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base
 from gateway.retrieval.kb_plan import KbPlan
-from gateway.retrieval.query_embedding import PendingEmbeddings, QueryEmbeddings
+from gateway.retrieval.query_embedding import (
+    OtherModelQuestions,
+    PendingEmbeddings,
+    QueryEmbeddings,
+)
 from gateway.retrieval.versions import newest_versions
 from gateway.telemetry import Telemetry
 from ingest.embedder.embedding import Embedding
@@ -70,6 +75,35 @@ async def embed_queries(
             return await questions.embed(tenant_id, texts)
     except (TimeoutError, RuntimeError, ValueError) as error:
         raise DependencyUnavailableError("embedder") from error
+
+
+async def with_question_vectors(
+    others: OtherModelQuestions | None,
+    timeout_s: float,
+    tenant_id: str,
+    texts: list[str],
+    plans: Sequence[KbPlan],
+) -> list[KbPlan]:
+    """The plans, each KB answering from another model than the deployment's given the
+    question's vectors by that model: one embedding per model in use, whatever the number
+    of KBs using it. Bounded in time (`timeout_s`); 503 `embedder` when it fails."""
+    models = sorted({plan.dense_model for plan in plans if plan.dense_model})
+    if not models:
+        return list(plans)
+    if others is None:
+        raise DependencyUnavailableError("embedder")
+    try:
+        async with asyncio.timeout(timeout_s):
+            found = await asyncio.gather(*(others.dense(tenant_id, m, texts) for m in models))
+    except (TimeoutError, RuntimeError, ValueError) as error:
+        raise DependencyUnavailableError("embedder") from error
+    vectors = dict(zip(models, found, strict=True))
+    return [
+        dataclasses.replace(plan, question_dense=tuple(vectors[plan.dense_model]))
+        if plan.dense_model
+        else plan
+        for plan in plans
+    ]
 
 
 async def search_plans(
@@ -340,19 +374,22 @@ def _current_only(legs: list[list[RankedPoint]]) -> list[list[RankedPoint]]:
 def legs_for(
     plan: KbPlan, embeddings: Sequence[Embedding], leg_limit: int, *, document_keywords: bool
 ) -> list[Leg]:
-    """Per question: a dense leg and the keyword legs of the KB's non-zero channels; the
-    whole-document keyword leg where the collection stores its vectors. Each ranks
-    `leg_depth` passages."""
+    """Per question: a dense leg (on the KB's own vector set) and the keyword legs of the
+    KB's non-zero channels; the whole-document keyword leg where the collection stores its
+    vectors. Each ranks `leg_depth` passages."""
     depth = leg_depth(plan.top_k.value, leg_limit)
     legs: list[Leg] = []
-    for embedding in embeddings:
+    own = plan.question_dense
+    for position, embedding in enumerate(embeddings):
         if plan.dense_weight > 0:
             legs.append(
                 Leg(
                     kind=LegKind.DENSE,
-                    dense=embedding.dense,
+                    # the KB's own model's vector of the question where it has another
+                    dense=embedding.dense if own is None else own[position],
                     limit=depth,
                     floor=plan.dense_floor,
+                    vector=plan.dense_vector,
                 )
             )
         if plan.keyword_weight > 0:

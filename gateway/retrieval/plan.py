@@ -13,6 +13,7 @@ from gateway.access.auth import Principal
 from gateway.errors import NotFoundError
 from gateway.retrieval.kb_plan import KbPlan
 from gateway.retrieval.off_topic_line import OffTopicLines
+from ingest.embedder.models import vector_of
 from ingest.index import collection_for
 from ingest.payload import Scope
 from settings.cache import CachedSettings
@@ -123,6 +124,8 @@ def plan_knowledge_base(
         keyword_weight=fusion.value.keyword,
         platform_fusion=fusion.source == "platform",
         drop_copies=resolve_drop_copies(kb.settings).value,
+        dense_model=kb.embedding_model,
+        dense_vector=vector_of(kb.embedding_model),
     )
 
 
@@ -169,7 +172,10 @@ def with_reach(plan: KbPlan, reach: float | None, identifiers: float | None) -> 
 
 async def _lined(planning: Planning, plan: KbPlan, wait: bool) -> KbPlan:
     lined = plan.score_threshold.source == "platform"
-    if not lined and not plan.platform_fusion:
+    # Lines and reach are measured on the deployment model's cosines: a KB answering from
+    # another model's vectors keeps its own floors and channel weights (a migration's
+    # validation recommends floors for its model).
+    if plan.dense_model or (not lined and not plan.platform_fusion):
         return plan
     lines = await planning.lines.lines(plan, wait=wait)
     if lines is None:
@@ -216,6 +222,8 @@ def effective_settings(context: TurnContext) -> dict[str, Any]:
             "joint_line": plan.joint_line,
             "fusion": {"dense": plan.dense_weight, "keyword": plan.keyword_weight},
             "drop_copies": plan.drop_copies,
+            # the dense vector set its dense leg searched (a model migration's)
+            "dense_vector": plan.dense_vector,
             "sources": {"top_k": plan.top_k.source, "score_threshold": plan.score_threshold.source},
             "clamped": {
                 "top_k": plan.top_k.clamped,

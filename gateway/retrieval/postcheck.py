@@ -21,6 +21,7 @@ from gateway.telemetry import Telemetry
 from grounding.check import Grounding, Reason, Status, Target, check
 from ingest.chunking import split_sentences
 from ingest.embedder.embedding import Embedder
+from ingest.embedder.models import DenseModels
 from ingest.engines.blocking import BlockingIndex
 from ingest.index import Index
 from settings.config import Config
@@ -39,6 +40,8 @@ class GroundingCheck:
     expensive: ExpensiveWork
     telemetry: Telemetry
     config: Config
+    #: the other dense models KBs answer from (None: only the deployment's)
+    models: DenseModels | None = None
 
 
 async def grounding_check(
@@ -70,6 +73,8 @@ async def grounding_check(
             collection=plan.collection,
             scope=plan.scope,
             floor=resolve_grounding_floor(plan.kb.settings, defaults).value,
+            model=plan.dense_model,
+            vector=plan.dense_vector,
         )
         for plan in context.plans
     ]
@@ -85,6 +90,7 @@ async def grounding_check(
             default_floor=defaults.grounding_floor,
             by_sentence=by_sentence,
             checkpoint=partial(stop_point, flag),
+            other_models=None if grounding.models is None else grounding.models.get,
         )
 
     with telemetry.stage("grounding"):

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ingest.embedder.embedding import Embedding, PreparedQuestions
+from ingest.embedder.models import DenseModels
 from ingest.index import SparseVector
 from ingest.lru import LruCache
 
@@ -104,6 +105,11 @@ class QueryEmbeddings:
     def cache(self) -> LruCache[tuple[str, str], Embedding]:
         return self._cache
 
+    @property
+    def threads(self) -> ThreadPoolExecutor:
+        """The question threads (other models' questions run on them too)."""
+        return self._threads
+
     async def embed(self, partition: str, texts: Sequence[str]) -> list[Embedding]:
         """The embeddings of `texts` in order: cached ones from `partition`, the rest from
         the model, each distinct text once."""
@@ -143,6 +149,19 @@ class QueryEmbeddings:
         ]
         return PendingEmbeddings(here=True, sparse=every, _waiting=run())
 
+    def keywords_only(self, texts: Sequence[str]) -> PendingEmbeddings | None:
+        """The texts' BM25 vectors alone (their dense vectors empty), made in this thread:
+        for a turn none of whose KBs answers from this model; None without a `model` to
+        make them apart."""
+        if self._model is None:
+            return None
+        sparse = self._model.query_sparse(list(texts))
+
+        async def ready() -> list[Embedding]:
+            return [Embedding((), vector) for vector in sparse]
+
+        return PendingEmbeddings(here=False, sparse=[], _waiting=ready())
+
     def _keep(
         self,
         partition: str,
@@ -160,6 +179,40 @@ class QueryEmbeddings:
     def close(self) -> None:
         """Stop the question threads once the calls sent have finished."""
         self._threads.shutdown(wait=False)
+
+
+class OtherModelQuestions:
+    """Questions embedded by the dense models KBs migrated to (`ingest.embedder.models`),
+    cached by (partition, model, text) as `QueryEmbeddings` caches the deployment's, in
+    its question threads."""
+
+    def __init__(
+        self,
+        models: DenseModels,
+        cache: LruCache[tuple[str, str, str], tuple[float, ...]],
+        threads: ThreadPoolExecutor,
+    ) -> None:
+        self._models = models
+        self._cache = cache
+        self._threads = threads
+
+    async def dense(
+        self, partition: str, model_id: str, texts: Sequence[str]
+    ) -> list[tuple[float, ...]]:
+        """The dense vectors of `texts` by `model_id`, in order, each distinct text once."""
+        found = [self._cache.get((partition, model_id, text)) for text in texts]
+        missing = list(dict.fromkeys(t for t, hit in zip(texts, found, strict=True) if hit is None))
+        fresh: dict[str, tuple[float, ...]] = {}
+        if missing:
+            loop = asyncio.get_running_loop()
+            vectors = await loop.run_in_executor(self._threads, self._embed, model_id, missing)
+            fresh = dict(zip(missing, vectors, strict=True))
+            for text, vector in fresh.items():
+                self._cache.put((partition, model_id, text), vector)
+        return [hit if hit is not None else fresh[t] for t, hit in zip(texts, found, strict=True)]
+
+    def _embed(self, model_id: str, texts: list[str]) -> list[tuple[float, ...]]:
+        return [embedding.dense for embedding in self._models.get(model_id).embed_queries(texts)]
 
 
 def question_threads() -> int:

@@ -26,7 +26,12 @@ from gateway.retrieval.evidence import EvidenceBlock, fence
 from gateway.retrieval.fusion import Candidate, RankedLeg, cap_per_knowledge_base, fuse
 from gateway.retrieval.kb_plan import KbPlan
 from gateway.retrieval.language import preferred
-from gateway.retrieval.legs import Search, fetch_distinct, search_while_embedding
+from gateway.retrieval.legs import (
+    Search,
+    fetch_distinct,
+    search_while_embedding,
+    with_question_vectors,
+)
 from gateway.retrieval.narrowing import AGENT_FILTER, TurnNarrowing, turn_narrowing
 from gateway.retrieval.plan import (
     Planning,
@@ -35,7 +40,11 @@ from gateway.retrieval.plan import (
     plan_turn,
     with_lines,
 )
-from gateway.retrieval.query_embedding import QueryEmbeddings, TurnsInFlight
+from gateway.retrieval.query_embedding import (
+    OtherModelQuestions,
+    QueryEmbeddings,
+    TurnsInFlight,
+)
 from gateway.safety.passages import Outgoing, PassageRedaction, redact_outgoing
 from gateway.telemetry import Telemetry
 from ingest.index import Hit, LegKind, RankedPoint
@@ -58,6 +67,8 @@ class Retrieval:
     records: TurnRecords
     telemetry: Telemetry
     config: Config
+    #: questions embedded by the other models KBs answer from (None: the deployment's only)
+    other_questions: OtherModelQuestions | None = None
     #: retrieval turns running now: a lone turn embeds in its own thread
     in_flight: TurnsInFlight = field(default_factory=TurnsInFlight)
     #: the question's language, reported by the turn and preferred by KBs that ask
@@ -151,10 +162,20 @@ async def _retrieve(
     }
     if not context.plans:
         return _abstained(telemetry, turn_id, effective, "no_knowledge_base", {})
+    context.plans = await with_question_vectors(
+        retrieval.other_questions,
+        config.embed_timeout_s,
+        principal.tenant_id,
+        asked,
+        context.plans,
+    )
     clock.lap("plan")
     # a lone turn runs the model in this thread, its keyword legs searched meanwhile
     alone = retrieval.in_flight.alone
-    pending = retrieval.questions.start(principal.tenant_id, asked, here=alone)
+    # the deployment's model runs only for KBs answering from it; BM25 is always needed
+    others_only = all(plan.dense_model for plan in context.plans)
+    keywords = retrieval.questions.keywords_only(asked) if others_only else None
+    pending = keywords or retrieval.questions.start(principal.tenant_id, asked, here=alone)
     legs = await search_while_embedding(
         retrieval.search,
         context.plans,

@@ -17,6 +17,7 @@ import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from gateway.access.admission import Admission, Authentication
@@ -31,6 +32,7 @@ from gateway.access.ratelimit import (
 from gateway.admin.calibration import Calibration
 from gateway.admin.knowledge import Documents, Knowledge
 from gateway.admin.lifecycle import Deletions
+from gateway.admin.migration import Migrations
 from gateway.admin.transfer import Transfer
 from gateway.admin.upkeep import Upkeep
 from gateway.admin.workspace import WorkspaceSettings
@@ -43,7 +45,7 @@ from gateway.retrieval.legs import Search
 from gateway.retrieval.off_topic_line import OffTopicLines
 from gateway.retrieval.plan import Planning
 from gateway.retrieval.postcheck import GroundingCheck
-from gateway.retrieval.query_embedding import QueryEmbeddings
+from gateway.retrieval.query_embedding import OtherModelQuestions, QueryEmbeddings
 from gateway.retrieval.turn import Retrieval
 from gateway.runtime.readiness import Readiness
 from gateway.safety.egress import Egress
@@ -51,7 +53,13 @@ from gateway.safety.operators import Anonymizer
 from gateway.safety.passages import PassageRedaction, RedactionPolicies
 from gateway.safety.redaction import Redactor
 from gateway.telemetry import Telemetry
-from ingest.embedder.embedding import MINILM_MODEL_NAME, Embedder, FastEmbedder
+from ingest.embedder.embedding import (
+    MINILM_MODEL_NAME,
+    Embedder,
+    FastEmbedder,
+    build_other_model,
+)
+from ingest.embedder.models import DenseModels
 from ingest.engines.blocking import BlockingIndex
 from ingest.index import Index, IndexUnavailableError
 from ingest.language import LanguageDetector
@@ -118,6 +126,9 @@ class Services:
     deletions: Deletions
     transfer: Transfer
     upkeep: Upkeep
+    migrations: Migrations
+    #: the dense models KBs answer from or migrate to, the deployment's among them
+    models: DenseModels
 
     async def close(self) -> None:
         await self.background.close()
@@ -127,6 +138,7 @@ class Services:
         await self.auth_failures.close()
         self.expensive.close()
         self.query_embeddings.close()
+        self.models.close()
         await self.store.close()
         await self.index.close()
         if self.redis is not None:
@@ -222,6 +234,8 @@ def wire(
             "kbgate:wsrate",
         ),
     )
+    model_id = config.embedding_model or MINILM_MODEL_NAME
+    models = DenseModels(embedder, model_id, partial(build_other_model, config.model_dir))
     lines = OffTopicLines(
         records, engine, embedder, background, telemetry, config=config, clock=clock
     )
@@ -229,12 +243,11 @@ def wire(
     search = Search(engine, telemetry, config)
     policies = RedactionPolicies(redactor, settings, telemetry)
     knowledge = Knowledge(records, settings, engine, lines, telemetry, config)
-    evaluator = Evaluator(planning, search, embedder, expensive, records)
+    evaluator = Evaluator(planning, search, embedder, expensive, records, models)
     calibration = Calibration(
         records, Evaluations(records, background, telemetry, evaluator), knowledge, telemetry
     )
     deletions = Deletions(records, settings, engine, calibration, telemetry)
-    model_id = config.embedding_model or MINILM_MODEL_NAME
     detector = languages or LanguageDetector()
     failures = _build_failure_counter(redis, config, telemetry)
     key_usage = KeyUsage(records.record_key_use)
@@ -277,9 +290,14 @@ def wire(
             telemetry=telemetry,
             config=config,
             languages=detector,
+            other_questions=OtherModelQuestions(
+                models, LruCache(config.query_cache_size), questions.threads
+            ),
         ),
         citations=Citations(records, planning, engine),
-        grounding=GroundingCheck(planning, engine, embedder, expensive, telemetry, config),
+        grounding=GroundingCheck(
+            planning, engine, embedder, expensive, telemetry, config, models=models
+        ),
         egress=Egress(settings, policies, expensive, telemetry),
         workspaces=WorkspaceSettings(
             records, settings, telemetry, config, redactor.supported_entities
@@ -294,6 +312,7 @@ def wire(
                 analyzer=redactor,
                 stage=telemetry.tracing.span,
                 languages=detector,
+                models=models,
             ),
             KeyedLocks(),
             expensive,
@@ -303,9 +322,22 @@ def wire(
         calibration=calibration,
         deletions=deletions,
         transfer=Transfer(
-            records, settings, engine, embedder, redactor, deletions, telemetry, config, expensive
+            records,
+            settings,
+            engine,
+            embedder,
+            redactor,
+            deletions,
+            telemetry,
+            config,
+            expensive,
+            models,
         ),
         upkeep=Upkeep(deletions, records, telemetry, config),
+        migrations=Migrations(
+            records, settings, engine, models, expensive, background, evaluator, telemetry
+        ),
+        models=models,
     )
 
 

@@ -20,6 +20,9 @@ Both read a text with its identifiers' joined forms and name parts added
 
 `KBGATE_EMBEDDING_MODEL` names any fastembed dense model instead; it is fetched
 through fastembed's own cache under the model dir (this path needs the network once).
+A KB may move to another dense model on its own (`gateway.admin.migration`):
+`build_other_model` loads one offline (the bundled MiniLM, its re-quantization run on
+passages too, or a fastembed model already in the model dir).
 
 Memory: onnxruntime's CPU arena keeps every block it ever
 allocated, and a new input shape allocates new blocks, so the arena is turned off.
@@ -144,6 +147,10 @@ _REGISTRATION_LOCK = threading.Lock()
 
 class ModelAssemblyError(RuntimeError):
     """The packaged model files are missing or do not match their published checksum."""
+
+
+class ModelUnavailableError(RuntimeError):
+    """A model named for a migration is neither bundled nor in the model dir."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,6 +469,56 @@ def build_embedder(
         bm25_b=bm25_b,
         bm25_avg_len=bm25_avg_len,
     )
+
+
+def build_other_model(
+    model_dir: Path, model_id: str, *, workers: int = 1, threads: int = PASSAGE_THREADS
+) -> FastEmbedder:
+    """A dense model besides the deployment's, for a KB's model migration, loaded offline:
+    the bundled MiniLM (`MINILM_MODEL_NAME`), its integer re-quantization run on passages
+    too (`MINILM_QUESTION_MODEL_NAME`; one session serves passages and questions), or a
+    fastembed model already in `model_dir` (`local_files_only`: nothing is downloaded).
+    Raises `ModelUnavailableError` when it cannot be loaded so."""
+    import onnxruntime
+    from fastembed import TextEmbedding
+
+    onnxruntime.disable_telemetry_events()
+    try:
+        if model_id in (MINILM_MODEL_NAME, MINILM_QUESTION_MODEL_NAME):
+            folder = assemble_minilm(model_dir)
+            _register_minilm()
+            dense = TextEmbedding(
+                model_id,
+                cache_dir=str(model_dir),
+                threads=threads,
+                lazy_load=False,
+                specific_model_path=str(folder),
+                local_files_only=True,
+                enable_cpu_mem_arena=False,
+            )
+            query = None
+            if model_id == MINILM_MODEL_NAME:
+                query = TextEmbedding(
+                    MINILM_QUESTION_MODEL_NAME,
+                    cache_dir=str(model_dir),
+                    threads=QUERY_THREADS,
+                    lazy_load=False,
+                    specific_model_path=str(folder),
+                    local_files_only=True,
+                    enable_cpu_mem_arena=False,
+                )
+            return FastEmbedder(dense, dense_dim=MINILM_DIM, query_model=query, workers=workers)
+        dense = TextEmbedding(
+            model_id,
+            cache_dir=str(model_dir),
+            threads=threads,
+            lazy_load=False,
+            local_files_only=True,
+            enable_cpu_mem_arena=False,
+        )
+    except (ValueError, OSError, RuntimeError, ModelAssemblyError) as error:
+        raise ModelUnavailableError(f"cannot load {model_id!r} offline: {error}") from error
+    return FastEmbedder(dense, dense_dim=dense.embedding_size, workers=workers)
 
 
 def assemble_minilm(model_dir: Path) -> Path:

@@ -145,6 +145,25 @@ class BlockingIndex:
     def set_pii(self, collection: str, scope: Scope, analyses: Mapping[str, PiiAnalysis]) -> int:
         return self.run(self.index.set_pii(collection, scope, analyses))
 
+    def add_dense_vector(self, collection: str, vector: str, dim: int) -> None:
+        return self.run(self.index.add_dense_vector(collection, vector, dim))
+
+    def missing_vector_page(
+        self, collection: str, scope: Scope, vector: str, offset: str | None, limit: int
+    ) -> tuple[list[StoredPassage], str | None]:
+        return self.run(self.index.missing_vector_page(collection, scope, vector, offset, limit))
+
+    def set_dense_vectors(
+        self, collection: str, scope: Scope, vector: str, vectors: Mapping[str, Sequence[float]]
+    ) -> int:
+        return self.run(self.index.set_dense_vectors(collection, scope, vector, vectors))
+
+    def count_vector(self, collection: str, scope: Scope, vector: str) -> int:
+        return self.run(self.index.count_vector(collection, scope, vector))
+
+    def drop_dense_vectors(self, collection: str, scope: Scope, vector: str) -> int:
+        return self.run(self.index.drop_dense_vectors(collection, scope, vector))
+
     def optimize(self) -> list[str]:
         return self.run(self.index.optimize())
 

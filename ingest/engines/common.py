@@ -26,6 +26,7 @@ from ingest.index import (
     RankResult,
     SparseVector,
     StoredPassage,
+    is_dense_vector,
 )
 from ingest.keyword_scale import bm25_idf
 from ingest.payload import REF_KEYS, PassagePayload, Scope, from_payload, ref_from_payload
@@ -164,6 +165,11 @@ def passage_of(point: VectorPoint) -> Passage:
         sparse=_sparse_of(vectors.get(SPARSE_VECTOR)),
         payload=from_payload(point.payload or {}),
         document_sparse=None if document is None else _sparse_of(document),
+        dense_sets=tuple(
+            (str(name), tuple(float(value) for value in values))
+            for name, values in sorted(vectors.items())
+            if name != DENSE_VECTOR and is_dense_vector(str(name)) and values
+        ),
     )
 
 

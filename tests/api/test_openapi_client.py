@@ -64,7 +64,7 @@ def test_every_operation_is_named_and_every_keyed_one_needs_the_bearer_scheme() 
             continue
         assert operation.get("security") == [{"bearer": []}], f"{method} {path}"
         assert "401" in operation["responses"], f"{method} {path}"
-    assert len(names) == len(set(names)) == 41
+    assert len(names) == len(set(names)) == 48
 
 
 @pytest.fixture
@@ -168,6 +168,7 @@ async def test_a_generated_client_parses_every_route_answer(
     admin = caller.client(issued.key)
     await _knowledge_routes(caller, admin)
     await _calibration_routes(caller, admin)
+    await _migration_routes(caller, admin)
     await _turn_and_settings_routes(caller, admin)
     await caller.call("keys", "revoke_key", 200, "RevokedOut", spare.key_id, client=platform)
     await caller.call("keys", "revoke_key", 404, "ProblemDetails", spare.key_id, client=platform)
@@ -265,6 +266,49 @@ async def _platform_routes(caller: Caller, platform: Any) -> tuple[Any, Any]:
     admin = caller.client(issued.key)
     await caller.call("provisioning", "create_org", 403, "ProblemDetails", client=admin, body=org)
     return issued, spare
+
+
+async def _migration_routes(caller: Caller, admin: Any) -> None:
+    """A KB's model migration: none yet, started, polled until built, validated, switched,
+    rolled back and the new set retired; refused steps answer problem details."""
+    m, tag = caller.models, "model_migration"
+    await caller.call(tag, "get_model_migration", 404, "ProblemDetails", "kb", client=admin)
+    target = "kbgate/all-MiniLM-L6-v2-int8-questions"
+    await caller.call(
+        tag, "start_model_migration", 422, "ProblemDetails", "kb", client=admin,
+        body=m.StartMigration(model="no/such-model"),
+    )  # fmt: skip
+    await caller.call(
+        tag, "start_model_migration", 202, "MigrationOut", "kb", client=admin,
+        body=m.StartMigration(model=target),
+    )  # fmt: skip
+    found = await _migration_until(caller, admin, lambda shown: shown.status != "building")
+    assert found.status == "built", found
+    await caller.call(tag, "validate_model_migration", 202, "MigrationOut", "kb", client=admin)
+    found = await _migration_until(
+        caller, admin, lambda shown: shown.validation.status != "running"
+    )
+    assert found.validation.status == "done", found
+    await caller.call(
+        tag, "switch_model_migration", 200, "MigrationOut", "kb", client=admin,
+        body=m.SwitchMigration(),
+    )  # fmt: skip
+    await caller.call(tag, "roll_back_model_migration", 200, "MigrationOut", "kb", client=admin)
+    await caller.call(tag, "roll_back_model_migration", 409, "ProblemDetails", "kb", client=admin)
+    await caller.call(tag, "retire_model_migration", 200, "MigrationOut", "kb", client=admin)
+    await caller.call(tag, "cancel_model_migration", 409, "ProblemDetails", "kb", client=admin)
+
+
+async def _migration_until(caller: Caller, admin: Any, done: Any) -> Any:
+    found = None
+    for _ in range(1200):
+        found = await caller.call(
+            "model_migration", "get_model_migration", 200, "MigrationOut", "kb", client=admin
+        )
+        if done(found):
+            return found
+        await anyio.sleep(0.1)
+    raise AssertionError(f"the migration never got there: {found}")
 
 
 async def _calibration_routes(caller: Caller, admin: Any) -> None:

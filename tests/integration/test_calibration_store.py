@@ -19,6 +19,7 @@ from settings.golden import (
     GoldenSet,
     MeasuredLines,
 )
+from settings.migration import MigrationStatus, MigrationStep, ModelMigration
 from settings.records import Org, SettingChange, Workspace
 from settings.store import NotFoundError, SettingsStore
 from settings.stores.redis.store import RedisStore
@@ -247,3 +248,46 @@ async def test_applied_changes_join_the_settings_history(store: SettingsStore) -
     ]
     assert history[-1] == applied[0]
     assert await store.settings_history("t2") == []
+
+
+def migration(tenant_id: str, kb_id: str, status: MigrationStatus) -> ModelMigration:
+    return ModelMigration(
+        migration_id=f"mig_{tenant_id}_{kb_id}",
+        tenant_id=tenant_id,
+        kb_id=kb_id,
+        source_model="kbgate/all-MiniLM-L6-v2-int8",
+        target_model="kbgate/all-MiniLM-L6-v2-int8-questions",
+        key_id="key_1",
+        created_at=AT,
+        updated_at=AT,
+        status=status,
+        steps=[MigrationStep(at=AT, key_id="key_1", action="started")],
+    )
+
+
+async def test_a_kbs_migration_is_kept_listed_while_building_and_goes_with_it(
+    store: SettingsStore,
+) -> None:
+    """A KB's migration reads back under its workspace and KB only, the latest replacing
+    the earlier; only building ones are listed for a start to resume; none is kept for an
+    unknown workspace; deleting the KB's (or the workspace's) calibration removes it."""
+    building = migration("t1", "kb", MigrationStatus.BUILDING)
+    assert await store.put_migration(building)
+    assert await store.put_migration(migration("t2", "kb", MigrationStatus.BUILT))
+    assert await store.put_migration(migration("t1", "kb2", MigrationStatus.BUILDING))
+    assert not await store.put_migration(migration("gone", "kb", MigrationStatus.BUILDING))
+    assert await store.get_migration("t1", "kb") == building
+    assert await store.get_migration("t1", "nope") is None
+    listed = await store.building_migrations()
+    assert [(m.tenant_id, m.kb_id) for m in listed] == [("t1", "kb"), ("t1", "kb2")]
+    built = msgspec.structs.replace(building, status=MigrationStatus.BUILT, done=3, total=3)
+    assert await store.put_migration(built)
+    assert await store.get_migration("t1", "kb") == built
+    assert [(m.tenant_id, m.kb_id) for m in await store.building_migrations()] == [("t1", "kb2")]
+    await store.delete_calibration("t1", "kb")
+    assert await store.get_migration("t1", "kb") is None
+    assert await store.get_migration("t1", "kb2") is not None
+    await store.delete_calibration("t1")
+    assert await store.get_migration("t1", "kb2") is None
+    assert await store.building_migrations() == []
+    assert await store.get_migration("t2", "kb") is not None

@@ -22,7 +22,9 @@ from litestar.response import Redirect, Template
 
 from gateway.admin import calibration as admin_calibration
 from gateway.admin import knowledge as admin_knowledge
+from gateway.admin import migration as admin_migration
 from gateway.admin.calibration import Calibration
+from gateway.admin.migration import Migrations
 from gateway.calibration.golden_file import GoldenFileError, golden_set_body
 from gateway.errors import ConflictError, InvalidInputError, NotFoundError
 from gateway.http.bodies import golden_questions
@@ -41,12 +43,21 @@ from gateway.http.console.controller import (
 from gateway.http.console.forms import FORM, FormErrors, convert, form_errors
 from gateway.http.console.plots import report_plots
 from gateway.http.dependencies import Injected
+from ingest.embedder.models import BUNDLED_MODELS
 from settings.golden import EvaluationStatus
 from settings.store import SettingsStore
 
 PAGE = "/console/calibration"
 #: seconds between reloads of a running evaluation's page
 REFRESH_S = 2
+
+
+_MIGRATION_STEPS = {
+    "validate": admin_migration.start_validation,
+    "rollback": admin_migration.roll_back,
+    "retire": admin_migration.retire,
+    "cancel": admin_migration.cancel_migration,
+}
 
 
 def calibration_path(kb_id: str) -> str:
@@ -73,9 +84,11 @@ class CalibrationConsoleController(Controller):
         request: ConsoleRequest,
         who: NamedDependency[SignedIn],
         store: Injected[SettingsStore],
+        migrations: Injected[Migrations],
         kb_id: FromQuery[str | None] = None,
     ) -> Template:
-        return await _calibration(who, store, kb_id, notice=await _notice(request, who))
+        notice = await _notice(request, who)
+        return await _calibration(who, store, kb_id, notice=notice, migrations=migrations)
 
     @post("/golden-set", status_code=303)
     async def upload_golden_set(
@@ -153,6 +166,43 @@ class CalibrationConsoleController(Controller):
             back=calibration_path(kb_id),
         )
 
+    @post("/migration", status_code=303)
+    async def migration(
+        self,
+        request: ConsoleRequest,
+        who: NamedDependency[SignedIn],
+        migrations: Injected[Migrations],
+    ) -> Response[Any]:
+        """A step of the KB's model migration, as the API's: start, validate, switch (with
+        the override when asked), roll back, retire or cancel."""
+        form = await _checked_form(request, who)
+        kb_id, action = _text(form, "kb_id"), _text(form, "action")
+        principal = who.principal
+        if action not in {"start", "switch", *_MIGRATION_STEPS}:
+            raise InvalidInputError("no such step", field="action")
+        try:
+            if action == "start":
+                await admin_migration.start_migration(
+                    migrations, principal, kb_id, _text(form, "model").strip()
+                )
+            elif action == "switch":
+                override = _text(form, "override") == "on"
+                await admin_migration.switch(migrations, principal, kb_id, override=override)
+            else:
+                await _MIGRATION_STEPS[action](migrations, principal, kb_id)
+        except (ConflictError, InvalidInputError) as error:
+            field = error.field if error.field in {"model"} else FORM
+            return await _calibration(
+                who,
+                migrations.store,
+                kb_id,
+                status_code=409 if isinstance(error, ConflictError) else 422,
+                errors={field: error.message},
+                migrations=migrations,
+            )
+        notice = f"Model migration of {kb_id}: {action.replace('_', ' ')} done."
+        return await _after_change(request, who, notice, calibration_path(kb_id))
+
     @post("/apply", status_code=303)
     async def apply(
         self,
@@ -194,8 +244,10 @@ async def _calibration(
     status_code: int = 200,
     errors: dict[str, str] | None = None,
     notice: str | None = None,
+    migrations: Migrations | None = None,
 ) -> Template:
-    """The calibration page of one KB (the first, when none is named)."""
+    """The calibration page of one KB (the first, when none is named), with its model
+    migration when `migrations` is given (reloading while it builds or validates)."""
     kbs = await admin_knowledge.knowledge_bases(store, who.principal)
     chosen = next((kb for kb in kbs if kb.kb_id == kb_id), None)
     if chosen is None and kb_id is not None:
@@ -207,6 +259,14 @@ async def _calibration(
         with suppress(NotFoundError):
             golden = await admin_calibration.golden_set_of(store, who.principal, chosen.kb_id)
         evaluations = await admin_calibration.evaluations(store, who.principal, chosen.kb_id)
+    migration = validation = None
+    if chosen is not None and migrations is not None:
+        migration = await store.get_migration(who.principal.tenant_id, chosen.kb_id)
+        validation = admin_migration.validation_of(migration) if migration else None
+    running = migration is not None and (
+        migration.status.value == "building"
+        or (validation is not None and validation.status == "running")
+    )
     return _page(
         "calibration.html",
         who,
@@ -220,4 +280,13 @@ async def _calibration(
         errors=errors or {},
         evaluation_path=evaluation_path,
         calibration_path=calibration_path,
+        migration=migration,
+        validation=validation,
+        answering=(
+            migrations.models.named(chosen.embedding_model)
+            if chosen is not None and migrations is not None
+            else ""
+        ),
+        models=BUNDLED_MODELS,
+        refresh_s=REFRESH_S if running else None,
     )

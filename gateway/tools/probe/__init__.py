@@ -7,8 +7,9 @@ carrying a unique canary token in its text and title — and then, as every prin
 (keys of each role and clearance, the platform key, no key at all), tries to get every
 other workspace's canaries back through every endpoint. It runs in phases: strict
 isolation on, off, toggled mid-run, KBs moved between agents, documents rewritten and
-deleted. Every probe is data: endpoint x principal x mode, with the status it must get,
-the markers it may see, and a check of the body.
+deleted, KBs mid-migration to another embedding model (a second vector set beside the
+first, one KB answering from it). Every probe is data: endpoint x principal x mode, with
+the status it must get, the markers it may see, and a check of the body.
 
 The invariant checked on every response: its raw text carries no canary the caller may
 not see (another workspace's, one above the key's clearance, a legacy point under strict

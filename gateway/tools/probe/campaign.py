@@ -93,6 +93,8 @@ class Campaign(Provisioning, RetrievalProbes, WorkspaceProbes, ArchiveProbes):
             await self.move_knowledge_bases()
         elif name == "writes":
             await self.write_and_delete()
+        elif name == "migrating":
+            await self.migrate_knowledge_bases()
         else:
             raise ValueError(f"unknown phase {name!r}")
         if full:

@@ -3,6 +3,7 @@ documents) and the changes between phases."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,6 +41,11 @@ from gateway.tools.probe.world import (
     Viewer,
     Workspace,
 )
+
+#: the model the `migrating` phase moves KBs to: bundled, so every deployment loads it
+MIGRATION_MODEL = "kbgate/all-MiniLM-L6-v2-int8-questions"
+_MIGRATION_POLLS = 600
+_MIGRATION_POLL_S = 0.5
 
 
 class Provisioning(CampaignBase):
@@ -291,6 +297,36 @@ class Provisioning(CampaignBase):
                 self.put_agent(ws, AGENT_EXTRA, [KB_EXTRA, KB_MAIN]),
             )
         )
+
+    async def migrate_knowledge_bases(self) -> None:
+        """`kb-main` of the first workspace of each org gets a second vector set (the
+        bundled re-quantized model's) beside its own; in the first org it then answers from
+        it (switched with the override: there is no golden set). The phase's probes then
+        meet KBs mid-migration, both sets in the org's collection: the new vectors must
+        widen no Scope."""
+        writers = [ws for ws in self.world.workspaces if ws.index % WORKSPACES_PER_ORG == 0]
+        path = f"/v1/knowledge-bases/{KB_MAIN}/model-migration"
+        endpoint = "/v1/knowledge-bases/{kb_id}/model-migration"
+        for ws in writers:
+            body = {"model": MIGRATION_MODEL}
+            started = self._probe(f"POST {endpoint}", ws.owner, path, body, 202)
+            await self.setup_call(started)
+            ws.changes += 1
+        for ws in writers:
+            for _ in range(_MIGRATION_POLLS):
+                shown = _obj(await self.setup_call(self._probe(f"GET {endpoint}", ws.owner, path)))
+                if shown.get("status") == "built":
+                    break
+                if shown.get("status") != "building":
+                    raise SetupError(f"{ws.label}: the migration is {shown.get('status')!r}")
+                await asyncio.sleep(_MIGRATION_POLL_S)
+            else:
+                raise SetupError(f"{ws.label}: the migration was not built in time")
+        switch = self._probe(
+            f"POST {endpoint}/switch", writers[0].owner, f"{path}/switch", {"override": True}
+        )
+        await self.setup_call(switch)
+        writers[0].changes += 1
 
     async def write_and_delete(self) -> None:
         """Rewrite and delete documents whose ids every workspace shares.

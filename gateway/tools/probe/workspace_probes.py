@@ -47,6 +47,17 @@ _CALIBRATION_ENDPOINTS: tuple[tuple[str, str, Any], ...] = (
         None,
     ),
 )
+_MIGRATION = "/v1/knowledge-bases/{kb_id}/model-migration"
+#: a KB's model migration under another workspace's KB id: every step answers 404
+_MIGRATION_ENDPOINTS: tuple[tuple[str, str, Any], ...] = (
+    (f"GET {_MIGRATION}", _MIGRATION, None),
+    (f"POST {_MIGRATION}", _MIGRATION, {"model": "kbgate/all-MiniLM-L6-v2-int8-questions"}),
+    (f"POST {_MIGRATION}/validate", f"{_MIGRATION}/validate", None),
+    (f"POST {_MIGRATION}/switch", f"{_MIGRATION}/switch", {"override": True}),
+    (f"POST {_MIGRATION}/rollback", f"{_MIGRATION}/rollback", None),
+    (f"POST {_MIGRATION}/retire", f"{_MIGRATION}/retire", None),
+    (f"DELETE {_MIGRATION}", _MIGRATION, None),
+)
 
 
 class WorkspaceProbes(CampaignBase):
@@ -284,11 +295,11 @@ class WorkspaceProbes(CampaignBase):
         ]
 
     def _foreign_calibration(self, kb: str) -> list[tuple[str, str, Any, int]]:
-        """A KB's golden set and evaluations under another workspace's KB id: 404, as for
-        an unknown KB (evaluation ids of other workspaces: tests/isolation)."""
+        """A KB's golden set, evaluations and model migration under another workspace's KB
+        id: 404, as for an unknown KB (evaluation ids of other workspaces: tests/isolation)."""
         return [
             (endpoint, path.format(kb_id=kb), body, 404)
-            for endpoint, path, body in _CALIBRATION_ENDPOINTS
+            for endpoint, path, body in (*_CALIBRATION_ENDPOINTS, *_MIGRATION_ENDPOINTS)
         ]
 
     def role_probes(self, key: ProbeKey) -> list[Probe]:

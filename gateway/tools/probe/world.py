@@ -55,7 +55,16 @@ RATE_LIMIT_RETRIES = 5
 RATE_LIMIT_MAX_WAIT_S = 10.0
 #: After a state change, retrieval is probed with the keys of these clearances only.
 LIGHT_CLEARANCES = frozenset({"public", "restricted"})
-PHASES = ("strict-on", "strict-off", "toggle-1", "toggle-2", "moved", "writes", "archive")
+PHASES = (
+    "strict-on",
+    "strict-off",
+    "toggle-1",
+    "toggle-2",
+    "moved",
+    "writes",
+    "migrating",
+    "archive",
+)
 PLATFORM = "platform"
 ANONYMOUS = "anonymous"
 OPERATOR = "operator"

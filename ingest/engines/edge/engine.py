@@ -39,6 +39,7 @@ from qdrant_edge import (
     MatchAny,
     MatchValue,
     Point,
+    PointVectors,
     Query,
     QueryBatchRequest,
     QueryRequest,
@@ -69,6 +70,7 @@ from ingest.engines.edge.disk import DiskReserve
 from ingest.engines.edge.narrowing import narrowing_condition
 from ingest.engines.edge.shards import (
     EdgeShards,
+    Shard,
     engine_errors,
     field_index,
     missing_field_indexes,
@@ -82,6 +84,7 @@ from ingest.index import (
     LegKind,
     Passage,
     StoredPassage,
+    is_dense_vector,
 )
 from ingest.index import SparseVector as PassageSparse
 from ingest.payload import (
@@ -436,6 +439,71 @@ class EdgeEngine(AdapterReads):
             held.shard.flush()
         return inside
 
+    def add_dense_vector(self, collection: str, vector: str, dim: int) -> None:
+        if not is_dense_vector(vector) or vector == DENSE_VECTOR:
+            raise ValueError(f"not a dense vector set to add: {vector!r}")
+        self._shards.disk.check()
+        self._shards.add_dense_vector(collection, vector, dim)
+
+    def missing_vector_page(
+        self, collection: str, scope: Scope, vector: str, offset: str | None, limit: int
+    ) -> tuple[list[StoredPassage], str | None]:
+        start = None if offset is None else checked_point_id(offset)
+        held = self._shards.existing(collection)
+        if held is None:
+            return [], None
+        where = _scope_filter(scope, excluding=[HasVectorCondition(_known(held, vector))])
+        with engine_errors(collection):
+            records, after = held.shard.scroll(
+                ScrollRequest(offset=start, limit=limit, filter=where, with_payload=True)
+            )
+        return stored_passages(records), None if after is None else str(after)
+
+    def set_dense_vectors(
+        self, collection: str, scope: Scope, vector: str, vectors: Mapping[str, Sequence[float]]
+    ) -> int:
+        ids: dict[PointId, list[float]] = {
+            checked_point_id(pid): list(values) for pid, values in vectors.items()
+        }
+        if not ids:
+            return 0
+        self._shards.disk.check()
+        with self._shards.writing(collection) as held:
+            if held is None:
+                return 0
+            name = _known(held, vector)
+            dim = held.dense_dims[name]
+            if any(len(values) != dim for values in ids.values()):
+                raise ValueError(f"{name!r} takes vectors of {dim} dimensions")
+            inside = _scope_filter(scope, HasIdCondition(set(ids)))
+            count = held.shard.count(CountRequest(exact=True, filter=inside))
+            points = [PointVectors(pid, {name: values}) for pid, values in ids.items()]
+            # Only points inside the Scope take a vector: the condition is the Scope's filter.
+            # Not flushed: a flush holds the GIL for tens of milliseconds (hundreds on a
+            # busy disk), every turn waiting; the WAL keeps the vectors through a killed
+            # process, the next flushed write or the close makes them durable, and what an
+            # OS crash loses a migration finds missing and sets again.
+            held.update(UpdateOperation.update_vectors(points, inside), durable=False)
+        return count
+
+    def count_vector(self, collection: str, scope: Scope, vector: str) -> int:
+        held = self._shards.existing(collection)
+        if held is None or vector not in held.dense_dims:
+            return 0
+        where = _scope_filter(scope, HasVectorCondition(vector))
+        with engine_errors(collection):
+            return held.shard.count(CountRequest(exact=True, filter=where))
+
+    def drop_dense_vectors(self, collection: str, scope: Scope, vector: str) -> int:
+        with self._shards.writing(collection) as held:
+            if held is None or vector not in held.dense_dims:
+                return 0
+            where = _scope_filter(scope, HasVectorCondition(vector))
+            count = held.shard.count(CountRequest(exact=True, filter=where))
+            if count:
+                held.update(UpdateOperation.delete_vectors_by_filter(where, [vector]))
+        return count
+
     def optimize(self) -> list[str]:
         """Every collection's indexes, built in this process: it stops while they build."""
         return self._shards.optimize()
@@ -464,10 +532,13 @@ class EdgeEngine(AdapterReads):
         return deleted
 
     def _point(self, passage: Passage, document_keywords: bool) -> Point:
-        vectors: dict[str, Any] = {
-            DENSE_VECTOR: self._dense(passage.dense),
-            SPARSE_VECTOR: _sparse(passage.sparse),
-        }
+        vectors: dict[str, Any] = {SPARSE_VECTOR: _sparse(passage.sparse)}
+        if passage.dense:
+            vectors[DENSE_VECTOR] = self._dense(passage.dense)
+        for name, values in passage.dense_sets:
+            if not is_dense_vector(name) or name == DENSE_VECTOR or not values:
+                raise ValueError(f"not a dense vector set: {name!r}")
+            vectors[name] = list(values)
         if document_keywords and passage.document_sparse is not None:
             vectors[DOCUMENT_SPARSE_VECTOR] = _sparse(passage.document_sparse)
         return Point(checked_point_id(passage.point_id), vectors, to_payload(passage.payload))
@@ -518,7 +589,9 @@ class EdgeEngine(AdapterReads):
 
     def _leg_query(self, leg: Leg) -> Query:
         if leg.kind is LegKind.DENSE and leg.dense is not None:
-            return Query.Nearest(self._dense(leg.dense), using=DENSE_VECTOR)
+            if leg.vector == DENSE_VECTOR:
+                return Query.Nearest(self._dense(leg.dense), using=DENSE_VECTOR)
+            return Query.Nearest(list(leg.dense), using=leg.vector)
         if leg.kind is not LegKind.DENSE and leg.sparse is not None:
             using = SPARSE_VECTOR if leg.kind is LegKind.KEYWORD else DOCUMENT_SPARSE_VECTOR
             return Query.Nearest(_sparse(leg.sparse), using=using)
@@ -557,6 +630,13 @@ def _document_pages(passages: Sequence[Passage], points: Sequence[Point]) -> lis
         pages[-1].append(point)
         previous = document
     return pages
+
+
+def _known(held: Shard, vector: str) -> str:
+    """`vector` when the shard has that dense vector set; ValueError otherwise."""
+    if vector not in held.dense_dims:
+        raise ValueError(f"the collection has no dense vector set {vector!r}")
+    return vector
 
 
 def _document(document_id: str) -> FieldCondition:

@@ -176,6 +176,27 @@ class EdgeIndex:
     ) -> int:
         return await self._write(self.engine.set_pii, collection, scope, analyses)
 
+    async def add_dense_vector(self, collection: str, vector: str, dim: int) -> None:
+        await self._write(self.engine.add_dense_vector, collection, vector, dim)
+
+    async def missing_vector_page(
+        self, collection: str, scope: Scope, vector: str, offset: str | None, limit: int
+    ) -> tuple[list[StoredPassage], str | None]:
+        return await self._call(
+            self.engine.missing_vector_page, collection, scope, vector, offset, limit
+        )
+
+    async def set_dense_vectors(
+        self, collection: str, scope: Scope, vector: str, vectors: Mapping[str, Sequence[float]]
+    ) -> int:
+        return await self._write(self.engine.set_dense_vectors, collection, scope, vector, vectors)
+
+    async def count_vector(self, collection: str, scope: Scope, vector: str) -> int:
+        return await self._call(self.engine.count_vector, collection, scope, vector)
+
+    async def drop_dense_vectors(self, collection: str, scope: Scope, vector: str) -> int:
+        return await self._write(self.engine.drop_dense_vectors, collection, scope, vector)
+
     async def optimize(self) -> list[str]:
         if self._closed:
             raise IndexUnavailableError("the Qdrant Edge index is closed")

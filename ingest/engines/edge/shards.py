@@ -46,6 +46,7 @@ from ingest.index import (
     checked_collection,
     droppable_collection,
     is_collection_name,
+    is_dense_vector,
 )
 from ingest.payload import INDEXED_KEYS, ON_DISK_KEY, TENANT_KEY, TYPED_INDEXED_KEYS, IndexKind
 
@@ -72,6 +73,8 @@ class Shard:
     path: Path
     #: created with the whole-document BM25 vector (shards made before it was added lack it)
     document_keywords: bool
+    #: the dense vector sets' dimensions by name: `dense` and any `dense_<slug>` added
+    dense_dims: dict[str, int] = field(default_factory=dict)
     writes: threading.Lock = field(default_factory=threading.Lock)
     #: the collection was dropped: a writer that waited for `writes` fails
     dropped: bool = False
@@ -144,13 +147,15 @@ class EdgeShards:
     def _load_or_create(self, path: Path) -> Shard:
         document_keywords = not path.exists() or _has_document_keywords(path)
         sparse = [SPARSE_VECTOR, *([DOCUMENT_SPARSE_VECTOR] if document_keywords else [])]
+        # Dense vector sets added since the shard was made (`add_dense_vector`): a load
+        # whose config lacks one is refused as incompatible.
+        dims = {DENSE_VECTOR: self._dense_dim, **_added_dense_vectors(path)}
         config = EdgeConfig(
             vectors={
                 # Read from the page cache as searches need them, not loaded whole at start:
                 # a shard's open segment alone maps 32 MB (docs/decisions/edge-memory.md).
-                DENSE_VECTOR: EdgeVectorParams(
-                    size=self._dense_dim, distance=Distance.Cosine, memory=Memory.Cold
-                )
+                name: EdgeVectorParams(size=dim, distance=Distance.Cosine, memory=Memory.Cold)
+                for name, dim in dims.items()
             },
             sparse_vectors={name: EdgeSparseVectorParams(modifier=Modifier.Idf) for name in sparse},
             max_search_threads=self._search_threads,
@@ -176,7 +181,18 @@ class EdgeShards:
         except BaseException:
             shard.close()  # release the directory lock
             raise
-        return Shard(shard, path, document_keywords)
+        return Shard(shard, path, document_keywords, dims)
+
+    def add_dense_vector(self, collection: str, vector: str, dim: int) -> None:
+        """Give the collection's shard (made if needed) the dense vector `vector`."""
+        held = self.open(collection)
+        if vector in held.dense_dims:
+            if held.dense_dims[vector] != dim:
+                raise ValueError(f"{vector!r} has {held.dense_dims[vector]} dimensions, not {dim}")
+            return
+        with held.writes, engine_errors(collection):
+            held.update(UpdateOperation.create_dense_vector(vector, dim, Distance.Cosine))
+            held.dense_dims[vector] = dim
 
     def _indexing_config(self) -> dict[str, Any]:
         threshold = self._indexing_threshold_kb
@@ -362,6 +378,21 @@ def _index_as_wanted(info: PayloadIndexInfo | None, key: str) -> bool:
         and (params.enable_hnsw is not False) is wanted.enable_hnsw
         and params.memory == wanted.memory
     )
+
+
+def _added_dense_vectors(path: Path) -> dict[str, int]:
+    """The dense vector sets other than `dense` an existing shard's config names, with
+    their dimensions."""
+    try:
+        config = json.loads((path / EDGE_CONFIG_FILE).read_text())
+    except FileNotFoundError:
+        return {}
+    vectors = config.get("vectors", {})
+    return {
+        str(name): int(params["size"])
+        for name, params in vectors.items()
+        if name != DENSE_VECTOR and is_dense_vector(str(name))
+    }
 
 
 def _has_document_keywords(path: Path) -> bool:

@@ -70,6 +70,7 @@ from ingest.index import (
     StoredPassage,
     checked_collection,
     droppable_collection,
+    is_dense_vector,
 )
 from ingest.payload import (
     INDEXED_KEYS,
@@ -536,6 +537,71 @@ class ServerIndex:
             await self._client.batch_update_points(collection, operations, wait=True)
         return count
 
+    async def add_dense_vector(self, collection: str, vector: str, dim: int) -> None:
+        if not is_dense_vector(vector) or vector == DENSE_VECTOR:
+            raise ValueError(f"not a dense vector set to add: {vector!r}")
+        await self.ensure_collection(collection)
+        async with self._lock, self._calling(collection, write=True):
+            info = await self._client.get_collection(collection)
+            vectors = info.config.params.vectors
+            held = vectors.get(vector) if isinstance(vectors, dict) else None
+            if held is not None:
+                if held.size != dim:
+                    raise ValueError(f"{vector!r} has {held.size} dimensions, not {dim}")
+                return
+            config = models.DenseVectorNameConfig(
+                dense=models.DenseVectorConfig(size=dim, distance=models.Distance.COSINE)
+            )
+            await self._client.create_vector_name(collection, vector, config, wait=True)
+
+    async def missing_vector_page(
+        self, collection: str, scope: Scope, vector: str, offset: str | None, limit: int
+    ) -> tuple[list[StoredPassage], str | None]:
+        start = None if offset is None else checked_point_id(offset)
+        where = _scope_filter(scope, excluding=[models.HasVectorCondition(has_vector=vector)])
+        if not await self._exists(collection):
+            return [], None
+        async with self._calling(collection):
+            records, after = await self._client.scroll(
+                collection, where, limit=limit, offset=start, with_payload=True
+            )
+        return stored_passages(records), None if after is None else str(after)
+
+    async def set_dense_vectors(
+        self, collection: str, scope: Scope, vector: str, vectors: Mapping[str, Sequence[float]]
+    ) -> int:
+        ids = {checked_point_id(pid): list(values) for pid, values in vectors.items()}
+        if not is_dense_vector(vector):
+            raise ValueError(f"not a dense vector set: {vector!r}")
+        if not ids or not await self._exists(collection):
+            return 0
+        inside = _scope_filter(scope, models.HasIdCondition(has_id=list(ids)))
+        points = [models.PointVectors(id=pid, vector={vector: v}) for pid, v in ids.items()]
+        async with self._calling(collection, write=True):
+            count = (await self._client.count(collection, inside, exact=True)).count
+            # Only points inside the Scope take a vector: the update's filter is the Scope's.
+            await self._client.update_vectors(collection, points, wait=True, update_filter=inside)
+        return count
+
+    async def count_vector(self, collection: str, scope: Scope, vector: str) -> int:
+        where = _scope_filter(scope, models.HasVectorCondition(has_vector=vector))
+        if not await self._exists(collection):
+            return 0
+        async with self._calling(collection):
+            return (await self._client.count(collection, where, exact=True)).count
+
+    async def drop_dense_vectors(self, collection: str, scope: Scope, vector: str) -> int:
+        where = _scope_filter(scope, models.HasVectorCondition(has_vector=vector))
+        if not await self._exists(collection):
+            return 0
+        async with self._calling(collection, write=True):
+            count = (await self._client.count(collection, where, exact=True)).count
+            if count:
+                await self._client.delete_vectors(
+                    collection, [vector], models.FilterSelector(filter=where), wait=True
+                )
+        return count
+
     async def optimize(self) -> list[str]:
         """Nothing to do: the server's own optimizer indexes segments in the background."""
         return []
@@ -637,10 +703,13 @@ class ServerIndex:
                 raise
 
     def _point(self, passage: Passage, document_keywords: bool) -> models.PointStruct:
-        vectors: dict[str, models.Vector] = {
-            DENSE_VECTOR: self._dense(passage.dense),
-            SPARSE_VECTOR: sparse(passage.sparse),
-        }
+        vectors: dict[str, models.Vector] = {SPARSE_VECTOR: sparse(passage.sparse)}
+        if passage.dense:
+            vectors[DENSE_VECTOR] = self._dense(passage.dense)
+        for name, values in passage.dense_sets:
+            if not is_dense_vector(name) or name == DENSE_VECTOR or not values:
+                raise ValueError(f"not a dense vector set: {name!r}")
+            vectors[name] = list(values)
         if document_keywords and passage.document_sparse is not None:
             vectors[DOCUMENT_SPARSE_VECTOR] = sparse(passage.document_sparse)
         payload = to_payload(passage.payload)
@@ -652,10 +721,11 @@ class ServerIndex:
         self, leg: Leg, where: models.Filter, with_payload: bool | list[str]
     ) -> models.QueryRequest:
         if leg.kind is LegKind.DENSE and leg.dense is not None:
-            query = models.NearestQuery(nearest=self._dense(leg.dense))
+            values = self._dense(leg.dense) if leg.vector == DENSE_VECTOR else list(leg.dense)
+            query = models.NearestQuery(nearest=values)
             # ACORN keeps the graph search's recall under narrow Scope filters, as on
             # Qdrant Edge (docs/decisions/filtered-search.md); local mode has no graph.
-            using, params = DENSE_VECTOR, FILTERED_DENSE if self._payload_indexes else None
+            using, params = leg.vector, FILTERED_DENSE if self._payload_indexes else None
         elif leg.sparse is not None:
             query = models.NearestQuery(nearest=sparse(leg.sparse))
             # IDF over the scope only: other tenants' documents must not move our scores.

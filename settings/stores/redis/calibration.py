@@ -9,7 +9,9 @@ gate. Keys (ids percent-encoded, as everywhere in `settings.stores.redis.store`)
     kbgate:evaluations:{tenant_id}:{kb_id}        list of the KB's evaluation ids, newest first
     kbgate:evaluationlease:{tenant_id}            the running evaluation's id, with PX lease
     kbgate:lines:{tenant_id}:{kb_id}              hash: Scope -> MeasuredLines (JSON)
+    kbgate:migration:{tenant_id}:{kb_id}          ModelMigration (JSON)
     kbgate:calibrated:{tenant_id}                 set of KB ids holding any of the above
+    kbgate:migrating                              set of `{tenant_id}:{kb_id}` building
 
 Ids inside the list and the lease are stored percent-encoded, so a script can build a
 record's key from them.
@@ -31,6 +33,7 @@ from settings.golden import (
     GoldenSet,
     MeasuredLines,
 )
+from settings.migration import MigrationStatus, ModelMigration
 from settings.records import SettingChange
 from settings.store_rules import RecordDecoder, encode, no_workspace
 
@@ -79,10 +82,25 @@ end
 return 1
 """
 
-# KEYS: golden set, KB's list, lease, KB's lines. ARGV: record key prefix. How many golden
-# sets and evaluations went.
+# KEYS: workspace, migration, calibrated set, building set. ARGV: record, kb id, member,
+# building ('1' or '0'). 0 no workspace, 1 stored.
+_PUT_MIGRATION = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('SET', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[2])
+if ARGV[4] == '1' then
+  redis.call('SADD', KEYS[4], ARGV[3])
+else
+  redis.call('SREM', KEYS[4], ARGV[3])
+end
+return 1
+"""
+# KEYS: golden set, KB's list, lease, KB's lines, migration, building set. ARGV: record key
+# prefix, building set member. How many golden sets and evaluations went.
 _DELETE = """
 redis.call('DEL', KEYS[4])
+redis.call('DEL', KEYS[5])
+redis.call('SREM', KEYS[6], ARGV[2])
 local removed = redis.call('DEL', KEYS[1])
 local holder = redis.call('GET', KEYS[3])
 for _, id in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
@@ -92,6 +110,14 @@ end
 redis.call('DEL', KEYS[2])
 return removed
 """
+
+
+#: the building migrations' `{tenant_id}:{kb_id}` (each percent-encoded)
+_MIGRATING = "kbgate:migrating"
+
+
+def _member(tenant_id: str, kb_id: str) -> str:
+    return f"{_segment(tenant_id)}:{_segment(kb_id)}"
 
 
 def _key(kind: str, *ids: str) -> str:
@@ -244,13 +270,53 @@ class RedisCalibration:
                         _key("evaluations", tenant_id, each),
                         _key("evaluationlease", tenant_id),
                         _key("lines", tenant_id, each),
+                        _key("migration", tenant_id, each),
+                        _MIGRATING,
                     ],
-                    [_key("evaluation", tenant_id, "")],
+                    [_key("evaluation", tenant_id, ""), _member(tenant_id, each)],
                 )
             )
             with self._calling():
                 await self._client.srem(calibrated, each)
         return removed
+
+    async def put_migration(self, migration: ModelMigration) -> bool:
+        """Create or replace the KB's migration; False when the workspace is unknown."""
+        tenant_id, kb_id = migration.tenant_id, migration.kb_id
+        stored = await self._script(
+            _PUT_MIGRATION,
+            [
+                _key("ws", tenant_id),
+                _key("migration", tenant_id, kb_id),
+                _key("calibrated", tenant_id),
+                _MIGRATING,
+            ],
+            [
+                encode(migration),
+                kb_id,
+                _member(tenant_id, kb_id),
+                "1" if migration.status is MigrationStatus.BUILDING else "0",
+            ],
+        )
+        return int(stored) == 1
+
+    async def get_migration(self, tenant_id: str, kb_id: str) -> ModelMigration | None:
+        with self._calling():
+            raw = await self._client.get(_key("migration", tenant_id, kb_id))
+        return self._decode.one_or_none(ModelMigration, raw)
+
+    async def building_migrations(self) -> list[ModelMigration]:
+        with self._calling():
+            members = sorted(_text(m) for m in await self._client.smembers(_MIGRATING))
+        found: list[ModelMigration] = []
+        for member in members:
+            tenant, _, kb = member.partition(":")
+            with self._calling():
+                raw = await self._client.get(f"kbgate:migration:{tenant}:{kb}")
+            migration = self._decode.one_or_none(ModelMigration, raw)
+            if migration is not None and migration.status is MigrationStatus.BUILDING:
+                found.append(migration)
+        return found
 
     async def append_settings_history(
         self, tenant_id: str, changes: Sequence[SettingChange]

@@ -21,6 +21,7 @@ from settings.golden import (
     GoldenSet,
     MeasuredLines,
 )
+from settings.migration import MigrationStatus, ModelMigration
 from settings.records import SettingChange
 from settings.store_rules import RecordDecoder, encode, no_workspace
 from settings.stores.sqlite.connection import transaction
@@ -49,6 +50,13 @@ CREATE TABLE IF NOT EXISTS measured_lines (
     scope TEXT NOT NULL,
     record TEXT NOT NULL,
     PRIMARY KEY (tenant_id, kb_id, scope)
+);
+CREATE TABLE IF NOT EXISTS model_migrations (
+    tenant_id TEXT NOT NULL,
+    kb_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, kb_id)
 );
 CREATE TABLE IF NOT EXISTS evaluation_leases (
     tenant_id TEXT PRIMARY KEY,
@@ -189,6 +197,7 @@ class SqliteCalibration:
                 removed = conn.execute(f"DELETE FROM golden_sets WHERE {where}", params).rowcount  # noqa: S608 — fixed clauses
                 removed += conn.execute(f"DELETE FROM evaluations WHERE {where}", params).rowcount  # noqa: S608 — fixed clauses
                 conn.execute(f"DELETE FROM measured_lines WHERE {where}", params)  # noqa: S608 — fixed clauses
+                conn.execute(f"DELETE FROM model_migrations WHERE {where}", params)  # noqa: S608 — fixed clauses
             return int(removed)
 
         return await self._run(work)
@@ -216,6 +225,47 @@ class SqliteCalibration:
                 (tenant_id, kb_id, scope),
             ).fetchone()
             return None if row is None else self._decode.one(MeasuredLines, row[0])
+
+        return await self._run(work)
+
+    async def put_migration(self, migration: ModelMigration) -> bool:
+        """Create or replace the KB's migration; False when the workspace is unknown."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            with transaction(conn):
+                if not _workspace_exists(conn, migration.tenant_id):
+                    return False
+                conn.execute(
+                    "INSERT OR REPLACE INTO model_migrations (tenant_id, kb_id, status, record) "
+                    "VALUES (?, ?, ?, ?)",
+                    (
+                        migration.tenant_id,
+                        migration.kb_id,
+                        migration.status.value,
+                        encode(migration).decode(),
+                    ),
+                )
+                return True
+
+        return await self._run(work)
+
+    async def get_migration(self, tenant_id: str, kb_id: str) -> ModelMigration | None:
+        def work(conn: sqlite3.Connection) -> ModelMigration | None:
+            row = conn.execute(
+                "SELECT record FROM model_migrations WHERE tenant_id = ? AND kb_id = ?",
+                (tenant_id, kb_id),
+            ).fetchone()
+            return None if row is None else self._decode.one(ModelMigration, row[0])
+
+        return await self._run(work)
+
+    async def building_migrations(self) -> list[ModelMigration]:
+        def work(conn: sqlite3.Connection) -> list[ModelMigration]:
+            rows = conn.execute(
+                "SELECT record FROM model_migrations WHERE status = ? ORDER BY tenant_id, kb_id",
+                (MigrationStatus.BUILDING.value,),
+            ).fetchall()
+            return self._decode.each(ModelMigration, (row[0] for row in rows))
 
         return await self._run(work)
 

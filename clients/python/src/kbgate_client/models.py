@@ -73,6 +73,10 @@ __all__ = [
     "KnowledgeBaseRemoved",
     "LanguageIn",
     "Live",
+    "MigrationOut",
+    "MigrationProgressOut",
+    "MigrationStatus",
+    "MigrationStepOut",
     "OrgDeletedOut",
     "OrgOut",
     "Outcome",
@@ -94,13 +98,18 @@ __all__ = [
     "RetrieveOut",
     "RevokedOut",
     "SentenceOut",
+    "SetFigures",
     "SettingChangeOut",
     "SettingSources",
+    "StartMigration",
     "StatsOut",
+    "SwitchMigration",
     "TurnClamped",
     "TurnCounts",
     "TurnEffective",
     "TurnKbEffective",
+    "Validation",
+    "VectorSetOut",
     "VerifyIn",
     "VerifyOut",
     "Weights",
@@ -124,7 +133,18 @@ class AdminChangeOut(msgspec.Struct, kw_only=True, frozen=True):
     key_id: str
     kind: Literal["knowledge_base", "agent"]
     object_id: str
-    action: Literal["created", "changed", "deleted"]
+    action: Literal[
+        "created",
+        "changed",
+        "deleted",
+        "model_migration_started",
+        "model_migration_cancelled",
+        "model_migration_switched",
+        "model_migration_switched_with_override",
+        "model_migration_switched_by_policy",
+        "model_migration_rolled_back",
+        "model_migration_retired",
+    ]
     fields: list[str]
     knowledge_base_ids: list[str] | None = None
 
@@ -536,6 +556,40 @@ class Live(msgspec.Struct, kw_only=True, frozen=True):
     status: str
 
 
+class MigrationOut(msgspec.Struct, kw_only=True, frozen=True):
+    migration_id: str
+    kb_id: str
+    status: MigrationStatus
+    source_model: str
+    target_model: str
+    created_at: str
+    updated_at: str
+    key_id: str
+    switch_when_not_worse_by: float | None
+    progress: MigrationProgressOut
+    error: str | None
+    validation: Validation | None
+    vector_sets: list[VectorSetOut]
+    steps: list[MigrationStepOut]
+
+
+class MigrationProgressOut(msgspec.Struct, kw_only=True, frozen=True):
+    done: int
+    total: int
+    rate: float
+
+
+MigrationStatus = Literal[
+    "building", "built", "switched", "rolled_back", "retired", "cancelled", "failed"
+]
+
+
+class MigrationStepOut(msgspec.Struct, kw_only=True, frozen=True):
+    at: str
+    key_id: str
+    action: str
+
+
 class OrgDeletedOut(msgspec.Struct, kw_only=True, frozen=True):
     org_id: str
     workspaces: int
@@ -734,6 +788,20 @@ class SentenceOut(msgspec.Struct, kw_only=True, frozen=True):
     matches: int
 
 
+class SetFigures(msgspec.Struct, kw_only=True, frozen=True):
+    model: str
+    vector: str
+    ndcg_10: float
+    recall_10: float
+    recall_100: float
+    dense_ndcg_10: float
+    abstention: dict[str, float]
+    recommended: dict[str, float]
+    recommended_ndcg_10: float
+    recommended_abstention: dict[str, float]
+    meets_target: bool
+
+
 class SettingChangeOut(msgspec.Struct, kw_only=True, frozen=True):
     at: str
     key_id: str
@@ -749,10 +817,20 @@ class SettingSources(msgspec.Struct, kw_only=True, frozen=True):
     score_threshold: str
 
 
+class StartMigration(msgspec.Struct, kw_only=True, omit_defaults=True):
+    model: str
+    switch_when_not_worse_by: float | msgspec.UnsetType | None = msgspec.UNSET
+
+
 class StatsOut(msgspec.Struct, kw_only=True, frozen=True):
     documents: int
     passages: int
     held_back: int
+
+
+class SwitchMigration(msgspec.Struct, kw_only=True, omit_defaults=True):
+    override: bool = False
+    max_ndcg_drop: float | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class TurnClamped(msgspec.Struct, kw_only=True, frozen=True):
@@ -797,6 +875,24 @@ class TurnKbEffective(msgspec.Struct, kw_only=True, frozen=True):
     drop_copies: bool
     sources: SettingSources
     clamped: KbClamped
+    dense_vector: str
+
+
+class Validation(msgspec.Struct, kw_only=True, frozen=True):
+    status: str
+    started_at: str
+    key_id: str
+    finished_at: str | None = None
+    old: SetFigures | None = None
+    new: SetFigures | None = None
+    ndcg_10_change: float | None = None
+    error: str | None = None
+
+
+class VectorSetOut(msgspec.Struct, kw_only=True, frozen=True):
+    model: str
+    vector: str
+    answering: bool
 
 
 class VerifyIn(msgspec.Struct, kw_only=True, omit_defaults=True):

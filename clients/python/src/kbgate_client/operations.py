@@ -33,6 +33,7 @@ from kbgate_client.models import (
     KnowledgeBaseList,
     KnowledgeBaseOut,
     Live,
+    MigrationOut,
     OrgDeletedOut,
     OrgOut,
     PatchWorkspaceSettings,
@@ -46,7 +47,9 @@ from kbgate_client.models import (
     RetrieveIn,
     RetrieveOut,
     RevokedOut,
+    StartMigration,
     StatsOut,
+    SwitchMigration,
     VerifyIn,
     VerifyOut,
     WorkspaceDeletedOut,
@@ -61,6 +64,18 @@ apply_evaluation: Operation[None, AppliedOut] = Operation(
     "/v1/knowledge-bases/{kb_id}/evaluations/{evaluation_id}/apply",
     body=None,
     answer=AppliedOut,
+    status=200,
+    media_type="application/json",
+    query=(),
+    keyed=True,
+)
+
+cancel_model_migration: Operation[None, MigrationOut] = Operation(
+    "cancelModelMigration",
+    "DELETE",
+    "/v1/knowledge-bases/{kb_id}/model-migration",
+    body=None,
+    answer=MigrationOut,
     status=200,
     media_type="application/json",
     query=(),
@@ -253,6 +268,18 @@ get_knowledge_base_stats: Operation[None, StatsOut] = Operation(
     "/v1/knowledge-bases/{kb_id}/stats",
     body=None,
     answer=StatsOut,
+    status=200,
+    media_type="application/json",
+    query=(),
+    keyed=True,
+)
+
+get_model_migration: Operation[None, MigrationOut] = Operation(
+    "getModelMigration",
+    "GET",
+    "/v1/knowledge-bases/{kb_id}/model-migration",
+    body=None,
+    answer=MigrationOut,
     status=200,
     media_type="application/json",
     query=(),
@@ -499,6 +526,18 @@ redact: Operation[RedactIn, RedactOut] = Operation(
     keyed=True,
 )
 
+retire_model_migration: Operation[None, MigrationOut] = Operation(
+    "retireModelMigration",
+    "POST",
+    "/v1/knowledge-bases/{kb_id}/model-migration/retire",
+    body=None,
+    answer=MigrationOut,
+    status=200,
+    media_type="application/json",
+    query=(),
+    keyed=True,
+)
+
 retrieve: Operation[RetrieveIn, RetrieveOut] = Operation(
     "retrieve",
     "POST",
@@ -523,12 +562,60 @@ revoke_key: Operation[None, RevokedOut] = Operation(
     keyed=True,
 )
 
+roll_back_model_migration: Operation[None, MigrationOut] = Operation(
+    "rollBackModelMigration",
+    "POST",
+    "/v1/knowledge-bases/{kb_id}/model-migration/rollback",
+    body=None,
+    answer=MigrationOut,
+    status=200,
+    media_type="application/json",
+    query=(),
+    keyed=True,
+)
+
 start_evaluation: Operation[None, EvaluationOut] = Operation(
     "startEvaluation",
     "POST",
     "/v1/knowledge-bases/{kb_id}/evaluations",
     body=None,
     answer=EvaluationOut,
+    status=202,
+    media_type="application/json",
+    query=(),
+    keyed=True,
+)
+
+start_model_migration: Operation[StartMigration, MigrationOut] = Operation(
+    "startModelMigration",
+    "POST",
+    "/v1/knowledge-bases/{kb_id}/model-migration",
+    body=StartMigration,
+    answer=MigrationOut,
+    status=202,
+    media_type="application/json",
+    query=(),
+    keyed=True,
+)
+
+switch_model_migration: Operation[SwitchMigration, MigrationOut] = Operation(
+    "switchModelMigration",
+    "POST",
+    "/v1/knowledge-bases/{kb_id}/model-migration/switch",
+    body=SwitchMigration,
+    answer=MigrationOut,
+    status=200,
+    media_type="application/json",
+    query=(),
+    keyed=True,
+)
+
+validate_model_migration: Operation[None, MigrationOut] = Operation(
+    "validateModelMigration",
+    "POST",
+    "/v1/knowledge-bases/{kb_id}/model-migration/validate",
+    body=None,
+    answer=MigrationOut,
     status=202,
     media_type="application/json",
     query=(),
