@@ -556,3 +556,72 @@ async def test_a_switch_policy_validates_and_switches_once_built(
         )
         actions = [c["action"] for c in changes.json()["changes"]]
         assert actions[-1] == "model_migration_switched_by_policy"
+
+
+async def test_a_migrating_kb_keeps_fields_filters_validity_and_keywords_on_both_sets(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """A document written while a KB migrates gets both models' vectors and the payload
+    any write gives it (its fields, validity, language and page) and its keyword analysis;
+    once the KB answers from the new set, a turn's filter and validity still narrow inside
+    its Scope there, a code word finds its document by the keyword legs, and the turn
+    reports the new set."""
+    async with serving(tmp_path, embedder) as gw:
+        mine = await provision(gw, "acme", "migrating")
+        await mine.kb("policies", metadata_fields={"region": "string"})
+        for number, (doc_id, text) in enumerate(DOCUMENTS.items()):
+            await _put_described(mine, doc_id, text, {"region": ["eu", "us"][number % 2]})
+        await mine.agent("bot", ["policies"])
+        started = await gw.client.post(PATH, json={"model": TARGET}, headers=mine.headers())
+        assert started.status_code == 202, started.text
+        await _put_described(
+            mine,
+            "old-garage",
+            "Garage rules for staff.\n\n\fStaff used to park in the west garage basement "
+            "with permit code PERMIT_WEST_7731 until the garage closed.",
+            {"region": "eu"},
+            valid_until="2020-01-01T00:00:00Z",
+        )
+        await _until(_reader(mine), lambda b: b["status"] == "built")
+        vector = gw.services.models.vector(TARGET)
+        page, _ = await gw.services.index.passages_page(
+            collection_for("org", "acme"), _scope(mine), None, 100
+        )
+        (written,) = [p for p in page if p.payload.document_id == "old-garage"]
+        assert written.dense
+        assert dict(written.dense_sets).keys() == {vector}
+        assert written.payload.metadata == {"region": "eu"}
+        assert written.payload.valid_until == "2020-01-01T00:00:00Z"
+        assert written.payload.language == "en"
+        assert written.payload.page in {1, 2}
+        switched = await gw.client.post(
+            PATH + "/switch", json={"override": True}, headers=mine.headers()
+        )
+        assert switched.status_code == 200, switched.text
+        question = "When are travel costs paid back?"
+        mixed = (await mine.retrieve("bot", question)).json()
+        assert mixed["effective"]["per_knowledge_base"]["policies"]["dense_vector"] == vector
+        assert mixed["passages"][0]["document_id"] == "expenses"
+        parking_question = "Where do staff park?"
+        narrowed = (await mine.retrieve("bot", parking_question, filter={"region": "us"})).json()
+        assert narrowed["effective"]["filtered"] is True
+        assert narrowed["passages"][0]["document_id"] == "parking"
+        assert {p["metadata"]["region"] for p in narrowed["passages"]} == {"us"}
+        elsewhere = (await mine.retrieve("bot", parking_question, filter={"region": "eu"})).json()
+        assert "parking" not in {p["document_id"] for p in elsewhere["passages"]}
+        parking = (await mine.retrieve("bot", "Where do staff park in the garage?")).json()
+        assert "old-garage" not in {p["document_id"] for p in parking["passages"]}
+        assert parking["counts"]["passages_expired"] == 1
+        then = (await mine.retrieve("bot", "PERMIT_WEST_7731", as_of="2019-06-01T00:00:00Z")).json()
+        assert then["passages"][0]["document_id"] == "old-garage"
+
+
+async def _put_described(
+    tenant: Tenant, doc_id: str, text: str, metadata: dict[str, Any], **validity: str
+) -> None:
+    response = await tenant.gw.client.put(
+        f"/v1/knowledge-bases/policies/documents/{doc_id}",
+        json={"text": text, "classification": "internal", "metadata": metadata, **validity},
+        headers=tenant.headers(),
+    )
+    assert response.status_code == 200, response.text
