@@ -186,24 +186,23 @@ class HttpGateway:
     async def model_migration(
         self, kb_id: str, action: str, body: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        from kbgate_client import operations as op
         from kbgate_client.models import StartMigration, SwitchMigration
 
-        client, params = self._client, {"kb_id": kb_id}
+        client = self._client
         if action == "start":
             started = _body(StartMigration, body or {})
-            return await _http(client.call(op.start_model_migration, started, params=params))
+            return await _http(client.start_model_migration(kb_id, started))
         if action == "switch":
             switched = _body(SwitchMigration, body or {})
-            return await _http(client.call(op.switch_model_migration, switched, params=params))
+            return await _http(client.switch_model_migration(kb_id, switched))
         step = {
-            "show": op.get_model_migration,
-            "validate": op.validate_model_migration,
-            "rollback": op.roll_back_model_migration,
-            "retire": op.retire_model_migration,
-            "cancel": op.cancel_model_migration,
+            "show": client.get_model_migration,
+            "validate": client.validate_model_migration,
+            "rollback": client.roll_back_model_migration,
+            "retire": client.retire_model_migration,
+            "cancel": client.cancel_model_migration,
         }[action]
-        return await _http(client.call(step, params=params))
+        return await _http(step(kb_id))
 
 
 def _body(kind: type[S], body: dict[str, Any]) -> S:

@@ -21,6 +21,7 @@ from tests.integration.test_index_contract import (
     axis,
     engine,  # noqa: F401 - the parametrised engine fixture
     passage,
+    qdrant_url,  # noqa: F401 - the server engine's fixture (skipped without Docker)
     scope,
 )
 

@@ -52,6 +52,7 @@ from kbgate_client.models import (
     KnowledgeBaseList,
     KnowledgeBaseOut,
     Live,
+    MigrationOut,
     OrgDeletedOut,
     OrgOut,
     PatchWorkspaceSettings,
@@ -65,7 +66,9 @@ from kbgate_client.models import (
     RetrieveIn,
     RetrieveOut,
     RevokedOut,
+    StartMigration,
     StatsOut,
+    SwitchMigration,
     VerifyIn,
     VerifyOut,
     WorkspaceDeletedOut,
@@ -409,6 +412,32 @@ class Client:
     def apply_evaluation(self, kb_id: str, evaluation_id: str) -> AppliedOut:
         params = {"kb_id": kb_id, "evaluation_id": evaluation_id}
         return self.call(op.apply_evaluation, params=params)
+
+    # ---- a KB's model migration ----------------------------------------------------
+
+    def start_model_migration(self, kb_id: str, body: StartMigration) -> MigrationOut:
+        return self.call(op.start_model_migration, body, params={"kb_id": kb_id})
+
+    def get_model_migration(self, kb_id: str) -> MigrationOut:
+        return self.call(op.get_model_migration, params={"kb_id": kb_id})
+
+    def validate_model_migration(self, kb_id: str) -> MigrationOut:
+        return self.call(op.validate_model_migration, params={"kb_id": kb_id})
+
+    def switch_model_migration(
+        self, kb_id: str, body: SwitchMigration | None = None
+    ) -> MigrationOut:
+        body = body or SwitchMigration()
+        return self.call(op.switch_model_migration, body, params={"kb_id": kb_id})
+
+    def roll_back_model_migration(self, kb_id: str) -> MigrationOut:
+        return self.call(op.roll_back_model_migration, params={"kb_id": kb_id})
+
+    def retire_model_migration(self, kb_id: str) -> MigrationOut:
+        return self.call(op.retire_model_migration, params={"kb_id": kb_id})
+
+    def cancel_model_migration(self, kb_id: str) -> MigrationOut:
+        return self.call(op.cancel_model_migration, params={"kb_id": kb_id})
 
 
 def _unreachable(prepared: Prepared, error: httpx.HTTPError) -> TransportError:
