@@ -144,6 +144,7 @@ ANSWER_EXAMPLES: dict[str, dict[str, Any]] = {
                     "drop_copies": True,
                     "sources": {"top_k": "platform", "score_threshold": "knowledge_base"},
                     "clamped": {"top_k": False, "score_threshold": False},
+                    "dense_vector": "dense",
                 }
             },
             "fusion_method": "score",
