@@ -45,12 +45,7 @@ class LanguageDetector:
     def _model(self) -> LanguageIdentifier:
         with self._lock:
             if self._identifier is None:
-                from py3langid.langid import (
-                    MODEL_FILE,
-                    LanguageIdentifier,
-                )
-
-                identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+                identifier = _read_identifier()
                 identifier.set_languages(list(self._languages))
                 self._identifier = identifier
             return self._identifier
@@ -64,3 +59,30 @@ class LanguageDetector:
 
     def detect_many(self, texts: list[str]) -> list[str | None]:
         return [self.detect(text) for text in texts]
+
+
+def _read_identifier() -> LanguageIdentifier:
+    """py3langid's model read in memory. Its own loader (`from_model_file`) decompresses
+    through a temporary file, which a read-only root filesystem (the container image)
+    refuses; the uncompressed model (about 68 MB) lives only while it is read."""
+    import io
+    import lzma
+
+    import numpy as np
+    from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
+
+    # py3langid ships no type hints; _to_array is its loader's own conversion of the arrays
+    from py3langid.modelio import _to_array  # type: ignore[import-untyped]
+
+    with lzma.open(MODEL_DIR / MODEL_FILE) as source:
+        buffer = io.BytesIO(source.read())
+    with np.load(buffer, allow_pickle=False) as data:
+        return LanguageIdentifier(
+            np.asarray(data["ptc"]),
+            np.asarray(data["pc"]),
+            data["classes"].tolist(),
+            _to_array(data["nextmove"]),
+            data["out_feat"].tolist(),
+            norm_probs=True,
+            tk_row=_to_array(data["nextmove_row"]),
+        )
