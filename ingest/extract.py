@@ -22,7 +22,7 @@ PDF, reStructuredText and Office files are imported only when such a file is rea
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -203,13 +203,39 @@ def rst_text(source: str) -> tuple[str, str]:
         if problem.parent is not None:
             problem.parent.replace(problem, nodes.Text(_role_text(problem.astext())))
     blocks = (
-        node.astext().strip()
+        _rst_block(node, titled=document.get("title") is not None)
         for node in document.findall(nodes.TextElement)
         if not isinstance(node, nodes.Inline | nodes.Invisible)
     )
     text = "\n\n".join(block for block in blocks if block)
     first_title = next((node.astext() for node in document.findall(nodes.title)), "")
     return text, " ".join(str(document.get("title") or first_title).split())
+
+
+def _rst_block(node: Any, *, titled: bool) -> str:
+    """One block of a reStructuredText document as text: a section's (or the document's)
+    title as a Markdown heading, `#` once per level, so the document's structure
+    (`ingest.structure`) finds it; a literal block fenced, so none of its lines reads
+    as one; other blocks as they are."""
+    from docutils import nodes
+
+    text = str(node.astext()).strip()
+    if not text:
+        return ""
+    if isinstance(node, nodes.title) and isinstance(node.parent, nodes.section | nodes.document):
+        depth = sum(1 for parent in _ancestors(node) if isinstance(parent, nodes.section))
+        level = min(depth + (1 if titled else 0), 6) or 1
+        return f"{'#' * level} {' '.join(text.split())}"
+    if isinstance(node, nodes.literal_block):
+        return f"```\n{text}\n```"
+    return text
+
+
+def _ancestors(node: Any) -> Iterator[Any]:
+    parent = node.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
 
 
 # Parse only: no configuration files, no messages, no files or raw output pulled in.
@@ -249,12 +275,20 @@ def html_text(markup: str) -> tuple[str, str]:
     return parser.text(), parser.title()
 
 
+_HEADINGS = {f"h{level}": level for level in range(1, 7)}
+
+
 class _TextParser(HTMLParser):
-    """Collects visible text; `<title>` and the first `<h1>` are kept aside for the title."""
+    """Collects visible text; `<title>` and the first `<h1>` are kept aside for the title.
+    A heading `<hN>` becomes a line of its own, `#` N times before its text, so the
+    document's structure (`ingest.structure`) finds it."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self._parts: list[str] = []
+        #: the open heading's level and text (level 0: none open)
+        self._heading_level = 0
+        self._heading: list[str] = []
         self._hidden: list[str] = []  # open hidden elements, innermost last
         self._title: list[str] = []
         self._h1: list[str] = []
@@ -269,6 +303,8 @@ class _TextParser(HTMLParser):
             self._hidden.append(tag)
         elif tag == "h1" and not self._h1_done:
             self._in_h1 = True
+        if tag in _HEADINGS and not self._hidden and not self._heading_level:
+            self._heading_level = _HEADINGS[tag]
         if tag in _BLOCKS:
             self._parts.append("\n\n" if tag in {"p", "div", "section", "article"} else "\n")
 
@@ -285,6 +321,8 @@ class _TextParser(HTMLParser):
         elif tag == "h1" and self._in_h1:
             self._in_h1 = False
             self._h1_done = True
+        if _HEADINGS.get(tag) == self._heading_level and self._heading_level:
+            self._close_heading()
         if tag in _BLOCKS:
             self._parts.append("\n\n" if tag in {"p", "div", "section", "article"} else "\n")
 
@@ -296,7 +334,19 @@ class _TextParser(HTMLParser):
             return
         if self._in_h1:
             self._h1.append(data)
-        self._parts.append(data)
+        (self._heading if self._heading_level else self._parts).append(data)
+
+    def _close_heading(self) -> None:
+        text = " ".join("".join(self._heading).split())
+        if text:
+            self._parts.append(f"\n\n{'#' * self._heading_level} {text}\n\n")
+        self._heading_level = 0
+        self._heading.clear()
+
+    def close(self) -> None:
+        super().close()
+        if self._heading_level:
+            self._close_heading()
 
     def text(self) -> str:
         lines = (_SPACES.sub(" ", line).strip() for line in "".join(self._parts).split("\n"))

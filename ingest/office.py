@@ -1,9 +1,10 @@
 """Text and title of Word (.docx, python-docx) and PowerPoint (.pptx, python-pptx) files.
 
 - `.docx`: body paragraphs and tables in document order (a table row's cells on one
-  line, separated by ` | `; a cell spanning columns once); headers, footers and
-  comments are left out. The title is the document properties' title, else the first
-  paragraph in the "Title" style.
+  line, separated by ` | `; a cell spanning columns once), a paragraph in a "Heading N"
+  style as a Markdown heading (`## Title`); headers, footers and comments are left out.
+  The title is the document properties' title, else the first paragraph in the "Title"
+  style.
 - `.pptx`: slide by slide, the title first, then the other shapes top to bottom and
   left to right (groups opened, tables row by row), then the speaker notes. The title
   is the document properties' title, else the first slide's title.
@@ -98,22 +99,39 @@ def _why(error: Exception) -> str:
 # ---- Word ---------------------------------------------------------------------------
 
 
-def _docx_blocks(items: Iterable[Paragraph | Table]) -> Iterator[str]:
+def _docx_blocks(items: Iterable[Paragraph | Table], *, headings: bool = True) -> Iterator[str]:
+    """Paragraphs and table rows; a body paragraph in a "Heading N" style as a Markdown
+    heading (`#` N times, at most 6), so the document's structure (`ingest.structure`)
+    finds it."""
     from docx.text.paragraph import Paragraph
 
     for item in items:
         if isinstance(item, Paragraph):
-            if item.text.strip():
-                yield item.text.strip()
+            text = item.text.strip()
+            level = _heading_level(item) if headings and text else 0
+            if level:
+                yield f"{'#' * level} {' '.join(text.split())}"
+            elif text:
+                yield text
         else:
             yield from _docx_rows(item)
+
+
+def _heading_level(paragraph: Paragraph) -> int:
+    """N for a paragraph in Word's built-in "Heading N" style (0: none)."""
+    style = paragraph.style
+    name = str(style.name or "") if style is not None else ""
+    kind, _, number = name.partition(" ")
+    if kind != "Heading" or not number.isdigit():
+        return 0
+    return min(int(number), 6) if int(number) >= 1 else 0
 
 
 def _docx_rows(table: Table) -> Iterator[str]:
     for row in table.rows:
         cells: list[str] = []
         for cell in row.cells:
-            text = " ".join(_docx_blocks(cell.iter_inner_content()))
+            text = " ".join(_docx_blocks(cell.iter_inner_content(), headings=False))
             # python-docx repeats a cell once for every grid column it spans.
             if text and (not cells or cells[-1] != text):
                 cells.append(text)

@@ -79,6 +79,9 @@ class TurnResult:
     #: with a budget, `passages_sent`, `passages_left_out` and `<unit>_sent`,
     #: `<unit>_left_out` (`tokens` or `characters`)
     counts: dict[str, int] = field(default_factory=dict)
+    #: each returned passage's heading path, as returned (redacted where texts are); a
+    #: passage without one is absent
+    headings: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,9 +184,10 @@ async def _retrieve(
         return abstained
     texts = {c.point_id: c.hit.payload.text for c in chosen}
     titles = {c.point_id: c.hit.payload.title for c in chosen}
+    headings = {c.point_id: c.hit.payload.headings for c in chosen if c.hit.payload.headings}
     if context.redaction.value:
         # what is fenced, recorded and returned is the redacted text
-        texts, titles = await _redacted(retrieval.redaction, context, chosen)
+        texts, titles, headings = await _redacted(retrieval.redaction, context, chosen)
         clock.lap("redact")
     if asks.budget is not None:
         chosen, filled = fill(
@@ -196,7 +200,14 @@ async def _retrieve(
             return over
     retention = turn_retention(context.workspace, config).value
     await _record(
-        retrieval, principal, agent_id, turn_id, chosen=chosen, texts=texts, ttl_s=retention
+        retrieval,
+        principal,
+        agent_id,
+        turn_id,
+        chosen=chosen,
+        texts=texts,
+        headings=headings,
+        ttl_s=retention,
     )
     clock.lap("record")
     clock.finish(telemetry)
@@ -207,6 +218,7 @@ async def _retrieve(
             texts[c.point_id],
             titles.get(c.point_id, ""),
             page=c.hit.payload.page,
+            headings=headings.get(c.point_id, ()),
         )
         for c in chosen
     ]
@@ -220,6 +232,7 @@ async def _retrieve(
         timings_ms=clock.timings,
         titles=titles,
         counts=counts,
+        headings=headings,
     )
 
 
@@ -298,9 +311,10 @@ def fused_and_capped(
 
 async def _redacted(
     redaction: PassageRedaction, context: TurnContext, chosen: Sequence[Candidate[Hit]]
-) -> tuple[dict[str, str], dict[str, str]]:
-    """The passages' texts and titles under the workspace's redaction policy, applied to the
-    PII analyses stored with them; fails closed (503) when redaction fails."""
+) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[str, ...]]]:
+    """The passages' texts, titles and heading paths under the workspace's redaction
+    policy, applied to the PII analyses stored with them; fails closed (503) when redaction
+    fails."""
     where = {plan.kb.kb_id: (plan.collection, plan.scope) for plan in context.plans}
     outgoing = [
         Outgoing(c.point_id, c.hit.payload, *where[c.hit.payload.knowledge_base_id]) for c in chosen
@@ -309,7 +323,7 @@ async def _redacted(
     redacted = await redact_outgoing(
         redaction, context.principal.tenant_id, workspace_settings, outgoing
     )
-    return redacted.texts, redacted.titles
+    return redacted.texts, redacted.titles, redacted.headings
 
 
 async def _record(
@@ -320,6 +334,7 @@ async def _record(
     *,
     chosen: Sequence[Candidate[Hit]],
     texts: dict[str, str],
+    headings: dict[str, tuple[str, ...]],
     ttl_s: int,
 ) -> None:
     record = TurnRecord(
@@ -335,6 +350,7 @@ async def _record(
                 checksum=c.hit.payload.checksum,
                 text=texts[c.point_id],
                 page=c.hit.payload.page,
+                headings=headings.get(c.point_id),
             )
             for c in chosen
         ],

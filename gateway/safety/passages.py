@@ -1,13 +1,13 @@
 """Redacting what a turn returns, from the PII analyses stored with its passages.
 
 Every passage written by a writer with an analyzer carries the spans the recognizers found
-in its text and title (`ingest.payload.PiiAnalysis`). A turn applies the workspace's policy
-(`RedactionPolicy`: its entity types in force, its allow-list, its operator per type) to
-those spans: no recognizer runs. A passage whose analysis is missing (written before
-analysis at ingest), another analyzer's (the recognizers changed since) or does not fit
-its text is analysed here, in a worker thread, and the analysis written back to it so the
-next turn finds it; it is never returned unredacted. `kbgate analyse-pii` does the same
-for a whole workspace ahead of time.
+in its text, title and headings (`ingest.payload.PiiAnalysis`). A turn applies the
+workspace's policy (`RedactionPolicy`: its entity types in force, its allow-list, its
+operator per type) to those spans: no recognizer runs. A passage whose analysis is
+missing (written before analysis at ingest), another analyzer's (the recognizers changed
+since) or does not fit its strings is analysed here, in a worker thread, and the analysis
+written back to it so the next turn finds it; it is never returned unredacted.
+`kbgate analyse-pii` does the same for a whole workspace ahead of time.
 """
 
 from __future__ import annotations
@@ -24,7 +24,14 @@ from gateway.safety.redaction import RedactionPolicy, Redactor, count_redactions
 from gateway.telemetry import Telemetry
 from ingest.index import Index, IndexUnavailableError
 from ingest.lru import LruCache
-from ingest.payload import PassagePayload, PiiAnalysis, PiiSpan, Scope
+from ingest.payload import (
+    PassagePayload,
+    PiiAnalysis,
+    PiiSpan,
+    Scope,
+    analysed_strings,
+    analysis_of,
+)
 from settings.effective import entities_in_force
 from settings.pii_allow_list import AllowList, parse_allow_list
 from settings.resolve import resolve_pii_allow_list, resolve_pii_entities, resolve_pii_operators
@@ -81,6 +88,8 @@ class Redacted:
     texts: dict[str, str]
     titles: dict[str, str]
     counts: dict[str, int]
+    #: each passage's heading path, redacted (a passage without one is absent)
+    headings: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 async def redaction_policy(
@@ -130,8 +139,8 @@ async def redact_outgoing(
     workspace_settings: Mapping[str, object] | None,
     passages: Sequence[Outgoing],
 ) -> Redacted:
-    """Each passage's text and title with the workspace's policy applied to its stored
-    analysis.
+    """Each passage's text, title and headings with the workspace's policy applied to its
+    stored analysis.
 
     Fails closed: any failure is DependencyUnavailableError("redactor"), never raw text.
     """
@@ -140,6 +149,7 @@ async def redact_outgoing(
         analyses = await _analyses(redaction, tenant_id, passages)
         texts: dict[str, str] = {}
         titles: dict[str, str] = {}
+        headings: dict[str, tuple[str, ...]] = {}
         counts: Counter[str] = Counter()
         for passage in passages:
             analysis = analyses[passage.point_id]
@@ -148,12 +158,22 @@ async def redact_outgoing(
             texts[passage.point_id], titles[passage.point_id] = text.text, title.text
             counts.update(text.counts)
             counts.update(title.counts)
+            if passage.payload.headings:
+                path = [
+                    policy.apply(heading, spans)
+                    for heading, spans in zip(
+                        passage.payload.headings, analysis.headings, strict=True
+                    )
+                ]
+                headings[passage.point_id] = tuple(heading.text for heading in path)
+                for heading in path:
+                    counts.update(heading.counts)
     except Exception as error:
         # Fail closed: text that could not be redacted is never returned.
         raise DependencyUnavailableError("redactor") from error
     found = dict(sorted(counts.items()))
     count_redactions(redaction.telemetry, found)
-    return Redacted(texts, titles, found)
+    return Redacted(texts, titles, found, headings)
 
 
 async def _analyses(
@@ -181,7 +201,7 @@ def _usable(redactor: Redactor, payload: PassagePayload) -> PiiAnalysis | None:
     pii = payload.pii
     if pii is None or pii.analyzer != redactor.analyzer_version:
         return None
-    return pii if pii.fits(payload.text, payload.title) else None
+    return pii if pii.fits(payload.text, payload.title, payload.headings or ()) else None
 
 
 def _analyse(
@@ -189,20 +209,14 @@ def _analyse(
 ) -> dict[str, PiiAnalysis]:
     """Analyse passages without a usable analysis (through the per-tenant cache)."""
     redactor, cache = redaction.policies.redactor, redaction.analyses
-    strings = {s for p in passages for s in (p.payload.text, p.payload.title)}
+    strings = {s for p in passages for s in analysed_strings(p.payload)}
     found = {s: cache.get((tenant_id, s)) for s in strings}
     missing = [s for s, spans in found.items() if spans is None]
     for text, spans in zip(missing, redactor.analyze_texts(missing), strict=True):
         found[text] = spans
         cache.put((tenant_id, text), spans)
-    return {
-        p.point_id: PiiAnalysis(
-            analyzer=redactor.analyzer_version,
-            text=found[p.payload.text] or (),
-            title=found[p.payload.title] or (),
-        )
-        for p in passages
-    }
+    known = {string: spans or () for string, spans in found.items()}
+    return {p.point_id: analysis_of(redactor.analyzer_version, p.payload, known) for p in passages}
 
 
 async def _write_back(
