@@ -189,10 +189,11 @@ def test_extraction_failures_are_clear(tmp_path: Path) -> None:
 
 
 def test_html_and_markdown_titles_fall_back() -> None:
-    """HTML without <title> takes its first <h1>; Markdown skips front matter and fenced code."""
+    """HTML without <title> takes its first <h1> (its text keeps it as a heading);
+    Markdown skips front matter and fenced code."""
     text, title = html_text("<body><h1>Only heading</h1><p>Body.</p><h1>Second</h1></body>")
     assert title == "Only heading"
-    assert text.splitlines()[0] == "Only heading"
+    assert text.splitlines()[0] == "# Only heading"
     assert markdown_title("---\ntitle: meta\n---\n```\n# code\n```\nReal title\n===\n") == (
         "Real title"
     )
