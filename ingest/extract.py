@@ -10,7 +10,7 @@
   block elements ending lines so sentences and paragraphs survive; the title
   is `<title>`, else the first `<h1>`.
 - `.pdf`: the text of every page through pypdf; the title is the document
-  information's title.
+  information's title; its other properties as `ingest.properties` reads them.
 - `.docx` / `.pptx`: see `ingest.office`.
 
 Text files are decoded by `ingest.decoding` (byte-order mark, UTF-8, an HTML/XML
@@ -26,11 +26,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ingest.decoding import UndecodableError, decode_text
 from ingest.office import OfficeError, docx_text, pptx_text
 from ingest.pages import PAGE_SEPARATOR
+from ingest.properties import read_properties
+
+if TYPE_CHECKING:
+    from pypdf import PdfReader
 
 #: Suffixes (lower case) the connector reads; every other file is skipped.
 SUPPORTED_SUFFIXES = frozenset(
@@ -64,12 +68,15 @@ class ExtractionError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Extracted:
-    """What a file contributes to a document: its text, a title and its own fields
-    (Markdown front matter's scalar and list-of-strings entries)."""
+    """What a file contributes to a document: its text, a title, its own fields
+    (Markdown front matter's scalar and list-of-strings entries) and its document
+    properties (PDF, Word, PowerPoint)."""
 
     text: str
     title: str
     fields: dict[str, Any] = field(default_factory=dict)
+    #: the file's own document properties, raw and untrusted (`ingest.properties`)
+    properties: dict[str, Any] = field(default_factory=dict)
 
 
 def is_supported(path: Path) -> bool:
@@ -358,42 +365,48 @@ class _TextParser(HTMLParser):
 
 
 def _office(
-    read: Callable[[Path], tuple[str, str]],
+    read: Callable[[Path], tuple[str, str, dict[str, Any]]],
 ) -> Callable[[Path], Extracted]:
     def reader(path: Path) -> Extracted:
         try:
-            text, title = read(path)
+            text, title, properties = read(path)
         except OfficeError as error:
             raise ExtractionError(str(error)) from error
-        return Extracted(text, title or path.stem)
+        return Extracted(text, title or path.stem, properties=properties)
 
     return reader
 
 
 def _pdf(path: Path) -> Extracted:
-    raw = _read_bytes(path)
-    text, title = pdf_text(raw)
-    return Extracted(text, title or path.stem)
+    text, title, properties = read_pdf(_read_bytes(path))
+    return Extracted(text, title or path.stem, properties=properties)
 
 
 def pdf_text(raw: bytes) -> tuple[str, str]:
     """Text of every page (each after the first starting with a form feed) and the
     metadata title."""
+    text, title, _ = read_pdf(raw)
+    return text, title
+
+
+def read_pdf(raw: bytes) -> tuple[str, str, dict[str, Any]]:
+    """`pdf_text`, and the document's raw properties (`ingest.properties`)."""
     import io
 
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
-    def read() -> tuple[list[str], str]:
+    def read() -> tuple[list[str], str, dict[str, Any]]:
         reader = PdfReader(io.BytesIO(raw))
         if reader.is_encrypted and not reader.decrypt(""):
             raise ExtractionError("the PDF is encrypted with a password")
         pages = [page.extract_text() or "" for page in reader.pages]
         metadata = reader.metadata
-        return pages, str(metadata.title or "") if metadata is not None else ""
+        title = str(metadata.title or "") if metadata is not None else ""
+        return pages, title, _pdf_properties(reader)
 
     try:
-        pages, title = read()
+        pages, title, properties = read()
     except ExtractionError:
         raise
     except PyPdfError as error:
@@ -404,4 +417,33 @@ def pdf_text(raw: bytes) -> tuple[str, str]:
     # A form feed starts each page after the first, so its passages cite their page
     # (`ingest.pages`); an empty page keeps its place in the count.
     text = PAGE_SEPARATOR.join(page.strip() for page in pages)
-    return text, " ".join(title.split())
+    return text, " ".join(title.split()), properties
+
+
+def _pdf_properties(reader: PdfReader) -> dict[str, Any]:
+    """The document information's author, subject, keywords and dates, and the
+    catalog's `/Lang`."""
+    try:
+        info = reader.metadata
+    # A damaged information dictionary: no properties from it, the text still read.
+    except Exception:
+        info = None
+    getters: dict[str, Callable[[], Any]] = {
+        "content_language": lambda: _pdf_string(reader.root_object.get("/Lang"))
+    }
+    if info is not None:
+        getters |= {
+            "author": lambda: _pdf_string(info.get("/Author")),
+            "subject": lambda: _pdf_string(info.get("/Subject")),
+            "keywords": lambda: _pdf_string(info.get("/Keywords")),
+            "created": lambda: info.creation_date,
+            "modified": lambda: info.modification_date,
+        }
+    return read_properties(getters)
+
+
+def _pdf_string(value: Any) -> str | None:
+    """A PDF text string as a `str` (an indirect one resolved); None when it is another
+    kind of object (pypdf's own getters would turn a number or an array into text)."""
+    resolved = value.get_object() if hasattr(value, "get_object") else value
+    return str(resolved) if isinstance(resolved, str) else None

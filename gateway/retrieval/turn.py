@@ -36,7 +36,7 @@ from gateway.retrieval.plan import (
     with_lines,
 )
 from gateway.retrieval.query_embedding import QueryEmbeddings, TurnsInFlight
-from gateway.safety.passages import Outgoing, PassageRedaction, redact_outgoing
+from gateway.safety.passages import Outgoing, PassageRedaction, Redacted, redact_outgoing
 from gateway.telemetry import Telemetry
 from ingest.index import Hit, LegKind, RankedPoint
 from ingest.language import LanguageDetector
@@ -75,6 +75,9 @@ class TurnResult:
     reason: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     titles: dict[str, str] = field(default_factory=dict)
+    #: each passage's document fields as returned (redacted with its text), by passage id;
+    #: a passage without fields has no entry
+    fields: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: counts only: `passages_expired` (passages the filters kept whose validity ended);
     #: with a budget, `passages_sent`, `passages_left_out` and `<unit>_sent`,
     #: `<unit>_left_out` (`tokens` or `characters`)
@@ -185,9 +188,12 @@ async def _retrieve(
     texts = {c.point_id: c.hit.payload.text for c in chosen}
     titles = {c.point_id: c.hit.payload.title for c in chosen}
     headings = {c.point_id: c.hit.payload.headings for c in chosen if c.hit.payload.headings}
+    fields = {c.point_id: c.hit.payload.metadata for c in chosen if c.hit.payload.metadata}
     if context.redaction.value:
-        # what is fenced, recorded and returned is the redacted text
-        texts, titles, headings = await _redacted(retrieval.redaction, context, chosen)
+        # what is fenced, recorded and returned is the redacted text (and headings, fields)
+        redacted = await _redacted(retrieval.redaction, context, chosen)
+        texts, titles = redacted.texts, redacted.titles
+        headings, fields = redacted.headings, redacted.fields
         clock.lap("redact")
     if asks.budget is not None:
         chosen, filled = fill(
@@ -231,6 +237,7 @@ async def _retrieve(
         effective,
         timings_ms=clock.timings,
         titles=titles,
+        fields=fields,
         counts=counts,
         headings=headings,
     )
@@ -311,19 +318,18 @@ def fused_and_capped(
 
 async def _redacted(
     redaction: PassageRedaction, context: TurnContext, chosen: Sequence[Candidate[Hit]]
-) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[str, ...]]]:
-    """The passages' texts, titles and heading paths under the workspace's redaction
-    policy, applied to the PII analyses stored with them; fails closed (503) when redaction
-    fails."""
+) -> Redacted:
+    """The passages' texts, titles, heading paths and document fields under the
+    workspace's redaction policy, applied to the PII analyses stored with them; fails
+    closed (503) when redaction fails."""
     where = {plan.kb.kb_id: (plan.collection, plan.scope) for plan in context.plans}
     outgoing = [
         Outgoing(c.point_id, c.hit.payload, *where[c.hit.payload.knowledge_base_id]) for c in chosen
     ]
     workspace_settings = context.workspace.settings if context.workspace else None
-    redacted = await redact_outgoing(
+    return await redact_outgoing(
         redaction, context.principal.tenant_id, workspace_settings, outgoing
     )
-    return redacted.texts, redacted.titles, redacted.headings
 
 
 async def _record(

@@ -44,6 +44,7 @@ from ingest.embedder.embedding import FastEmbedder
 from ingest.engines.blocking import BlockingIndex
 from ingest.engines.edge.index import EdgeIndex
 from ingest.extract import ExtractionError, extract, html_text, markdown_title
+from ingest.metadata import Schema
 from ingest.payload import Classification, Scope
 from ingest.sync import Target
 from settings.config import load_config
@@ -212,6 +213,9 @@ class MemorySink:
 
     async def list_document_ids(self) -> set[str]:
         return set(self.documents)
+
+    async def field_schema(self) -> Schema:
+        return {}
 
     async def put_documents(self, uploads: Sequence[Upload]) -> AsyncIterator[PutResult]:
         for upload in uploads:

@@ -53,7 +53,7 @@ def retrieve_out(result: turn.TurnResult) -> RetrieveOut:
                 score=round(c.score, 6),
                 dense_score=c.dense_score,
                 keyword_score=c.keyword_score,
-                metadata=c.hit.payload.metadata,
+                metadata=result.fields.get(c.point_id),
                 page=c.hit.payload.page,
                 headings=_listed(result.headings.get(c.point_id)),
             )
