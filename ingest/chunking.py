@@ -233,6 +233,20 @@ def _cut(word: str, max_chars: int) -> list[str]:
 
 
 def chunk_document(text: str, params: ChunkingParams | None = None) -> list[str]:
+    """The document's passages: `chunk_sections`' texts."""
+    return [chunk.text for chunk in chunk_sections(text, params)]
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A passage's text and the heading path of the section it comes from (outermost
+    first; empty outside any section)."""
+
+    text: str
+    path: tuple[str, ...] = ()
+
+
+def chunk_sections(text: str, params: ChunkingParams | None = None) -> list[Chunk]:
     """The document's passages: along its sections where it has headings
     (`ingest.structure`), else `chunk_text`'s windows.
 
@@ -243,12 +257,10 @@ def chunk_document(text: str, params: ChunkingParams | None = None) -> list[str]
     Blocks start lines of their own."""
     params = params or ChunkingParams()
     found = sections(text)
-    if found is None:
-        return chunk_text(text, params)
-    passages: list[str] = []
-    for section in found:
-        passages.extend(_section_passages(section, params))
-    return passages or chunk_text(text, params)
+    passages: list[Chunk] = []
+    for section in found or ():
+        passages.extend(Chunk(t, section.path) for t in _section_passages(section, params))
+    return passages or [Chunk(t) for t in chunk_text(text, params)]
 
 
 #: Between the headings of a passage's heading path.

@@ -26,15 +26,16 @@ from __future__ import annotations
 import asyncio
 import os
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ingest.extract import ExtractionError, extract, is_supported
-from ingest.metadata import MAX_DOCUMENT_FIELDS, MetadataError, check_field_name, check_metadata
+from ingest.extract import Extracted, ExtractionError, extract, is_supported
+from ingest.metadata import MAX_DOCUMENT_FIELDS, Schema, schema_of
 from ingest.payload import Classification, is_valid_id
+from ingest.properties import declared_fields, merged_fields, property_fields
 
 if TYPE_CHECKING:
     from kbgate_client import ProblemError, TransportError
@@ -60,7 +61,8 @@ class Upload:
     title: str
     source: str
     classification: Classification
-    #: the document's own fields: the file's `modified_at` and its front matter's
+    #: the document's own fields: its front matter's, the file's `modified_at` and its
+    #: document properties (`file_fields`)
     metadata: dict[str, Any] | None = None
 
 
@@ -92,6 +94,11 @@ class DocumentSink(Protocol):
 
     async def list_document_ids(self) -> set[str]:
         """Ids of the documents the KB holds now."""
+        ...
+
+    async def field_schema(self) -> Schema:
+        """The fields the KB declares ({name: type}): a file's properties that do not fit
+        them are left out (`ingest.properties`)."""
         ...
 
     def put_documents(self, uploads: Sequence[Upload]) -> AsyncIterator[PutResult]:
@@ -234,6 +241,7 @@ async def sync_directory(
     found = scan(directory)
     files, invalid = found.files, found.invalid
     existing = await sink.list_document_ids()
+    schema = await sink.field_schema()
     summary = Summary(files=len(files) + len(invalid))
     for path, reason in found.skipped:
         summary.skip(path, reason)
@@ -245,7 +253,7 @@ async def sync_directory(
             f"{len(existing)} documents of the knowledge base (pass --allow-empty to do so)"
         )
         return summary
-    run = _Run(sink, existing, summary, len(files), progress)
+    run = _Run(sink, existing, schema, summary, len(files), progress)
     try:
         await run.put_all(files, classification)
         present = {item.document_id for item in files} | set(invalid)
@@ -267,6 +275,7 @@ class _Run:
 
     sink: DocumentSink
     existing: set[str]
+    schema: Schema
     summary: Summary
     total: int
     progress: Progress | None
@@ -310,7 +319,7 @@ class _Run:
             title=extracted.title,
             source=item.document_id,
             classification=classification,
-            metadata=file_fields(item.path, extracted.fields),
+            metadata=file_fields(item.path, extracted, self.schema),
         )
 
     async def _send(self, batch: Sequence[Upload]) -> None:
@@ -397,6 +406,15 @@ class HttpSink:
             raise SinkUnavailableError(f"listing the documents failed: {error}") from None
         return {entry.document_id for entry in listed.documents}
 
+    async def field_schema(self) -> Schema:
+        from kbgate_client import ProblemError
+
+        try:
+            kb = await _unusable(self._client.get_knowledge_base(self._kb_id), self._base)
+        except ProblemError as error:
+            raise SinkUnavailableError(f"reading the knowledge base failed: {error}") from None
+        return schema_of(kb.settings)
+
     async def put_documents(self, uploads: Sequence[Upload]) -> AsyncIterator[PutResult]:
         """One bulk write (`POST .../documents`, one NDJSON line per upload); each result
         is yielded as the gateway sends it. Uploads it sent no result for (the answer was
@@ -482,23 +500,19 @@ async def _unusable(call: Awaitable[T], base: str) -> T:
         raise SinkUnavailableError(f"cannot reach the gateway at {base}: {error}") from None
 
 
-def file_fields(path: Path, found: Mapping[str, Any]) -> dict[str, Any]:
-    """A file's fields as a document's: those it declares that may name a field (others
-    left out, never refused), and when it was last modified (`modified_at`, UTC)."""
-    fields: dict[str, Any] = {}
-    for name, value in found.items():
-        try:
-            check_field_name(name, "metadata")
-            check_metadata({name: value}, {})
-        except MetadataError:
-            continue
-        fields[name] = value
+def file_fields(path: Path, extracted: Extracted, schema: Schema) -> dict[str, Any]:
+    """A file's fields as a document's: those it declares (`declared_fields`), when it was
+    last modified (`modified_at`, UTC), then its document properties that fit the KB's
+    `schema` and name no field already given (`ingest.properties`)."""
+    fields = declared_fields(extracted.fields)
     try:
         modified = datetime.fromtimestamp(path.stat().st_mtime, UTC)
     except OSError:
-        return fields
-    fields["modified_at"] = modified.isoformat().replace("+00:00", "Z")
-    return dict(list(fields.items())[-MAX_DOCUMENT_FIELDS:])
+        pass
+    else:
+        fields["modified_at"] = modified.isoformat().replace("+00:00", "Z")
+        fields = dict(list(fields.items())[-MAX_DOCUMENT_FIELDS:])
+    return merged_fields(fields, property_fields(extracted.properties, schema))
 
 
 async def _unusable_stream(call: AsyncIterator[T]) -> AsyncIterator[T]:

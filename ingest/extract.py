@@ -10,7 +10,7 @@
   block elements ending lines so sentences and paragraphs survive; the title
   is `<title>`, else the first `<h1>`.
 - `.pdf`: the text of every page through pypdf; the title is the document
-  information's title.
+  information's title; its other properties as `ingest.properties` reads them.
 - `.docx` / `.pptx`: see `ingest.office`.
 
 Text files are decoded by `ingest.decoding` (byte-order mark, UTF-8, an HTML/XML
@@ -22,15 +22,19 @@ PDF, reStructuredText and Office files are imported only when such a file is rea
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ingest.decoding import UndecodableError, decode_text
 from ingest.office import OfficeError, docx_text, pptx_text
 from ingest.pages import PAGE_SEPARATOR
+from ingest.properties import read_properties
+
+if TYPE_CHECKING:
+    from pypdf import PdfReader
 
 #: Suffixes (lower case) the connector reads; every other file is skipped.
 SUPPORTED_SUFFIXES = frozenset(
@@ -64,12 +68,15 @@ class ExtractionError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Extracted:
-    """What a file contributes to a document: its text, a title and its own fields
-    (Markdown front matter's scalar and list-of-strings entries)."""
+    """What a file contributes to a document: its text, a title, its own fields
+    (Markdown front matter's scalar and list-of-strings entries) and its document
+    properties (PDF, Word, PowerPoint)."""
 
     text: str
     title: str
     fields: dict[str, Any] = field(default_factory=dict)
+    #: the file's own document properties, raw and untrusted (`ingest.properties`)
+    properties: dict[str, Any] = field(default_factory=dict)
 
 
 def is_supported(path: Path) -> bool:
@@ -203,13 +210,39 @@ def rst_text(source: str) -> tuple[str, str]:
         if problem.parent is not None:
             problem.parent.replace(problem, nodes.Text(_role_text(problem.astext())))
     blocks = (
-        node.astext().strip()
+        _rst_block(node, titled=document.get("title") is not None)
         for node in document.findall(nodes.TextElement)
         if not isinstance(node, nodes.Inline | nodes.Invisible)
     )
     text = "\n\n".join(block for block in blocks if block)
     first_title = next((node.astext() for node in document.findall(nodes.title)), "")
     return text, " ".join(str(document.get("title") or first_title).split())
+
+
+def _rst_block(node: Any, *, titled: bool) -> str:
+    """One block of a reStructuredText document as text: a section's (or the document's)
+    title as a Markdown heading, `#` once per level, so the document's structure
+    (`ingest.structure`) finds it; a literal block fenced, so none of its lines reads
+    as one; other blocks as they are."""
+    from docutils import nodes
+
+    text = str(node.astext()).strip()
+    if not text:
+        return ""
+    if isinstance(node, nodes.title) and isinstance(node.parent, nodes.section | nodes.document):
+        depth = sum(1 for parent in _ancestors(node) if isinstance(parent, nodes.section))
+        level = min(depth + (1 if titled else 0), 6) or 1
+        return f"{'#' * level} {' '.join(text.split())}"
+    if isinstance(node, nodes.literal_block):
+        return f"```\n{text}\n```"
+    return text
+
+
+def _ancestors(node: Any) -> Iterator[Any]:
+    parent = node.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
 
 
 # Parse only: no configuration files, no messages, no files or raw output pulled in.
@@ -249,12 +282,20 @@ def html_text(markup: str) -> tuple[str, str]:
     return parser.text(), parser.title()
 
 
+_HEADINGS = {f"h{level}": level for level in range(1, 7)}
+
+
 class _TextParser(HTMLParser):
-    """Collects visible text; `<title>` and the first `<h1>` are kept aside for the title."""
+    """Collects visible text; `<title>` and the first `<h1>` are kept aside for the title.
+    A heading `<hN>` becomes a line of its own, `#` N times before its text, so the
+    document's structure (`ingest.structure`) finds it."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self._parts: list[str] = []
+        #: the open heading's level and text (level 0: none open)
+        self._heading_level = 0
+        self._heading: list[str] = []
         self._hidden: list[str] = []  # open hidden elements, innermost last
         self._title: list[str] = []
         self._h1: list[str] = []
@@ -269,6 +310,8 @@ class _TextParser(HTMLParser):
             self._hidden.append(tag)
         elif tag == "h1" and not self._h1_done:
             self._in_h1 = True
+        if tag in _HEADINGS and not self._hidden and not self._heading_level:
+            self._heading_level = _HEADINGS[tag]
         if tag in _BLOCKS:
             self._parts.append("\n\n" if tag in {"p", "div", "section", "article"} else "\n")
 
@@ -285,6 +328,8 @@ class _TextParser(HTMLParser):
         elif tag == "h1" and self._in_h1:
             self._in_h1 = False
             self._h1_done = True
+        if _HEADINGS.get(tag) == self._heading_level and self._heading_level:
+            self._close_heading()
         if tag in _BLOCKS:
             self._parts.append("\n\n" if tag in {"p", "div", "section", "article"} else "\n")
 
@@ -296,7 +341,19 @@ class _TextParser(HTMLParser):
             return
         if self._in_h1:
             self._h1.append(data)
-        self._parts.append(data)
+        (self._heading if self._heading_level else self._parts).append(data)
+
+    def _close_heading(self) -> None:
+        text = " ".join("".join(self._heading).split())
+        if text:
+            self._parts.append(f"\n\n{'#' * self._heading_level} {text}\n\n")
+        self._heading_level = 0
+        self._heading.clear()
+
+    def close(self) -> None:
+        super().close()
+        if self._heading_level:
+            self._close_heading()
 
     def text(self) -> str:
         lines = (_SPACES.sub(" ", line).strip() for line in "".join(self._parts).split("\n"))
@@ -308,42 +365,48 @@ class _TextParser(HTMLParser):
 
 
 def _office(
-    read: Callable[[Path], tuple[str, str]],
+    read: Callable[[Path], tuple[str, str, dict[str, Any]]],
 ) -> Callable[[Path], Extracted]:
     def reader(path: Path) -> Extracted:
         try:
-            text, title = read(path)
+            text, title, properties = read(path)
         except OfficeError as error:
             raise ExtractionError(str(error)) from error
-        return Extracted(text, title or path.stem)
+        return Extracted(text, title or path.stem, properties=properties)
 
     return reader
 
 
 def _pdf(path: Path) -> Extracted:
-    raw = _read_bytes(path)
-    text, title = pdf_text(raw)
-    return Extracted(text, title or path.stem)
+    text, title, properties = read_pdf(_read_bytes(path))
+    return Extracted(text, title or path.stem, properties=properties)
 
 
 def pdf_text(raw: bytes) -> tuple[str, str]:
     """Text of every page (each after the first starting with a form feed) and the
     metadata title."""
+    text, title, _ = read_pdf(raw)
+    return text, title
+
+
+def read_pdf(raw: bytes) -> tuple[str, str, dict[str, Any]]:
+    """`pdf_text`, and the document's raw properties (`ingest.properties`)."""
     import io
 
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
-    def read() -> tuple[list[str], str]:
+    def read() -> tuple[list[str], str, dict[str, Any]]:
         reader = PdfReader(io.BytesIO(raw))
         if reader.is_encrypted and not reader.decrypt(""):
             raise ExtractionError("the PDF is encrypted with a password")
         pages = [page.extract_text() or "" for page in reader.pages]
         metadata = reader.metadata
-        return pages, str(metadata.title or "") if metadata is not None else ""
+        title = str(metadata.title or "") if metadata is not None else ""
+        return pages, title, _pdf_properties(reader)
 
     try:
-        pages, title = read()
+        pages, title, properties = read()
     except ExtractionError:
         raise
     except PyPdfError as error:
@@ -354,4 +417,33 @@ def pdf_text(raw: bytes) -> tuple[str, str]:
     # A form feed starts each page after the first, so its passages cite their page
     # (`ingest.pages`); an empty page keeps its place in the count.
     text = PAGE_SEPARATOR.join(page.strip() for page in pages)
-    return text, " ".join(title.split())
+    return text, " ".join(title.split()), properties
+
+
+def _pdf_properties(reader: PdfReader) -> dict[str, Any]:
+    """The document information's author, subject, keywords and dates, and the
+    catalog's `/Lang`."""
+    try:
+        info = reader.metadata
+    # A damaged information dictionary: no properties from it, the text still read.
+    except Exception:
+        info = None
+    getters: dict[str, Callable[[], Any]] = {
+        "content_language": lambda: _pdf_string(reader.root_object.get("/Lang"))
+    }
+    if info is not None:
+        getters |= {
+            "author": lambda: _pdf_string(info.get("/Author")),
+            "subject": lambda: _pdf_string(info.get("/Subject")),
+            "keywords": lambda: _pdf_string(info.get("/Keywords")),
+            "created": lambda: info.creation_date,
+            "modified": lambda: info.modification_date,
+        }
+    return read_properties(getters)
+
+
+def _pdf_string(value: Any) -> str | None:
+    """A PDF text string as a `str` (an indirect one resolved); None when it is another
+    kind of object (pypdf's own getters would turn a number or an array into text)."""
+    resolved = value.get_object() if hasattr(value, "get_object") else value
+    return str(resolved) if isinstance(resolved, str) else None

@@ -1,12 +1,16 @@
 """Text and title of Word (.docx, python-docx) and PowerPoint (.pptx, python-pptx) files.
 
 - `.docx`: body paragraphs and tables in document order (a table row's cells on one
-  line, separated by ` | `; a cell spanning columns once); headers, footers and
-  comments are left out. The title is the document properties' title, else the first
-  paragraph in the "Title" style.
+  line, separated by ` | `; a cell spanning columns once), a paragraph in a "Heading N"
+  style as a Markdown heading (`## Title`); headers, footers and comments are left out.
+  The title is the document properties' title, else the first paragraph in the "Title"
+  style.
 - `.pptx`: slide by slide, the title first, then the other shapes top to bottom and
   left to right (groups opened, tables row by row), then the speaker notes. The title
   is the document properties' title, else the first slide's title.
+
+Both hand over their core properties (author, subject, keywords, dates, language) raw,
+for `ingest.properties` to clean and check.
 
 Both formats are ZIP packages: one whose XML would unpack past `MAX_XML_BYTES` is
 refused before it is parsed. The libraries are imported only when such a file is read.
@@ -17,9 +21,10 @@ from __future__ import annotations
 import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ingest.pages import PAGE_SEPARATOR
+from ingest.properties import read_properties
 
 if TYPE_CHECKING:
     from docx.document import Document
@@ -37,36 +42,41 @@ class OfficeError(ValueError):
     """The file is not a readable Office document; the message says why."""
 
 
-def docx_text(path: Path) -> tuple[str, str]:
-    """Text of a Word document in reading order, and its title ("" if none)."""
+def docx_text(path: Path) -> tuple[str, str, dict[str, Any]]:
+    """Text of a Word document in reading order, its title ("" if none) and its core
+    properties, raw (`ingest.properties`)."""
     _check_package(path, "Word")
     import docx
+    from docx.opc.constants import RELATIONSHIP_TYPE as docx_relationships
 
     try:
         document = docx.Document(str(path))
         text = "\n\n".join(_docx_blocks(document.iter_inner_content()))
         title = _docx_title(document)
+        properties = _core_properties(document.part.package, docx_relationships.CORE_PROPERTIES)
     # A damaged package breaks python-docx and lxml in many ways below any common class.
     except Exception as error:
         raise OfficeError(f"not a readable Word document: {_why(error)}") from error
-    return text, " ".join(title.split())
+    return text, " ".join(title.split()), properties
 
 
-def pptx_text(path: Path) -> tuple[str, str]:
+def pptx_text(path: Path) -> tuple[str, str, dict[str, Any]]:
     """Text of a presentation slide by slide (each after the first starting with a form
-    feed), and its title ("" if none)."""
+    feed), its title ("" if none) and its core properties, raw (`ingest.properties`)."""
     _check_package(path, "PowerPoint")
     import pptx
+    from pptx.opc.constants import RELATIONSHIP_TYPE as pptx_relationships
 
     try:
         presentation = pptx.Presentation(str(path))
         slides = [_slide_text(slide) for slide in presentation.slides]
         title = _pptx_title(presentation)
+        properties = _core_properties(presentation.part.package, pptx_relationships.CORE_PROPERTIES)
     # Same as for Word: damage surfaces as arbitrary exceptions.
     except Exception as error:
         raise OfficeError(f"not a readable PowerPoint presentation: {_why(error)}") from error
     # A form feed starts each slide after the first (`ingest.pages`): passages cite it.
-    return PAGE_SEPARATOR.join(slides), " ".join(title.split())
+    return PAGE_SEPARATOR.join(slides), " ".join(title.split()), properties
 
 
 def _check_package(path: Path, kind: str) -> None:
@@ -91,6 +101,29 @@ def _check_package(path: Path, kind: str) -> None:
         )
 
 
+def _core_properties(package: Any, relationship: str) -> dict[str, Any]:
+    """A package's core properties (`docProps/core.xml`, found by its `relationship`
+    type) as `ingest.properties` names them; none for a package without that part (both
+    libraries invent defaults then)."""
+    try:
+        part = package.part_related_by(relationship)
+    except KeyError:
+        return {}
+    # python-docx's part holds its properties in `core_properties`; python-pptx's part
+    # is the properties object itself.
+    core = getattr(part, "core_properties", part)
+    return read_properties(
+        {
+            "author": lambda: core.author,
+            "subject": lambda: core.subject,
+            "keywords": lambda: core.keywords,
+            "created": lambda: core.created,
+            "modified": lambda: core.modified,
+            "content_language": lambda: core.language,
+        }
+    )
+
+
 def _why(error: Exception) -> str:
     return str(error) or type(error).__name__
 
@@ -98,22 +131,39 @@ def _why(error: Exception) -> str:
 # ---- Word ---------------------------------------------------------------------------
 
 
-def _docx_blocks(items: Iterable[Paragraph | Table]) -> Iterator[str]:
+def _docx_blocks(items: Iterable[Paragraph | Table], *, headings: bool = True) -> Iterator[str]:
+    """Paragraphs and table rows; a body paragraph in a "Heading N" style as a Markdown
+    heading (`#` N times, at most 6), so the document's structure (`ingest.structure`)
+    finds it."""
     from docx.text.paragraph import Paragraph
 
     for item in items:
         if isinstance(item, Paragraph):
-            if item.text.strip():
-                yield item.text.strip()
+            text = item.text.strip()
+            level = _heading_level(item) if headings and text else 0
+            if level:
+                yield f"{'#' * level} {' '.join(text.split())}"
+            elif text:
+                yield text
         else:
             yield from _docx_rows(item)
+
+
+def _heading_level(paragraph: Paragraph) -> int:
+    """N for a paragraph in Word's built-in "Heading N" style (0: none)."""
+    style = paragraph.style
+    name = str(style.name or "") if style is not None else ""
+    kind, _, number = name.partition(" ")
+    if kind != "Heading" or not number.isdigit():
+        return 0
+    return min(int(number), 6) if int(number) >= 1 else 0
 
 
 def _docx_rows(table: Table) -> Iterator[str]:
     for row in table.rows:
         cells: list[str] = []
         for cell in row.cells:
-            text = " ".join(_docx_blocks(cell.iter_inner_content()))
+            text = " ".join(_docx_blocks(cell.iter_inner_content(), headings=False))
             # python-docx repeats a cell once for every grid column it spans.
             if text and (not cells or cells[-1] != text):
                 cells.append(text)

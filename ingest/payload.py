@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -48,6 +48,9 @@ class PayloadKey(enum.StrEnum):
     LANGUAGE = "language"
     #: the page (PDF) or slide (PPTX) the passage starts on, from 1
     PAGE = "page"
+    #: the headings above the passage, outermost first, its own section's last
+    #: (`heading_path`: at most `MAX_HEADINGS`, each at most `MAX_HEADING_CHARS`)
+    HEADINGS = "headings"
 
 
 #: Keys that carry a keyword payload index, with `tenantId` as the tenant key.
@@ -88,6 +91,21 @@ def labels_up_to(clearance: Classification | str) -> tuple[str, ...]:
     """The labels a holder of `clearance` may read, lowest first."""
     level = CLASSIFICATION_ORDER.index(Classification(clearance))
     return tuple(label.value for label in CLASSIFICATION_ORDER[: level + 1])
+
+
+#: The most headings a passage's path keeps (the innermost), and the most characters
+#: each keeps: headings are the document's own untrusted text.
+MAX_HEADINGS = 6
+MAX_HEADING_CHARS = 200
+
+
+def heading_path(path: Iterable[str]) -> tuple[str, ...] | None:
+    """A passage's headings as stored (`PayloadKey.HEADINGS`): each whitespace-normalised
+    and cut to `MAX_HEADING_CHARS`, blank ones left out, the innermost `MAX_HEADINGS`
+    kept; None when none is left."""
+    kept = [" ".join(" ".join(heading.split())[:MAX_HEADING_CHARS].split()) for heading in path]
+    bounded = tuple(heading for heading in kept if heading)[-MAX_HEADINGS:]
+    return bounded or None
 
 
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,255}$")
@@ -413,6 +431,7 @@ _RENAME = {
     "valid_until": PayloadKey.VALID_UNTIL.value,
     "language": PayloadKey.LANGUAGE.value,
     "page": PayloadKey.PAGE.value,
+    "headings": PayloadKey.HEADINGS.value,
 }
 
 #: Names no document field may take: every payload key, as the contract spells it and
@@ -444,13 +463,18 @@ class PiiAnalysis(msgspec.Struct, frozen=True, kw_only=True):
     analyzer: str
     text: tuple[PiiSpan, ...] = ()
     title: tuple[PiiSpan, ...] = ()
+    #: each heading's spans, in the order of the passage's `headings`
+    headings: tuple[tuple[PiiSpan, ...], ...] = ()
 
-    def fits(self, text: str, title: str) -> bool:
+    def fits(self, text: str, title: str, headings: Sequence[str] = ()) -> bool:
         """Whether every span lies inside the string it was found in (a span that does not
-        was found in another string, and must not be trusted)."""
-        return all(0 <= s.start < s.end <= len(text) for s in self.text) and all(
-            0 <= s.start < s.end <= len(title) for s in self.title
-        )
+        was found in another string, and must not be trusted), with spans for exactly the
+        headings given."""
+        if len(self.headings) != len(headings):
+            return False
+        paths = zip(headings, self.headings, strict=True)
+        strings = [(text, self.text), (title, self.title), *paths]
+        return all(0 <= s.start < s.end <= len(string) for string, spans in strings for s in spans)
 
 
 class PassagePayload(msgspec.Struct, frozen=True, kw_only=True, rename=_RENAME, omit_defaults=True):
@@ -476,6 +500,8 @@ class PassagePayload(msgspec.Struct, frozen=True, kw_only=True, rename=_RENAME, 
     valid_until: str | None = None
     language: str | None = None
     page: int | None = None
+    #: `heading_path`'s bounded path (None: none, or written before paths were recorded)
+    headings: tuple[str, ...] | None = None
 
     @property
     def ref(self) -> PassageRef:
@@ -503,6 +529,24 @@ class PassageRef(msgspec.Struct, frozen=True, kw_only=True, rename=_RENAME):
     language: str | None = None
 
 
+def analysed_strings(payload: PassagePayload) -> tuple[str, ...]:
+    """The strings of a passage its PII analysis covers: its text, its title and each of
+    its headings."""
+    return (payload.text, payload.title, *(payload.headings or ()))
+
+
+def analysis_of(
+    analyzer: str, payload: PassagePayload, found: Mapping[str, tuple[PiiSpan, ...]]
+) -> PiiAnalysis:
+    """A passage's analysis from the spans found in each of its `analysed_strings`."""
+    return PiiAnalysis(
+        analyzer=analyzer,
+        text=found[payload.text],
+        title=found[payload.title],
+        headings=tuple(found[heading] for heading in payload.headings or ()),
+    )
+
+
 #: The payload keys a `PassageRef` is read from.
 REF_KEYS: tuple[str, ...] = tuple(_RENAME[name] for name in PassageRef.__struct_fields__)
 
@@ -516,13 +560,18 @@ def to_payload(passage: PassagePayload) -> dict[str, Any]:
         payload[PayloadKey.PII.value] = pii_payload(passage.pii)
     if passage.metadata:
         payload[PayloadKey.FIELDS.value] = typed_fields(passage.metadata)
+    if passage.headings:
+        payload[PayloadKey.HEADINGS.value] = list(passage.headings)
     return payload
 
 
 def pii_payload(analysis: PiiAnalysis) -> dict[str, Any]:
-    """A PII analysis as stored: `{analyzer, text, title}`, each span `[start, end, type,
-    score]` (JSON arrays all the way down)."""
+    """A PII analysis as stored: `{analyzer, text, title, headings}`, each span `[start,
+    end, type, score]` (JSON arrays all the way down); `headings` only for a passage that
+    has some."""
     stored: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(analysis))
+    if not analysis.headings:
+        del stored["headings"]
     return stored
 
 

@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from ingest.background import lower_priority
-from ingest.chunking import ChunkingParams, char_bound_applies, chunk_document
+from ingest.chunking import ChunkingParams, char_bound_applies, chunk_sections
 from ingest.embedder.embedding import Embedder
 from ingest.embedder.models import DenseModels
 from ingest.engines.blocking import BlockingIndex
@@ -53,6 +53,7 @@ from ingest.payload import (
     PiiAnalysis,
     PiiSpan,
     Scope,
+    heading_path,
     text_checksum,
 )
 from ingest.structure import STRUCTURE_VERSION, structure_applies
@@ -177,6 +178,8 @@ class _Plan:
     document: Document
     version: str
     texts: list[str]
+    #: each passage's bounded heading path (`heading_path`; None: none)
+    headings: list[tuple[str, ...] | None]
     existing: Sequence[StoredPassage]
 
     @property
@@ -313,10 +316,12 @@ class DocumentWriter:
 
     def _plan(self, target: Target, scope: Scope, document: Document) -> _Plan:
         existing = self.index.scroll_document(target.collection, scope, document.document_id)
+        chunks = chunk_sections(document.text, self._chunking)
         return _Plan(
             document=document,
             version=self.version_of(document),
-            texts=chunk_document(document.text, self._chunking),
+            texts=[chunk.text for chunk in chunks],
+            headings=[heading_path(chunk.path) for chunk in chunks],
             existing=existing,
         )
 
@@ -337,7 +342,8 @@ class DocumentWriter:
         ):
             return
         texts = [stored.payload.text for stored in existing]
-        analyses = _analyses(analyzer, document.title, texts, pause)
+        headings = [stored.payload.headings for stored in existing]
+        analyses = _analyses(analyzer, document.title, texts, headings, pause)
         self.index.set_pii(
             target.collection,
             target.write_scope(),
@@ -489,6 +495,7 @@ class DocumentWriter:
                     valid_until=document.valid_until,
                     language=languages[position],
                     page=pages[position],
+                    headings=plan.headings[position],
                 ),
                 document_sparse=whole if position == 0 else None,
             )
@@ -531,23 +538,37 @@ def _analyse_plans(
     analyzer: PassageAnalyzer, plans: Sequence[_Plan], pause: Callable[[], None]
 ) -> list[list[PiiAnalysis]]:
     """The per-passage analysis step of a write: each plan's passages' PII, in order."""
-    return [_analyses(analyzer, plan.document.title, plan.texts, pause) for plan in plans]
+    return [
+        _analyses(analyzer, plan.document.title, plan.texts, plan.headings, pause) for plan in plans
+    ]
 
 
 def _analyses(
-    analyzer: PassageAnalyzer, title: str, texts: Sequence[str], pause: Callable[[], None]
+    analyzer: PassageAnalyzer,
+    title: str,
+    texts: Sequence[str],
+    headings: Sequence[Sequence[str] | None],
+    pause: Callable[[], None],
 ) -> list[PiiAnalysis]:
-    """Each passage's analysis: its text's spans, and the title's (found once), in
-    slices of `ANALYSIS_SLICE` texts with a pause before each."""
-    everything = [*texts, title]
+    """Each passage's analysis: its text's spans, and the title's and each heading's
+    (each distinct one found once), in slices of `ANALYSIS_SLICE` texts with a pause
+    before each."""
+    distinct = list(dict.fromkeys(h for path in headings for h in path or ()))
+    everything = [*texts, title, *distinct]
     analysed: list[tuple[PiiSpan, ...]] = []
     for start in range(0, len(everything), ANALYSIS_SLICE):
         pause()
         analysed.extend(analyzer.analyze_texts(everything[start : start + ANALYSIS_SLICE]))
-    *found, title_spans = analysed
+    found, title_spans = analysed[: len(texts)], analysed[len(texts)]
+    heading_spans = dict(zip(distinct, analysed[len(texts) + 1 :], strict=True))
     return [
-        PiiAnalysis(analyzer=analyzer.analyzer_version, text=spans, title=title_spans)
-        for spans in found
+        PiiAnalysis(
+            analyzer=analyzer.analyzer_version,
+            text=spans,
+            title=title_spans,
+            headings=tuple(heading_spans[h] for h in path or ()),
+        )
+        for spans, path in zip(found, headings, strict=True)
     ]
 
 

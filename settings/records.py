@@ -158,6 +158,8 @@ class TurnPassage(msgspec.Struct, frozen=True, kw_only=True):
     text: str
     #: the page or slide the passage starts on (None: its document has no pages)
     page: int | None = None
+    #: the headings above the passage, as returned (None: none)
+    headings: tuple[str, ...] | None = None
 
 
 class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):

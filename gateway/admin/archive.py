@@ -10,7 +10,8 @@
     golden_set       each KB's golden set, as stored (questions, expected documents)
     passage          each passage: its KB, its payload as indexed (the payload contract:
                      document id and version, passage index, classification, text, title,
-                     source, checksum, indexing time, PII spans), its vectors (dense as
+                     source, checksum, indexing time, PII spans, page, heading path, ...),
+                     its vectors (dense as
                      little-endian float32, BM25 as uint32 indices and float32 weights,
                      each base64; the whole-document BM25 on a document's first passage;
                      the other dense vector sets' vectors by name, `dense` empty where

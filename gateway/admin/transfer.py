@@ -64,10 +64,14 @@ from ingest.metadata import (
     schema_of,
 )
 from ingest.payload import (
+    MAX_HEADING_CHARS,
+    MAX_HEADINGS,
     Classification,
     PassagePayload,
-    PiiAnalysis,
     PiiSpan,
+    analysed_strings,
+    analysis_of,
+    heading_path,
     is_valid_id,
     text_checksum,
 )
@@ -666,7 +670,7 @@ class _Checker:
     ) -> None:
         """The document's fields as a document write checks them against its KB's schema,
         validity moments as stored (normalized), a language the detector knows, a page
-        from 1."""
+        from 1, a heading path as `heading_path` bounds it."""
         try:
             _stored_as_written(payload, kb_settings)
         except MetadataError as error:
@@ -675,6 +679,12 @@ class _Checker:
             raise self._fault(what, "language: unknown")
         if payload.page is not None and not 1 <= payload.page <= _MAX_PASSAGE_INDEX:
             raise self._fault(what, "page: out of range")
+        if payload.headings is not None and heading_path(payload.headings) != payload.headings:
+            raise self._fault(
+                what,
+                f"headings: not as a write stores them (at most {MAX_HEADINGS}, each non-blank, "
+                f"single-spaced and at most {MAX_HEADING_CHARS} characters)",
+            )
 
     def _text(self, payload: PassagePayload, contents: Contents, what: str) -> None:
         """Not blank; within the document size limit, alone and with the rest of its
@@ -798,8 +808,9 @@ def _dim_of(passages: list[Passage], name: str) -> int:
 
 def _analysed(redactor: Redactor, passages: list[Passage], stop: Stop) -> list[Passage]:
     """The passages with their PII analysed by this deployment's analyzer (each distinct
-    text and title once, `_ANALYSIS_SLICE` at a time), as a document write analyses them."""
-    strings = list(dict.fromkeys(s for p in passages for s in (p.payload.text, p.payload.title)))
+    text, title and heading once, `_ANALYSIS_SLICE` at a time), as a document write
+    analyses them."""
+    strings = list(dict.fromkeys(s for p in passages for s in analysed_strings(p.payload)))
     found: dict[str, tuple[PiiSpan, ...]] = {}
     for start in range(0, len(strings), _ANALYSIS_SLICE):
         stop_point(stop)
@@ -810,11 +821,7 @@ def _analysed(redactor: Redactor, passages: list[Passage], stop: Stop) -> list[P
             passage,
             payload=msgspec.structs.replace(
                 passage.payload,
-                pii=PiiAnalysis(
-                    analyzer=redactor.analyzer_version,
-                    text=found[passage.payload.text],
-                    title=found[passage.payload.title],
-                ),
+                pii=analysis_of(redactor.analyzer_version, passage.payload, found),
             ),
         )
         for passage in passages

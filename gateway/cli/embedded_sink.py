@@ -19,6 +19,7 @@ from ingest.connector import (
     Upload,
 )
 from ingest.index import DiskFullError, Index, IndexUnavailableError
+from ingest.metadata import Schema, schema_of
 from settings.store import StoreUnavailableError
 
 
@@ -48,6 +49,17 @@ class EmbeddedSink:
             ) from None
         except IndexUnavailableError as error:
             raise SinkUnavailableError(self._unavailable(error)) from None
+
+    async def field_schema(self) -> Schema:
+        try:
+            kb = await knowledge.knowledge_base_of(
+                self._documents.store, self._principal, self._kb_id
+            )
+        except NotFoundError:
+            raise SinkUnavailableError(f"the knowledge base {self._kb_id!r} is gone") from None
+        except StoreUnavailableError as error:
+            raise SinkUnavailableError(self._unavailable(error)) from None
+        return schema_of(kb.settings)
 
     async def put_documents(self, uploads: Sequence[Upload]) -> AsyncIterator[PutResult]:
         """The gateway's own bulk write (`gateway.admin.bulk`), one result per upload."""

@@ -119,19 +119,17 @@ async def _analyse_org(args: argparse.Namespace, config: Config) -> int:
 async def analyse_stale(index: Index, redactor: Redactor, collection: str, scope: Scope) -> int:
     """Analyse and store, page by page, every passage inside the scope whose analysis is
     missing or another analyzer's; returns how many were written."""
-    from ingest.payload import PiiAnalysis
+    from ingest.payload import analysed_strings, analysis_of
 
     version = redactor.analyzer_version
     written, offset = 0, None
     while True:
         page, offset = await index.stale_pii_page(collection, scope, version, offset, PAGE)
         if page:
-            strings = [s for p in page for s in (p.payload.text, p.payload.title)]
-            spans = iter(await asyncio.to_thread(redactor.analyze_texts, strings))
-            analyses = {
-                p.point_id: PiiAnalysis(analyzer=version, text=next(spans), title=next(spans))
-                for p in page
-            }
+            strings = list(dict.fromkeys(s for p in page for s in analysed_strings(p.payload)))
+            spans = await asyncio.to_thread(redactor.analyze_texts, strings)
+            found = dict(zip(strings, spans, strict=True))
+            analyses = {p.point_id: analysis_of(version, p.payload, found) for p in page}
             written += await index.set_pii(collection, scope, analyses)
         if offset is None:
             return written

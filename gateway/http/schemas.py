@@ -458,6 +458,10 @@ class PassageOut(msgspec.Struct, kw_only=True):
     metadata: dict[str, Any] | None = None
     #: the page (PDF) or slide (PPTX) the passage starts on, from 1; absent without pages
     page: int | None = None
+    #: the headings above the passage (Markdown, reStructuredText, HTML, DOCX), outermost
+    #: first and its own section's last: at most 6, each at most 200 characters, redacted
+    #: as its text is; absent without headings
+    headings: list[str] | None = None
 
 
 AbstentionReason = Literal["no_knowledge_base", "nothing_above_floors", "over_budget"]
@@ -579,6 +583,8 @@ class CitationVerdict(msgspec.Struct, kw_only=True, omit_defaults=True):
     #: a valid citation's document and page (the page its passage starts on, if any)
     document_id: str | None = None
     page: int | None = None
+    #: a valid citation's heading path, as its turn returned it (if any)
+    headings: list[str] | None = None
     #: why an invalid citation is invalid
     reason: CitationRejection | None = None
 

@@ -42,6 +42,7 @@ async def verify_citations(
             verdict,
             document_id=where[verdict.passage_id].document_id,
             page=where[verdict.passage_id].page,
+            headings=where[verdict.passage_id].headings,
         )
         if verdict.valid
         else verdict

@@ -45,7 +45,7 @@ from gateway.retrieval.query_embedding import (
     QueryEmbeddings,
     TurnsInFlight,
 )
-from gateway.safety.passages import Outgoing, PassageRedaction, redact_outgoing
+from gateway.safety.passages import Outgoing, PassageRedaction, Redacted, redact_outgoing
 from gateway.telemetry import Telemetry
 from ingest.index import Hit, LegKind, RankedPoint
 from ingest.language import LanguageDetector
@@ -86,10 +86,16 @@ class TurnResult:
     reason: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     titles: dict[str, str] = field(default_factory=dict)
+    #: each passage's document fields as returned (redacted with its text), by passage id;
+    #: a passage without fields has no entry
+    fields: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: counts only: `passages_expired` (passages the filters kept whose validity ended);
     #: with a budget, `passages_sent`, `passages_left_out` and `<unit>_sent`,
     #: `<unit>_left_out` (`tokens` or `characters`)
     counts: dict[str, int] = field(default_factory=dict)
+    #: each returned passage's heading path, as returned (redacted where texts are); a
+    #: passage without one is absent
+    headings: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,12 +206,11 @@ async def _retrieve(
         abstained = _abstained(telemetry, turn_id, effective, "nothing_above_floors", clock.timings)
         abstained.counts = counts
         return abstained
-    texts = {c.point_id: c.hit.payload.text for c in chosen}
-    titles = {c.point_id: c.hit.payload.title for c in chosen}
+    # what is fenced, recorded and returned is the redacted text (and headings, fields)
+    outgoing = await _outgoing(retrieval.redaction, context, chosen)
     if context.redaction.value:
-        # what is fenced, recorded and returned is the redacted text
-        texts, titles = await _redacted(retrieval.redaction, context, chosen)
         clock.lap("redact")
+    texts, titles, headings = outgoing.texts, outgoing.titles, outgoing.headings
     if asks.budget is not None:
         chosen, filled = fill(
             asks.budget, chosen, lambda c: texts[c.point_id] + titles.get(c.point_id, "")
@@ -217,7 +222,14 @@ async def _retrieve(
             return over
     retention = turn_retention(context.workspace, config).value
     await _record(
-        retrieval, principal, agent_id, turn_id, chosen=chosen, texts=texts, ttl_s=retention
+        retrieval,
+        principal,
+        agent_id,
+        turn_id,
+        chosen=chosen,
+        texts=texts,
+        headings=headings,
+        ttl_s=retention,
     )
     clock.lap("record")
     clock.finish(telemetry)
@@ -228,6 +240,7 @@ async def _retrieve(
             texts[c.point_id],
             titles.get(c.point_id, ""),
             page=c.hit.payload.page,
+            headings=headings.get(c.point_id, ()),
         )
         for c in chosen
     ]
@@ -240,7 +253,9 @@ async def _retrieve(
         effective,
         timings_ms=clock.timings,
         titles=titles,
+        fields=outgoing.fields,
         counts=counts,
+        headings=headings,
     )
 
 
@@ -317,20 +332,37 @@ def fused_and_capped(
     return fused, cap_per_knowledge_base(fused, limits, overall=max(limits.values()))
 
 
+async def _outgoing(
+    redaction: PassageRedaction, context: TurnContext, chosen: Sequence[Candidate[Hit]]
+) -> Redacted:
+    """The chosen passages' texts, titles, heading paths and document fields as they
+    leave: redacted when the turn's redaction is on (`_redacted`), else as stored."""
+    if context.redaction.value:
+        return await _redacted(redaction, context, chosen)
+    payloads = {c.point_id: c.hit.payload for c in chosen}
+    return Redacted(
+        texts={point: payload.text for point, payload in payloads.items()},
+        titles={point: payload.title for point, payload in payloads.items()},
+        counts={},
+        headings={point: p.headings for point, p in payloads.items() if p.headings},
+        fields={point: p.metadata for point, p in payloads.items() if p.metadata},
+    )
+
+
 async def _redacted(
     redaction: PassageRedaction, context: TurnContext, chosen: Sequence[Candidate[Hit]]
-) -> tuple[dict[str, str], dict[str, str]]:
-    """The passages' texts and titles under the workspace's redaction policy, applied to the
-    PII analyses stored with them; fails closed (503) when redaction fails."""
+) -> Redacted:
+    """The passages' texts, titles, heading paths and document fields under the
+    workspace's redaction policy, applied to the PII analyses stored with them; fails
+    closed (503) when redaction fails."""
     where = {plan.kb.kb_id: (plan.collection, plan.scope) for plan in context.plans}
     outgoing = [
         Outgoing(c.point_id, c.hit.payload, *where[c.hit.payload.knowledge_base_id]) for c in chosen
     ]
     workspace_settings = context.workspace.settings if context.workspace else None
-    redacted = await redact_outgoing(
+    return await redact_outgoing(
         redaction, context.principal.tenant_id, workspace_settings, outgoing
     )
-    return redacted.texts, redacted.titles
 
 
 async def _record(
@@ -341,6 +373,7 @@ async def _record(
     *,
     chosen: Sequence[Candidate[Hit]],
     texts: dict[str, str],
+    headings: dict[str, tuple[str, ...]],
     ttl_s: int,
 ) -> None:
     record = TurnRecord(
@@ -356,6 +389,7 @@ async def _record(
                 checksum=c.hit.payload.checksum,
                 text=texts[c.point_id],
                 page=c.hit.payload.page,
+                headings=headings.get(c.point_id),
             )
             for c in chosen
         ],

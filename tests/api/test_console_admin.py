@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 
 import pytest
 
 from tests.api.conftest import Gateway
 from tests.api.tenants import provision
 from tests.api.test_console import admin, csrf_token, sign_in
+from tests.support.property_files import docx_with
 
 pytestmark = pytest.mark.anyio
 
@@ -317,3 +319,50 @@ async def test_the_kb_form_sets_drop_copies_and_keeps_it_when_other_fields_chang
     assert 'data-error-for="drop_copies"' in forged.text
     after = await gateway.client.get("/v1/knowledge-bases/kb1", headers=tenant.headers())
     assert after.json()["settings"] == {"top_k": 4}
+
+
+async def test_an_uploaded_files_properties_and_front_matter_become_fields(
+    gateway: Gateway, tmp_path: Path
+) -> None:
+    """A console upload carries the fields `kbgate ingest` reads from a file (its front
+    matter, its document properties that fit the KB's schema); a property of another type
+    than declared is left out, the upload still indexed."""
+    tenant = await admin(gateway)
+    await tenant.kb("handbook", metadata_fields={"keywords": "string_list", "subject": "number"})
+    guide = docx_with(
+        tmp_path / "guide.docx",
+        ["Each pump in the pump room is inspected every month by the crew."],
+        author="Bob Stone",
+        subject="Pumps",
+        keywords="pumps, maintenance",
+    )
+    notes = b"---\nregion: eu\n---\n# Notes\n\nThe canteen opens at noon.\n"
+    answer = await gateway.client.post(
+        "/console/documents/upload",
+        data={
+            "kb_id": "handbook",
+            "classification": "internal",
+            "csrf_token": await csrf_token(gateway),
+        },
+        files=[
+            ("files", ("guide.docx", guide.read_bytes(), "")),
+            ("files", ("notes.md", notes, "text/markdown")),
+        ],
+        headers={"Accept": "application/json"},
+    )
+    assert [r["status"] for r in answer.json()["results"]] == ["indexed", "indexed"]
+    await post(gateway, "agents/new", agent_id="helper", knowledge_base_ids=["handbook"])
+    pumps = await tenant.retrieve(
+        "helper", "how often is a pump inspected", filter={"keywords": "pumps"}
+    )
+    passages = pumps.json()["passages"]
+    assert [p["document_id"] for p in passages] == ["guide.docx"]
+    assert passages[0]["metadata"]["keywords"] == ["pumps", "maintenance"]
+    assert passages[0]["metadata"]["author"] == "<PERSON>"
+    assert "subject" not in passages[0]["metadata"]
+    canteen = await tenant.retrieve(
+        "helper", "when does the canteen open", filter={"keywords": {"$exists": False}}
+    )
+    assert {p["document_id"]: p["metadata"] for p in canteen.json()["passages"]} == {
+        "notes.md": {"region": "eu"}
+    }

@@ -301,6 +301,52 @@ async def test_titles_are_redacted_like_texts(gateway: Gateway) -> None:
     assert EMAIL not in str(body)
 
 
+PHONE = "(415) 555-0132"
+
+
+@pytest.mark.parametrize(("workspace_gate", "agent_gate", "on"), [GATES[0], GATES[-1]])
+async def test_document_fields_are_redacted_like_texts(
+    gateway: Gateway, workspace_gate: bool, agent_gate: bool, on: bool
+) -> None:
+    """A document's string and list fields leave with the text's redaction (numbers as
+    they are), while a filter still matches the stored values."""
+    tenant = await provision(gateway, "acme", "fielded")
+    await tenant.settings(rag_pii_redaction=workspace_gate)
+    await tenant.kb(
+        "kb", score_threshold=0.0, metadata_fields={"contact": "string", "owners": "string_list"}
+    )
+    await tenant.agent("bot", ["kb"], pii_redaction=agent_gate)
+    put = await gateway.client.put(
+        "/v1/knowledge-bases/kb/documents/memo",
+        json={
+            "text": "The refund policy covers thirty days.",
+            "classification": "internal",
+            "metadata": {
+                "contact": f"Mail {EMAIL} or call {PHONE}",
+                "owners": [EMAIL, PHONE, "billing"],
+                "year": 2024,
+            },
+        },
+        headers=tenant.headers(),
+    )
+    assert put.status_code == 200, put.text
+    for narrowing in ({}, {"filter": {"owners": EMAIL}}, {"filter": {"contact": {"$ne": "x"}}}):
+        body = (await tenant.retrieve("bot", "refund policy", **narrowing)).json()
+        assert [p["document_id"] for p in body["passages"]] == ["memo"], narrowing
+        fields = body["passages"][0]["metadata"]
+        assert fields["year"] == 2024
+        if on:
+            assert fields["contact"] == "Mail <EMAIL_ADDRESS> or call <PHONE_NUMBER>"
+            assert fields["owners"] == ["<EMAIL_ADDRESS>", "<PHONE_NUMBER>", "billing"]
+            assert EMAIL not in str(body)
+            assert PHONE not in str(body)
+        else:
+            assert fields["contact"] == f"Mail {EMAIL} or call {PHONE}"
+            assert fields["owners"] == [EMAIL, PHONE, "billing"]
+    missed = (await tenant.retrieve("bot", "refund policy", filter={"owners": "nobody"})).json()
+    assert missed["passages"] == []
+
+
 async def test_a_version_title_stays_a_version_beside_its_passage(gateway: Gateway) -> None:
     """A release's title and text hold a four-part version and a maintainer: the version
     stays in both, the maintainer's name and address are hidden in both."""

@@ -44,6 +44,7 @@ from ingest.embedder.embedding import FastEmbedder
 from ingest.engines.blocking import BlockingIndex
 from ingest.engines.edge.index import EdgeIndex
 from ingest.extract import ExtractionError, extract, html_text, markdown_title
+from ingest.metadata import Schema
 from ingest.payload import Classification, Scope
 from ingest.sync import Target
 from settings.config import load_config
@@ -189,10 +190,11 @@ def test_extraction_failures_are_clear(tmp_path: Path) -> None:
 
 
 def test_html_and_markdown_titles_fall_back() -> None:
-    """HTML without <title> takes its first <h1>; Markdown skips front matter and fenced code."""
+    """HTML without <title> takes its first <h1> (its text keeps it as a heading);
+    Markdown skips front matter and fenced code."""
     text, title = html_text("<body><h1>Only heading</h1><p>Body.</p><h1>Second</h1></body>")
     assert title == "Only heading"
-    assert text.splitlines()[0] == "Only heading"
+    assert text.splitlines()[0] == "# Only heading"
     assert markdown_title("---\ntitle: meta\n---\n```\n# code\n```\nReal title\n===\n") == (
         "Real title"
     )
@@ -211,6 +213,9 @@ class MemorySink:
 
     async def list_document_ids(self) -> set[str]:
         return set(self.documents)
+
+    async def field_schema(self) -> Schema:
+        return {}
 
     async def put_documents(self, uploads: Sequence[Upload]) -> AsyncIterator[PutResult]:
         for upload in uploads:

@@ -98,8 +98,9 @@ def test_binary_data_under_a_text_name_is_refused_with_a_reason(tmp_path: Path) 
 
 
 def test_rst_reads_text_and_title_without_markup(tmp_path: Path) -> None:
-    """A .rst file gives its document title and prose without markup; Sphinx roles keep their
-    text, unknown directives and comments are dropped, and `include` never reads other files."""
+    """A .rst file gives its document title and prose without markup, its titles as headings
+    (`#` once per level); Sphinx roles keep their text, unknown directives and comments are
+    dropped, and `include` never reads other files."""
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP SECRET CONTENT", encoding="utf-8")
     page = tmp_path / "install.rst"
@@ -133,10 +134,10 @@ Upgrading
     extracted = extract(page)
     assert extracted.title == "Installation"
     assert extracted.text == (
-        "Installation\n\n"
+        "# Installation\n\n"
         "Run pip install kbgate as shown in the quickstart and usage.\n\n"
         "Python 3.11 is required.\n\n"
-        "Upgrading\n\n"
+        "## Upgrading\n\n"
         "keep your data dir"
     )
     assert "SECRET" not in extracted.text
@@ -146,8 +147,8 @@ Upgrading
 
 
 def test_docx_reads_paragraphs_and_tables_in_order(tmp_path: Path) -> None:
-    """A .docx gives its paragraphs and table rows in document order (a merged cell once),
-    and its properties' title."""
+    """A .docx gives its paragraphs and table rows in document order (a merged cell once), a
+    heading as a Markdown heading, and its properties' title."""
     document = docx.Document()
     document.core_properties.title = "Travel policy"
     document.add_heading("Booking", level=1)
@@ -163,7 +164,7 @@ def test_docx_reads_paragraphs_and_tables_in_order(tmp_path: Path) -> None:
     extracted = extract(path)
     assert extracted.title == "Travel policy"
     assert extracted.text == (
-        "Booking\n\nBook flights through the travel portal.\n\n"
+        "# Booking\n\nBook flights through the travel portal.\n\n"
         "Region | Limit | Class\n\nEurope 300 EUR | economy\n\n"
         "Receipts are kept for seven years."
     )

@@ -123,3 +123,15 @@ def test_a_long_section_repeats_its_heading_in_every_window() -> None:
     assert all(len(p.split()) <= params.max_words for p in passages)
     for n in range(60):
         assert any(f"change number {n} to" in p for p in passages), n
+
+
+def test_each_passage_keeps_its_sections_heading_path() -> None:
+    """`chunk_sections` gives each passage the heading path of its section (the texts are
+    `chunk_document`'s); a preamble and prose have none."""
+    from ingest.chunking import chunk_sections
+
+    text = "Intro line.\n\n# Manual\n\n## Install\n\nBolt it down.\n\n## Care\n\nOil it."
+    chunks = chunk_sections(text)
+    assert [chunk.text for chunk in chunks] == chunk_document(text)
+    assert [chunk.path for chunk in chunks] == [(), ("Manual", "Install"), ("Manual", "Care")]
+    assert [chunk.path for chunk in chunk_sections("Just prose. Nothing else.")] == [()]

@@ -6,7 +6,10 @@ An uploaded file is written to a private temporary folder under its own base nam
 file has none (any text encoding, HTML, reStructuredText, PDF, Word, PowerPoint). Its
 document id is that name with every run of characters an id may not hold replaced by
 `-`; its source is the name as sent. Each file gets an outcome: `indexed`, `unchanged`,
-`held_back` (the reason) or `failed` (why), never an exception.
+`held_back` (the reason) or `failed` (why), never an exception. Its fields are those
+`kbgate ingest` gives a file, but `modified_at` (an upload has no file of its own):
+Markdown front matter, then the document properties that fit the KB's schema
+(`ingest.properties`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from gateway.admin.knowledge import Documents
 from gateway.errors import GatewayError
 from ingest.extract import Extracted, ExtractionError, extract
 from ingest.index import IndexUnavailableError
+from ingest.metadata import schema_of
 from ingest.payload import is_valid_id
+from ingest.properties import declared_fields, merged_fields, property_fields
 from settings.records import Role
 from settings.store import StoreUnavailableError
 
@@ -76,6 +81,11 @@ async def upload_document(
     document_id = document_id_for(file_name)
     try:
         extracted = await _readable(principal, file_name, document_id, content)
+        kb = await knowledge.knowledge_base_of(documents.store, principal, kb_id)
+        fields = merged_fields(
+            declared_fields(extracted.fields),
+            property_fields(extracted.properties, schema_of(kb.settings)),
+        )
         status, passages, reason = await knowledge.put_document(
             documents,
             principal,
@@ -85,6 +95,7 @@ async def upload_document(
             classification=classification,
             title=extracted.title,
             source=file_name,
+            metadata=fields or None,
         )
     except ExtractionError as error:
         return UploadOutcome(file_name, document_id, "failed", reason=str(error))

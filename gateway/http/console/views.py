@@ -521,7 +521,7 @@ def try_view(
                 dense_score=candidate.dense_score,
                 keyword_score=candidate.keyword_score,
                 hidden=_hidden(candidate.hit.payload.text, explained.get(candidate.point_id, ())),
-                metadata=dict(candidate.hit.payload.metadata or {}),
+                metadata=dict(result.fields.get(candidate.point_id) or {}),
             )
         )
     return TryView(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 import msgspec
@@ -52,8 +53,9 @@ def retrieve_out(result: turn.TurnResult) -> RetrieveOut:
                 score=round(c.score, 6),
                 dense_score=c.dense_score,
                 keyword_score=c.keyword_score,
-                metadata=c.hit.payload.metadata,
+                metadata=result.fields.get(c.point_id),
                 page=c.hit.payload.page,
+                headings=_listed(result.headings.get(c.point_id)),
             )
             for c in result.candidates
         ],
@@ -62,6 +64,10 @@ def retrieve_out(result: turn.TurnResult) -> RetrieveOut:
         reason=cast(AbstentionReason | None, result.reason),  # one of them by construction
         counts=TurnCounts(**{"passages_expired": 0, **result.counts}),
     )
+
+
+def _listed(headings: Sequence[str] | None) -> list[str] | None:
+    return list(headings) if headings else None
 
 
 def context_budget(data: BudgetIn | None) -> ContextBudget | None:
@@ -122,7 +128,12 @@ class RetrievalController(Controller):
         )
         return VerifyOut(
             valid=[
-                CitationVerdict(passage_id=v.passage_id, document_id=v.document_id, page=v.page)
+                CitationVerdict(
+                    passage_id=v.passage_id,
+                    document_id=v.document_id,
+                    page=v.page,
+                    headings=_listed(v.headings),
+                )
                 for v in verdicts
                 if v.valid
             ],

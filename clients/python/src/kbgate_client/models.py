@@ -207,6 +207,7 @@ class CitationVerdict(msgspec.Struct, kw_only=True, frozen=True):
     passage_id: str
     document_id: str | None = None
     page: int | None = None
+    headings: list[str] | None = None
     reason: Literal["not_returned_in_turn", "passage_deleted", "quote_not_found"] | None = None
 
 
@@ -622,6 +623,7 @@ class PassageOut(msgspec.Struct, kw_only=True, frozen=True):
     title: str = ""
     metadata: dict[str, Any] | None = None
     page: int | None = None
+    headings: list[str] | None = None
 
 
 class PatchWorkspaceSettings(msgspec.Struct, kw_only=True, omit_defaults=True):
