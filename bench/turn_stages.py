@@ -55,6 +55,9 @@ STAGES: tuple[tuple[str, str, str], ...] = (
     ("gateway.retrieval.turn", "_record", "record"),
     ("gateway.retrieval.turn", "turn_retention", "record"),
     ("gateway.retrieval.turn", "fence", "fence/evidence"),
+    ("gateway.retrieval.turn", "turn_narrowing", "narrowing"),
+    ("gateway.retrieval.turn", "with_question_vectors", "plan"),
+    ("gateway.retrieval.turn", "preferred", "fuse"),
     ("gateway.retrieval.legs", "without_copies", "copies"),
     ("gateway.retrieval.legs", "fetch_chosen", "fetch"),
     ("gateway.turn", "plan_turn", "plan"),
@@ -76,6 +79,7 @@ SERVICE_STAGES: tuple[tuple[str, str, str], ...] = (
     ("index", "fetch", "engine fetch"),
     ("index", "keyword_idf", "engine keyword_idf"),
     ("index", "held_terms", "engine held_terms"),
+    ("index", "count", "engine count"),
 )
 
 
