@@ -49,6 +49,7 @@ from ingest.payload import Classification, Scope
 from ingest.sync import Target
 from settings.config import load_config
 from settings.records import Role
+from tests.support.property_files import text_pdf
 
 PLATFORM_KEY = "connector-test-platform-key-0123"
 ORG, TENANT, KB = "acme", "t-docs", "handbook"
@@ -56,31 +57,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 # ---- files ---------------------------------------------------------------------------
-
-
-def minimal_pdf(text: str, title: str) -> bytes:
-    """A one-page PDF with one line of Helvetica text and an info title, built by hand."""
-    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode("latin-1")
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
-        b"<< /Title (%s) >>" % title.encode("latin-1"),
-    ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R /Info 6 0 R >>\n" % (len(objects) + 1)
-    out += b"startxref\n%d\n%%%%EOF\n" % xref
-    return bytes(out)
 
 
 GOOD_FILES = {"leave.txt", "notes/onboarding.md", "policies/security.html", "scans/badges.pdf"}
@@ -109,7 +85,7 @@ def write_corpus(root: Path) -> Path:
         encoding="utf-8",
     )
     (root / "scans" / "badges.pdf").write_bytes(
-        minimal_pdf("Visitor badges are returned at reception before leaving.", "Badge rules")
+        text_pdf("Visitor badges are returned at reception before leaving.", "Badge rules")
     )
     (root / "scans" / "broken.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog >>\ngarbage")
     (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n")
