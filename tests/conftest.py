@@ -3,6 +3,7 @@ Fixtures used by one package live in that package's conftest or beside its tests
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,17 @@ import pytest
 
 from ingest.embedder.embedding import FastEmbedder, build_embedder
 from tests.support.redis_server import RedisServer
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `ci` (slow operational checks) run where `CI` is set, as `.ci/run` sets
+    it; elsewhere they are skipped, saying how to run them."""
+    if os.environ.get("CI"):
+        return
+    skip = pytest.mark.skip(reason="a slow operational check: runs with CI=true (as .ci/run)")
+    for item in items:
+        if "ci" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

@@ -152,6 +152,7 @@ PUT_SLACK_S = 0.5
 MAX_S = 2.0
 
 
+@pytest.mark.ci
 async def test_a_flood_of_each_expensive_endpoint_leaves_the_others_near_idle(
     concurrent_gateway: Gateway,
 ) -> None:

@@ -100,6 +100,7 @@ async def test_the_audit_flood_does_not_stall_another_workspace(gateway: Gateway
     assert statuses <= {422, 429}
 
 
+@pytest.mark.ci
 async def test_settings_reads_do_not_queue_behind_expensive_work(
     flood_gateway: Gateway,
 ) -> None:

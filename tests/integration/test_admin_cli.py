@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.gateway_process import GatewayProcess
 from tests.support.kbgate_cli import kbgate_at
@@ -16,6 +17,7 @@ CONFIGURED_KEY = "configured-platform-key-0123456789"
 _GENERATED = re.compile(r"^\s+(kbg_\S+)$", re.MULTILINE)
 
 
+@pytest.mark.ci
 def test_a_configured_platform_key_retires_the_generated_one_and_the_cli_manages_keys(
     tmp_path: Path, model_env: dict[str, str]
 ) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.integration.test_cli_quickstart import kbgate
 
 PUMPS = """---
@@ -29,6 +31,7 @@ Each valve in the pump room is turned off before a pump is inspected by the crew
 """
 
 
+@pytest.mark.ci
 def test_fields_from_front_matter_filter_an_ask(tmp_path: Path, model_env: dict[str, str]) -> None:
     """Front matter fields and `modified_at` reach the index; `ask --filter` keeps only
     the documents whose fields pass, an undeclared field is refused naming it."""

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ingest.properties import MAX_KEYWORDS
 from tests.integration.test_cli_quickstart import kbgate
 from tests.support.property_files import (
@@ -18,6 +20,8 @@ from tests.support.property_files import (
     pdf_with,
     pptx_with,
 )
+
+pytestmark = pytest.mark.ci
 
 QUESTION = "How often are the pumps and valves in the pump room inspected by the crew?"
 

@@ -115,6 +115,7 @@ def test_three_commands_over_http_reach_an_answered_question(
         assert kbgate("agents", "show", "docs", env=workspace).returncode == 1
 
 
+@pytest.mark.ci
 def test_the_same_commands_work_on_the_embedded_data_dir(
     tmp_path: Path, folder: Path, model_env: dict[str, str]
 ) -> None:
@@ -161,6 +162,7 @@ def test_the_same_commands_work_on_the_embedded_data_dir(
     )
 
 
+@pytest.mark.ci
 def test_an_embedded_ingest_on_a_full_disk_stops_and_says_what_to_do(
     tmp_path: Path, model_env: dict[str, str], folder: Path
 ) -> None:
@@ -182,6 +184,7 @@ def test_an_embedded_ingest_on_a_full_disk_stops_and_says_what_to_do(
     assert "Traceback" not in ingest.stderr
 
 
+@pytest.mark.ci
 def test_set_commands_change_only_the_settings_given(
     tmp_path: Path, model_env: dict[str, str]
 ) -> None:

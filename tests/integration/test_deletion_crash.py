@@ -26,6 +26,8 @@ from tests.support.gateway_process import GatewayProcess
 from tests.support.redis_server import RedisServer
 from tests.support.workspace_http import workspace_headers
 
+pytestmark = pytest.mark.ci
+
 PLATFORM_KEY = "crash-platform-key-0000000001"
 PLATFORM = {"Authorization": f"Bearer {PLATFORM_KEY}"}
 #: knowledge bases of the workspace that is deleted: each is one step of its deletion

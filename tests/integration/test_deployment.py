@@ -27,6 +27,8 @@ from tests.support.gateway_process import GatewayProcess
 from tests.support.redis_server import free_port
 from tests.support.services import missing_service
 
+pytestmark = pytest.mark.ci
+
 PLATFORM_KEY = "deployment-test-platform-key"
 KBGATE = Path(sys.executable).with_name("kbgate")
 REPO = Path(__file__).resolve().parents[2]

@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.gateway_process import GatewayProcess
 from tests.support.workspace_http import workspace_headers
+
+pytestmark = pytest.mark.ci
 
 PLATFORM_KEY = "durability-platform-key-00001"
 DOCS = {

@@ -135,6 +135,7 @@ _FILL = textwrap.dedent(
 )
 
 
+@pytest.mark.ci
 def test_a_disk_that_fills_refuses_writes_instead_of_ending_the_process(small_disk: Path) -> None:
     """Writes into a small disk until it is down to its reserve: the process goes on (Edge
     ends it with SIGBUS when a memory-mapped page finds no room), every acknowledged point

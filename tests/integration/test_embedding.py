@@ -548,6 +548,7 @@ def test_assembly_sweeps_old_leftovers_of_crashed_assemblies(tmp_path: Path) -> 
     assert young.exists()
 
 
+@pytest.mark.ci
 def test_concurrent_assemblies_leave_one_complete_folder(tmp_path: Path) -> None:
     """Processes (here threads) assembling at once all get the same complete folder."""
     folders: list[Path] = []
@@ -622,6 +623,7 @@ def _fresh_interpreter(script: str, model_dir: Path) -> dict[str, float]:
     return figures
 
 
+@pytest.mark.ci
 def test_memory_stays_flat_when_the_same_corpus_is_embedded_again(
     embedder: FastEmbedder, model_dir: Path
 ) -> None:

@@ -9,9 +9,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.gateway_process import GatewayProcess
 from tests.support.workspace_http import workspace_headers
+
+pytestmark = pytest.mark.ci
 
 PLATFORM_KEY = "expensive-limit-platform-key-01"
 PASSAGES = {

@@ -18,6 +18,8 @@ import pytest
 from tests.support.gateway_process import GatewayProcess
 from tests.support.varied_corpus import Document, provision_varied_kb, rss_kib, varied_corpus
 
+pytestmark = pytest.mark.ci
+
 PLATFORM_KEY = "memory-varied-platform-key-01"
 DOCUMENTS = 12
 # Growth of the peak resident set (VmHWM) allowed on the second pass. The resident set at

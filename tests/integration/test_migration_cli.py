@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ingest.embedder.embedding import MINILM_QUESTION_MODEL_NAME
 from tests.integration.test_cli_quickstart import QUESTION, folder, kbgate  # noqa: F401
 
 TARGET = MINILM_QUESTION_MODEL_NAME
 
 
+@pytest.mark.ci
 def test_a_kb_migrates_from_the_command_line(
     tmp_path: Path,
     folder: Path,  # noqa: F811 - the fixture imported above

@@ -14,6 +14,8 @@ from tests.support.gateway_process import GatewayProcess
 from tests.support.redis_server import RedisServer
 from tests.support.workspace_http import workspace_headers
 
+pytestmark = pytest.mark.ci
+
 PLATFORM_KEY = "replica-test-platform-key-0001"
 
 

@@ -31,6 +31,7 @@ from tests.support.redis_server import free_port
 SERVED_PHASES = os.environ.get("KBGATE_ISOLATION_SERVED_PHASES", "strict-on")
 
 
+@pytest.mark.ci
 def test_kbgate_probe_passes_against_a_served_gateway(
     embedder: Embedder, model_dir: Path, fast_root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
