@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +18,12 @@ from settings.config import load_config
 
 if TYPE_CHECKING:
     from settings.config import Config
+
+#: How long a thread runs before another thread waiting for the GIL may take it (Python's
+#: default is 5 ms). One workspace's CPU-heavy work (PII analysis, chunking, fusion) then
+#: holds another's turn for a millisecond at a time, not five: under the fairness bench's
+#: floods B's retrieve stays within 1.5x idle (docs/decisions/expensive-work-pool.md).
+GIL_SWITCH_INTERVAL_S = 0.001
 
 
 def add_serve_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,6 +47,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from ingest.index import IncompatibleServerError
 
     bound_allocator()  # before any thread allocates: see gateway/runtime/memory.py
+    share_the_gil()
     config = load_config(os.environ, host=args.host, port=args.port, data_dir=args.data_dir)
     config.data_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -76,6 +84,11 @@ def run_serve(args: argparse.Namespace) -> int:
         if data_dir_lock is not None:
             data_dir_lock.release()
     return 0
+
+
+def share_the_gil() -> None:
+    """This process's threads take turns on the GIL every `GIL_SWITCH_INTERVAL_S`."""
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
 
 def _listening(config: Config) -> None:
