@@ -26,6 +26,7 @@ from gateway.tools.probe.world import (
     Doc,
     ProbeKey,
 )
+from ingest.payload import PayloadKey
 
 
 class RetrievalProbes(CampaignBase):
@@ -130,7 +131,10 @@ class RetrievalProbes(CampaignBase):
         for _ in range(12):
             deep = {"$or": [deep, {"region": "probe"}]}
         refused = [
-            ("reserved-tenant", {"$or": [{"region": "probe"}, {"tenantId": other.tenant_id}]}),
+            (
+                "reserved-tenant",
+                {"$or": [{"region": "probe"}, {PayloadKey.TENANT_ID.value: other.tenant_id}]},
+            ),
             ("reserved-tenant-snake", {"tenant_id": other.tenant_id}),
             ("reserved-org", {"org_id": other.org_id}),
             ("reserved-clearance", {"classification": {"$in": ["restricted"]}}),
