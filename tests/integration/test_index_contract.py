@@ -587,6 +587,25 @@ def test_count_whole_scope_and_per_document(index: BlockingIndex, collection: st
     assert index.count(collection, scope(), "nope") == 0
 
 
+def test_a_count_answers_what_the_last_write_left(index: BlockingIndex, collection: str) -> None:
+    """A count asked again after each kind of write answers the write's result, never an
+    earlier answer to the same question."""
+    index.upsert(collection, [passage(doc="doc1", idx=i) for i in range(3)])
+    assert index.count(collection, scope()) == index.count(collection, scope()) == 3
+    index.upsert(collection, [passage(doc="doc2", idx=0)])
+    assert index.count(collection, scope()) == 4
+    assert index.count(collection, scope(), "doc1") == 3
+    index.delete_document(collection, scope(), "doc1")
+    assert index.count(collection, scope(), "doc1") == 0
+    assert index.count(collection, scope()) == 1
+    index.delete_points(collection, scope(), [point_id("t1", "kb", "doc2", 0)])
+    assert index.count(collection, scope()) == 0
+    index.upsert(collection, [passage(doc="doc3", idx=0)])
+    assert index.count(collection, scope()) == 1
+    index.delete_scope(collection, scope())
+    assert index.count(collection, scope()) == 0
+
+
 def test_scroll_document_is_ordered_scoped_and_paginated(
     index: BlockingIndex, collection: str
 ) -> None:

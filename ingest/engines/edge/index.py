@@ -21,9 +21,10 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 from ingest.engines.common import WRITE_TIMEOUT_S
+from ingest.engines.edge.counts import CountsBetweenWrites
 from ingest.engines.edge.engine import EDGE_DIR, EdgeEngine
 from ingest.index import (
     HeldTerms,
@@ -74,15 +75,34 @@ class EdgeIndex:
         #: each call's deadline, in seconds
         self.timeout_s = timeout_s
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="edge-call")
+        self._counts = CountsBetweenWrites()
         self._closed = False
 
     async def _call(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`call` in a worker, awaited for `timeout_s` at most (`IndexTimeoutError`)."""
         return await self._bounded(self.timeout_s, call, *args, **kwargs)
 
-    async def _write(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """A write, bounded by `WRITE_TIMEOUT_S` (or `timeout_s` if that is longer)."""
-        return await self._bounded(max(self.timeout_s, WRITE_TIMEOUT_S), call, *args, **kwargs)
+    async def _write(
+        self,
+        call: Callable[Concatenate[str, P], T],
+        collection: str,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """A write to `collection`, bounded by `WRITE_TIMEOUT_S` (or `timeout_s` if that is
+        longer). The counts kept for the collection lapse when it begins and again when
+        the worker ends it (after its deadline too: the worker goes on)."""
+
+        def write() -> T:
+            try:
+                return call(collection, *args, **kwargs)
+            finally:
+                self._counts.write_ends(collection)
+
+        if self._closed:
+            raise IndexUnavailableError("the Qdrant Edge index is closed")
+        self._counts.write_begins(collection)  # submitted at once below: the worker ends it
+        return await self._bounded(max(self.timeout_s, WRITE_TIMEOUT_S), write)
 
     async def _bounded(
         self, timeout_s: float, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs
@@ -134,7 +154,14 @@ class EdgeIndex:
         return await self._call(self.engine.held_terms, collection, scope, point_ids)
 
     async def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
-        return await self._call(self.engine.count, collection, scope, document_id)
+        key = (scope, document_id)
+        kept = self._counts.kept(collection, key)
+        if kept is not None:
+            return kept
+        mark = self._counts.mark(collection)
+        counted = await self._call(self.engine.count, collection, scope, document_id)
+        self._counts.keep(collection, key, mark, counted)
+        return counted
 
     async def scroll_document(
         self, collection: str, scope: Scope, document_id: str
