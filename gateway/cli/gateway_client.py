@@ -266,7 +266,7 @@ class EmbeddedGateway:
 
     async def create_org(self, org_id: str) -> dict[str, Any]:
         from gateway.admin import provisioning
-        from gateway.http.schemas import CreateOrg, OrgOut
+        from gateway.http.provisioning_schemas import CreateOrg, OrgOut
         from ingest.index import org_collection
 
         data = _strict(CreateOrg, {"org_id": org_id})
@@ -280,7 +280,7 @@ class EmbeddedGateway:
         self, org_id: str, tenant_id: str, created_at: str | None
     ) -> dict[str, Any]:
         from gateway.admin import provisioning
-        from gateway.http.schemas import CreateWorkspace, WorkspaceOut
+        from gateway.http.provisioning_schemas import CreateWorkspace, WorkspaceOut
 
         body = {"tenant_id": tenant_id, **({"created_at": created_at} if created_at else {})}
         data = _strict(CreateWorkspace, body)
@@ -317,7 +317,7 @@ class EmbeddedGateway:
 
     async def create_key(self, body: dict[str, Any]) -> dict[str, Any]:
         from gateway.admin import provisioning
-        from gateway.http.schemas import CreateKey, KeyOut
+        from gateway.http.key_schemas import CreateKey, KeyOut
 
         data = _strict(CreateKey, body)
         secret, record = await self._core(
@@ -347,8 +347,8 @@ class EmbeddedGateway:
     async def list_keys(self, org_id: str | None, tenant_id: str | None) -> dict[str, Any]:
         from gateway.admin import keys
         from gateway.admin.provisioning import PLATFORM
+        from gateway.http.key_schemas import KeyList
         from gateway.http.routes.keys import key_info
-        from gateway.http.schemas import KeyList
 
         found = await self._core(keys.list_keys(self._knowledge.store, PLATFORM, org_id, tenant_id))
         return _json(KeyList(keys=[key_info(key) for key in found]))
@@ -356,7 +356,7 @@ class EmbeddedGateway:
     async def revoke_key(self, key_id: str) -> dict[str, Any]:
         from gateway.admin import keys
         from gateway.admin.provisioning import PLATFORM
-        from gateway.http.schemas import RevokedOut
+        from gateway.http.key_schemas import RevokedOut
 
         knowledge = self._knowledge
         revoked = await self._core(
@@ -368,8 +368,8 @@ class EmbeddedGateway:
 
     async def list_knowledge_bases(self) -> dict[str, Any]:
         from gateway.admin import knowledge
+        from gateway.http.knowledge_schemas import KnowledgeBaseList
         from gateway.http.routes.knowledge import knowledge_base_out
-        from gateway.http.schemas import KnowledgeBaseList
 
         found = await self._core(knowledge.knowledge_bases(self._knowledge.store, self._admin()))
         listed = [await knowledge_base_out(self._planning, self._admin(), kb) for kb in found]
@@ -386,7 +386,7 @@ class EmbeddedGateway:
 
     async def knowledge_base_stats(self, kb_id: str) -> dict[str, Any]:
         from gateway.admin import knowledge
-        from gateway.http.schemas import StatsOut
+        from gateway.http.knowledge_schemas import StatsOut
 
         documents, passages, held_back = await self._core(
             knowledge.knowledge_base_stats(
@@ -398,8 +398,8 @@ class EmbeddedGateway:
     async def put_knowledge_base(self, kb_id: str, body: dict[str, Any]) -> dict[str, Any]:
         from gateway.admin import knowledge
         from gateway.http.bodies import knowledge_base_settings
+        from gateway.http.knowledge_schemas import PutKnowledgeBase
         from gateway.http.routes.knowledge import knowledge_base_out
-        from gateway.http.schemas import PutKnowledgeBase
 
         data = _strict(PutKnowledgeBase, body)
         kb, _ = await self._core(
@@ -416,7 +416,7 @@ class EmbeddedGateway:
 
     async def delete_knowledge_base(self, kb_id: str) -> dict[str, Any]:
         from gateway.admin import knowledge
-        from gateway.http.schemas import KnowledgeBaseDeletedOut, KnowledgeBaseRemoved
+        from gateway.http.knowledge_schemas import KnowledgeBaseDeletedOut, KnowledgeBaseRemoved
 
         removal = await self._core(
             knowledge.delete_knowledge_base(self._knowledge, self._admin(), kb_id)
@@ -430,8 +430,8 @@ class EmbeddedGateway:
 
     async def list_agents(self) -> dict[str, Any]:
         from gateway.admin import knowledge
+        from gateway.http.knowledge_schemas import AgentList
         from gateway.http.routes.knowledge import agent_out
-        from gateway.http.schemas import AgentList
 
         found = await self._core(knowledge.agents(self._knowledge.store, self._admin()))
         listed = [
@@ -452,8 +452,8 @@ class EmbeddedGateway:
     async def put_agent(self, agent_id: str, body: dict[str, Any]) -> dict[str, Any]:
         from gateway.admin import knowledge
         from gateway.http.bodies import agent_settings
+        from gateway.http.knowledge_schemas import PutAgent
         from gateway.http.routes.knowledge import agent_out
-        from gateway.http.schemas import PutAgent
 
         data = _strict(PutAgent, body)
         agent, _ = await self._core(
@@ -471,14 +471,14 @@ class EmbeddedGateway:
 
     async def delete_agent(self, agent_id: str) -> dict[str, Any]:
         from gateway.admin import knowledge
-        from gateway.http.schemas import AgentDeletedOut
+        from gateway.http.knowledge_schemas import AgentDeletedOut
 
         agent = await self._core(knowledge.delete_agent(self._knowledge, self._admin(), agent_id))
         return _json(AgentDeletedOut(agent_id=agent.agent_id, deleted=True))
 
     async def retrieve(self, body: dict[str, Any]) -> dict[str, Any]:
+        from gateway.http.retrieval_schemas import RetrieveIn
         from gateway.http.routes.retrieval import context_budget, retrieve_out
-        from gateway.http.schemas import RetrieveIn
         from gateway.retrieval import turn
         from gateway.retrieval.plan import settle_lines
 
@@ -510,7 +510,7 @@ class EmbeddedGateway:
         from gateway.admin import workspace
         from gateway.http.bodies import settings_changes
         from gateway.http.routes.workspace import workspace_settings_out
-        from gateway.http.schemas import PatchWorkspaceSettings
+        from gateway.http.workspace_schemas import PatchWorkspaceSettings
 
         changes = settings_changes(_strict(PatchWorkspaceSettings, body))
         updated = await self._core(

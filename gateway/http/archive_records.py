@@ -22,7 +22,8 @@ from gateway.http.bodies import (
     settings_changes,
 )
 from gateway.http.calibration_schemas import PutGoldenSet
-from gateway.http.schemas import PatchWorkspaceSettings, PutAgent, PutKnowledgeBase
+from gateway.http.knowledge_schemas import PutAgent, PutKnowledgeBase
+from gateway.http.workspace_schemas import PatchWorkspaceSettings
 from settings.golden import GoldenQuestion
 
 S = TypeVar("S", bound=msgspec.Struct)

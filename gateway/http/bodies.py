@@ -9,7 +9,8 @@ from typing import Any
 import msgspec
 
 from gateway.http.calibration_schemas import PutGoldenSet
-from gateway.http.schemas import PatchWorkspaceSettings, PutAgent, PutKnowledgeBase
+from gateway.http.knowledge_schemas import PutAgent, PutKnowledgeBase
+from gateway.http.workspace_schemas import PatchWorkspaceSettings
 from settings.golden import GoldenQuestion
 
 

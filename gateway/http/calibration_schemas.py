@@ -11,7 +11,9 @@ from typing import Annotated
 import msgspec
 
 from gateway.calibration.report import EvaluationReport
-from gateway.http.schemas import Identifier, KnowledgeBaseOut, SettingChangeOut, Strict
+from gateway.http.knowledge_schemas import KnowledgeBaseOut
+from gateway.http.schemas import Identifier, Strict
+from gateway.http.workspace_schemas import SettingChangeOut
 from settings.golden import (
     MAX_DOCUMENTS_PER_QUESTION,
     MAX_GRADE,

@@ -16,8 +16,8 @@ import msgspec
 
 from gateway.admin.bulk import BadLine, IncomingDocument, Line, LineResult
 from gateway.errors import GatewayError, InvalidInputError, PayloadTooLargeError
+from gateway.http.knowledge_schemas import BulkDocument, BulkDocumentResult, HeldBackReason
 from gateway.http.problems import problem_of
-from gateway.http.schemas import BulkDocument, BulkDocumentResult, HeldBackReason
 
 _FIELD = re.compile(r"at `\$\.?([^`]*)`")
 _NAMED_FIELD = re.compile(r"(?:unknown|missing required) field `([^`]+)`")

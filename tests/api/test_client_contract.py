@@ -106,7 +106,7 @@ def test_every_problem_and_a_chat_backend_s_answers_have_examples_that_decode() 
     """Each error response carries an example of its own status; the examples of retrieve,
     citation verification, grounding and redaction decode strictly into the gateway's
     response Structs and into the client's models."""
-    from gateway.http import schemas
+    from gateway.http import grounding_schemas, redaction_schemas, retrieval_schemas
 
     document = create_app(load_config({}, platform_key="k" * 30)).openapi_schema.to_schema()
     answers: dict[str, object] = {}
@@ -124,13 +124,13 @@ def test_every_problem_and_a_chat_backend_s_answers_have_examples_that_decode() 
             if found is not None:
                 answers[operation["operationId"]] = found
     expected = {
-        "retrieve": "RetrieveOut",
-        "verifyCitations": "VerifyOut",
-        "checkGrounding": "GroundingOut",
-        "redact": "RedactOut",
+        "retrieve": (retrieval_schemas, "RetrieveOut"),
+        "verifyCitations": (retrieval_schemas, "VerifyOut"),
+        "checkGrounding": (grounding_schemas, "GroundingOut"),
+        "redact": (redaction_schemas, "RedactOut"),
     }
     assert set(answers) == set(expected)
-    for operation_id, name in expected.items():
+    for operation_id, (schemas, name) in expected.items():
         raw = msgspec.json.encode(answers[operation_id])
         msgspec.json.decode(raw, type=getattr(schemas, name), strict=True)
         msgspec.json.decode(raw, type=getattr(kbgate_client.models, name), strict=True)

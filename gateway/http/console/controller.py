@@ -52,9 +52,11 @@ from gateway.http.console.sessions import (
     sessions_of,
 )
 from gateway.http.dependencies import Injected, telemetry_of
+from gateway.http.knowledge_schemas import PutAgent, PutKnowledgeBase
 from gateway.http.problems import gateway_problem
-from gateway.http.schemas import PatchWorkspaceSettings, PutAgent, PutKnowledgeBase, RetrieveIn
+from gateway.http.retrieval_schemas import RetrieveIn
 from gateway.http.security import client_address
+from gateway.http.workspace_schemas import PatchWorkspaceSettings
 from gateway.retrieval import turn
 from gateway.retrieval.plan import Planning
 from gateway.retrieval.turn import Retrieval

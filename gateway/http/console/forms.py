@@ -3,7 +3,7 @@
 A form sends strings only. Each value is read as the JSON scalar it spells
 ("5" -> 5, "0.4" -> 0.4, "true" -> true) or kept as the string it is, and an empty
 field means "not set". The result is converted with `msgspec.convert(strict=True)`
-into the same Struct the JSON API decodes (`gateway.http.schemas`), so a value
+into the same Struct the JSON API decodes (`gateway.http.*_schemas`), so a value
 the API refuses with 422 is refused here by the same rule, shown at its field in
 plain words ("must be at least 1" for the decoder's "Expected `int` >= 1").
 """

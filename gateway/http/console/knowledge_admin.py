@@ -41,7 +41,7 @@ from gateway.http.console.controller import (
 from gateway.http.console.forms import FormErrors, convert, form_errors
 from gateway.http.console.uploads import UploadOutcome, upload_document
 from gateway.http.dependencies import Injected
-from gateway.http.schemas import PutKnowledgeBase
+from gateway.http.knowledge_schemas import PutKnowledgeBase
 from gateway.retrieval.plan import Planning
 from ingest.index import Index
 from ingest.payload import Classification

@@ -24,8 +24,8 @@ from gateway.http.calibration_schemas import (
 from gateway.http.dependencies import Injected
 from gateway.http.openapi import BEARER, BODY, KEYED, problems
 from gateway.http.routes.knowledge import knowledge_base_out
-from gateway.http.schemas import SettingChangeOut
 from gateway.http.security import requires
+from gateway.http.workspace_schemas import SettingChangeOut
 from gateway.retrieval.plan import Planning
 from settings.golden import Evaluation, GoldenSet
 from settings.records import Role

@@ -9,12 +9,8 @@ from litestar.params import JSONBody
 from gateway.access.auth import Principal
 from gateway.http.dependencies import Injected
 from gateway.http.disconnect import stop_on_disconnect
+from gateway.http.grounding_schemas import GroundingIn, GroundingOut, SentenceOut
 from gateway.http.openapi import BEARER, BODY, KEYED, problems
-from gateway.http.schemas import (
-    GroundingIn,
-    GroundingOut,
-    SentenceOut,
-)
 from gateway.http.security import requires
 from gateway.retrieval.postcheck import GroundingCheck, grounding_check
 from settings.records import Role

@@ -12,8 +12,7 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from gateway.access.auth import Principal
 from gateway.admin import keys, provisioning
 from gateway.http.dependencies import Injected
-from gateway.http.openapi import BEARER, BODY, KEYED, problems
-from gateway.http.schemas import (
+from gateway.http.key_schemas import (
     CreateKey,
     KeyEventOut,
     KeyHistoryOut,
@@ -22,6 +21,7 @@ from gateway.http.schemas import (
     KeyOut,
     RevokedOut,
 )
+from gateway.http.openapi import BEARER, BODY, KEYED, problems
 from gateway.http.security import requires
 from gateway.telemetry import Telemetry
 from settings.cache import CachedSettings

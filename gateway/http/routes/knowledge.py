@@ -18,18 +18,7 @@ from gateway.admin.knowledge import Documents, Knowledge
 from gateway.errors import PayloadTooLargeError
 from gateway.http.bodies import agent_settings, knowledge_base_settings
 from gateway.http.dependencies import Injected
-from gateway.http.ndjson import encode_results, read_body, read_lines
-from gateway.http.openapi import (
-    BEARER,
-    BODY,
-    KEYED,
-    NDJSON_MEDIA_TYPE,
-    created,
-    ndjson_lines,
-    ndjson_response,
-    problems,
-)
-from gateway.http.schemas import (
+from gateway.http.knowledge_schemas import (
     AgentDeletedOut,
     AgentEffective,
     AgentList,
@@ -50,6 +39,17 @@ from gateway.http.schemas import (
     PutDocument,
     PutKnowledgeBase,
     StatsOut,
+)
+from gateway.http.ndjson import encode_results, read_body, read_lines
+from gateway.http.openapi import (
+    BEARER,
+    BODY,
+    KEYED,
+    NDJSON_MEDIA_TYPE,
+    created,
+    ndjson_lines,
+    ndjson_response,
+    problems,
 )
 from gateway.http.security import requires
 from gateway.retrieval.plan import Planning, knowledge_base_in_force

@@ -12,7 +12,7 @@ from gateway.admin import lifecycle, provisioning
 from gateway.admin.lifecycle import Deletions
 from gateway.http.dependencies import Injected
 from gateway.http.openapi import BEARER, BODY, KEYED, problems
-from gateway.http.schemas import (
+from gateway.http.provisioning_schemas import (
     CreateOrg,
     CreateWorkspace,
     DeletionHistoryOut,

@@ -12,7 +12,7 @@ from gateway.errors import ForbiddenError, InvalidInputError
 from gateway.http.dependencies import Injected
 from gateway.http.disconnect import stop_on_disconnect
 from gateway.http.openapi import BEARER, BODY, KEYED, problems
-from gateway.http.schemas import (
+from gateway.http.redaction_schemas import (
     ExplainedSpan,
     RedactedEntity,
     RedactIn,

@@ -14,7 +14,7 @@ from gateway.access.auth import Principal
 from gateway.errors import InvalidInputError
 from gateway.http.dependencies import Injected
 from gateway.http.openapi import BEARER, BODY, KEYED, problems
-from gateway.http.schemas import (
+from gateway.http.retrieval_schemas import (
     AbstentionReason,
     BudgetIn,
     CitationRejection,

@@ -21,7 +21,11 @@ from gateway.errors import PayloadTooLargeError
 from gateway.http.archive_records import RULES
 from gateway.http.dependencies import Injected
 from gateway.http.openapi import BEARER, KEYED, problems
-from gateway.http.schemas import ArchiveSignature, WorkspaceImported, WorkspaceImportedOut
+from gateway.http.provisioning_schemas import (
+    ArchiveSignature,
+    WorkspaceImported,
+    WorkspaceImportedOut,
+)
 from gateway.http.security import requires
 from settings.records import Role
 from settings.store import SettingsStore

@@ -17,7 +17,8 @@ from gateway.admin.workspace import WorkspaceSettings
 from gateway.http.bodies import settings_changes
 from gateway.http.dependencies import Injected
 from gateway.http.openapi import BEARER, BODY, KEYED, problems
-from gateway.http.schemas import (
+from gateway.http.security import requires
+from gateway.http.workspace_schemas import (
     AdminChangeOut,
     AdminChangesOut,
     ChangedKind,
@@ -27,7 +28,6 @@ from gateway.http.schemas import (
     WorkspaceEffective,
     WorkspaceSettingsOut,
 )
-from gateway.http.security import requires
 from settings.records import AdminChange, Role, SettingChange, Workspace
 from settings.resolve import Resolved
 from settings.store import SettingsStore
