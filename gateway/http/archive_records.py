@@ -1,8 +1,8 @@
-"""The API's write validation, for an imported archive's records (`gateway.admin.transfer`
-`RecordRules`): the same request Structs (strict: unknown fields and out-of-bound values
-refused) and the same rules the PATCH and PUT routes apply, returning the settings as
-those routes would store them. An archive is untrusted input: what the API would refuse
-in a request, the import refuses in an archive."""
+"""The API's write validation, for an imported archive's records
+(`gateway.admin.archive_check.RecordRules`): the same request Structs (strict: unknown
+fields and out-of-bound values refused) and the same rules the PATCH and PUT routes apply,
+returning the settings as those routes would store them. An archive is untrusted input:
+what the API would refuse in a request, the import refuses in an archive."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def _settings_only(settings: Mapping[str, Any], record_fields: tuple[str, ...]) 
 
 
 class ApiRecordRules:
-    """`gateway.admin.transfer.RecordRules` by the API's request bodies."""
+    """`gateway.admin.archive_check.RecordRules` by the API's request bodies."""
 
     def workspace_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         data = _strict(PatchWorkspaceSettings, settings)

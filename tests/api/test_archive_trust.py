@@ -20,7 +20,7 @@ import httpx
 import numpy as np
 import pytest
 
-from gateway.admin import transfer
+from gateway.admin import archive_load
 from gateway.tools.probe.archive_probes import EMAIL as EMAIL_PROBE
 from gateway.tools.probe.campaign import Campaign
 from ingest.embedder.embedding import Embedder
@@ -459,10 +459,12 @@ async def test_kbgate_probe_checks_the_archive_case(
     assert sorted(r.status for r in imports) == [201, 413, 413, 422, 422]
     assert await gateway.services.store.list_workspaces(f"{campaign.run}-arc") == []
 
-    original = transfer._rehomed
-    monkeypatch.setattr(transfer, "_analysed", lambda _, passages, stop: passages)
+    original = archive_load._rehomed
+    monkeypatch.setattr(archive_load, "_analysed", lambda _, passages, stop: passages)
     monkeypatch.setattr(
-        transfer, "_rehomed", lambda entry, target, keep_pii: original(entry, target, keep_pii=True)
+        archive_load,
+        "_rehomed",
+        lambda entry, target, keep_pii: original(entry, target, keep_pii=True),
     )
     trusting = Campaign(probe_transport(gateway.client), PLATFORM_KEY)
     await trusting.run_phase("archive")
