@@ -29,18 +29,10 @@ from gateway.calibration.golden_file import GoldenFileError, golden_set_body
 from gateway.errors import ConflictError, InvalidInputError, NotFoundError
 from gateway.http.bodies import golden_questions
 from gateway.http.calibration_schemas import PutGoldenSet
-from gateway.http.console.controller import (
-    ConsoleController,
-    ConsoleRequest,
-    SignedIn,
-    _after_change,
-    _checked_form,
-    _notice,
-    _page,
-    _posted_kb,
-    _text,
-)
+from gateway.http.console.controller import ConsoleController
 from gateway.http.console.forms import FORM, FormErrors, convert, form_errors
+from gateway.http.console.guard import ConsoleRequest, SignedIn, _checked_form, _posted_kb, _text
+from gateway.http.console.pages import _after_change, _notice, _page
 from gateway.http.console.plots import report_plots
 from gateway.http.dependencies import Injected
 from ingest.embedder.models import BUNDLED_MODELS

@@ -1,35 +1,27 @@
 """The admin console's routes: server-rendered pages over the admin API's core functions.
 
-Authentication: the bearer-key middleware skips `/console` (see
-`gateway.http.security.PUBLIC_PATHS`); every page but sign-in and the static files
-depends on `signed_in`, which turns the session cookie into the Principal of the key
-that signed in, requires the admin role and spends the key's rate-limit budget like
-an API call. Every change is a POST carrying the session's CSRF token and coming from
-this origin. Every response carries a strict Content-Security-Policy (no inline
-script or style), nosniff, no-referrer and `Cache-Control: no-store`.
+Sign-in, workspace settings and their history, knowledge bases, agents and the try
+page. Who may reach them (sessions, CSRF, security headers) is
+`gateway.http.console.guard`'s; how they are rendered, errors included,
+`gateway.http.console.pages`'.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
-from urllib.parse import urlsplit
 
-from litestar import Controller, Request, Response, get, post
-from litestar.datastructures import Cookie, FormMultiDict, MutableScopeHeaders, State
+from litestar import Controller, Response, get, post
+from litestar.datastructures import FormMultiDict
 from litestar.di import NamedDependency, Provide
-from litestar.enums import ScopeType
-from litestar.exceptions import HTTPException, NotAuthorizedException, PermissionDeniedException
+from litestar.exceptions import HTTPException
 from litestar.middleware import DefineMiddleware
 from litestar.params import FromPath
 from litestar.response import Redirect, Template
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.access.admission import Admission, Authentication
-from gateway.access.auth import Principal, hash_key, is_usable, principal_of
+from gateway.access.auth import Principal, hash_key
 from gateway.admin import knowledge as admin
 from gateway.admin import workspace
 from gateway.admin.knowledge import Knowledge
@@ -44,16 +36,26 @@ from gateway.errors import (
 from gateway.http.bodies import agent_settings, knowledge_base_settings, settings_changes
 from gateway.http.console import views
 from gateway.http.console.forms import FormErrors, convert, domain_errors, form_errors, scalar
-from gateway.http.console.sessions import (
-    COOKIE,
-    COOKIE_PATH,
-    ConsoleSession,
-    ConsoleSessions,
-    sessions_of,
+from gateway.http.console.guard import (
+    HOME,
+    SIGN_IN,
+    ConsoleHeaders,
+    ConsoleRequest,
+    CsrfRefused,
+    SignedIn,
+    SignInRequired,
+    _checked_form,
+    _posted_kb,
+    _same_origin,
+    _session_cookie,
+    _sessions,
+    _text,
+    signed_in,
 )
-from gateway.http.dependencies import Injected, telemetry_of
+from gateway.http.console.pages import _after_change, _error_page, _notice, _page, _sign_in_again
+from gateway.http.console.sessions import COOKIE
+from gateway.http.dependencies import Injected
 from gateway.http.knowledge_schemas import PutAgent, PutKnowledgeBase
-from gateway.http.problems import gateway_problem
 from gateway.http.retrieval_schemas import RetrieveIn
 from gateway.http.security import client_address
 from gateway.http.workspace_schemas import PatchWorkspaceSettings
@@ -66,132 +68,16 @@ from gateway.telemetry import Telemetry
 from ingest.index import IndexUnavailableError
 from settings.config import Config
 from settings.pii_allow_list import allow_list_entry
-from settings.records import KnowledgeBase, Role
+from settings.records import Role
 from settings.resolve import PII_ALLOW_LIST, resolve_pii_allow_list
 from settings.store import SettingsStore, StoreUnavailableError
 
-ConsoleRequest = Request[Any, Any, State]
-
-CONTENT_SECURITY_POLICY = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
-    "object-src 'none'"
-)
-SECURITY_HEADERS = {
-    "content-security-policy": CONTENT_SECURITY_POLICY,
-    "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
-    "cache-control": "no-store",
-    "x-frame-options": "DENY",
-    "cross-origin-opener-policy": "same-origin",
-    "cross-origin-resource-policy": "same-origin",
-}
-SIGN_IN = "/console/login"
-HOME = "/console/settings"
 _STATIC = {"console.css": "text/css", "console.js": "text/javascript"}
 _KB_ERROR_FIELDS = {
     "fusion": "fusion_dense",
     "fusion.dense": "fusion_dense",
     "fusion.keyword": "fusion_keyword",
 }
-
-
-class SignInRequired(NotAuthorizedException):
-    """No valid console session: the browser is sent to the sign-in page."""
-
-
-class CsrfRefused(PermissionDeniedException):
-    """A change without this session's CSRF token, or from another site."""
-
-
-class ConsoleHeaders:
-    """Adds the console's security headers to every response it sends, errors included."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != ScopeType.HTTP:
-            await self.app(scope, receive, send)
-            return
-
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableScopeHeaders.from_message(message)
-                for name, value in SECURITY_HEADERS.items():
-                    headers[name] = value
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
-
-
-@dataclass(frozen=True, slots=True)
-class SignedIn:
-    """The signed-in admin: the Principal of their key and their console session."""
-
-    principal: Principal
-    token: str
-    session: ConsoleSession
-
-
-def _sessions(request: ConsoleRequest) -> ConsoleSessions:
-    return sessions_of(request.app.state)
-
-
-async def signed_in(
-    request: ConsoleRequest,
-    authentication: Injected[Authentication],
-    admission: Injected[Admission],
-) -> SignedIn:
-    """The session's key as a Principal with the admin role, or SignInRequired."""
-    sessions = _sessions(request)
-    token = request.cookies.get(COOKIE)
-    session = await sessions.load(token)
-    if token is None or session is None:
-        raise SignInRequired
-    record = await authentication.credential(session.key_hash)
-    principal = principal_of(record) if record is not None and is_usable(record) else None
-    if principal is None or Role.ADMIN not in principal.roles or not principal.tenant_id:
-        await sessions.end(token)  # a revoked or expired key ends its sessions
-        raise SignInRequired
-    authentication.used(principal.key_id)
-    await admission.admit(principal)
-    return SignedIn(principal=principal, token=token, session=session)
-
-
-def _same_origin(request: ConsoleRequest) -> bool:
-    """Whether a POST comes from a page of this origin (Fetch metadata, else Origin)."""
-    site = request.headers.get("sec-fetch-site")
-    if site is not None:
-        return site in {"same-origin", "none"}
-    origin = request.headers.get("origin")
-    if origin is None or origin == "null":
-        return origin is None
-    return urlsplit(origin).netloc == request.headers.get("host", "")
-
-
-async def _checked_form(request: ConsoleRequest, who: NamedDependency[SignedIn]) -> FormMultiDict:
-    """The posted form, once its CSRF token and origin are this session's."""
-    form = await request.form()
-    token = form.get("csrf_token")
-    if (
-        not isinstance(token, str)
-        or not hmac.compare_digest(token.encode(), who.session.csrf.encode())
-        or not _same_origin(request)
-    ):
-        telemetry_of(request.app.state).count("console_csrf_refused")
-        raise CsrfRefused(detail="this form did not come from this console session")
-    return form
-
-
-async def _posted_kb(
-    request: ConsoleRequest, who: NamedDependency[SignedIn], store: SettingsStore
-) -> tuple[FormMultiDict, KnowledgeBase]:
-    """The checked form and the knowledge base its `kb_id` names (NotFoundError when the
-    workspace has none)."""
-    form = await _checked_form(request, who)
-    kb = await admin.knowledge_base_of(store, who.principal, _text(form, "kb_id"))
-    return form, kb
 
 
 def _filter_of(text: str) -> Any:
@@ -208,11 +94,6 @@ def _filter_of(text: str) -> Any:
     return found
 
 
-def _text(form: FormMultiDict, name: str) -> str:
-    value = form.get(name)
-    return value if isinstance(value, str) else ""
-
-
 #: the settings form's field of one entity type's operator: `operator-PERSON`
 _OPERATOR_FIELD = "operator-"
 
@@ -227,52 +108,6 @@ def _operators(form: FormMultiDict) -> dict[str, str]:
     }
 
 
-def _session_cookie(request: ConsoleRequest, token: str, *, clear: bool = False) -> Cookie:
-    """HttpOnly, SameSite=Strict, Secure over https; no expiry: it ends with the browser."""
-    return Cookie(
-        key=COOKIE,
-        value="" if clear else token,
-        path=COOKIE_PATH,
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-        max_age=0 if clear else None,
-    )
-
-
-def _page(
-    name: str,
-    who: SignedIn | None,
-    *,
-    active: str = "",
-    status_code: int = 200,
-    notice: str | None = None,
-    **context: Any,
-) -> Template:
-    return Template(
-        template_name=name,
-        context={
-            "who": who.principal if who else None,
-            "csrf": who.session.csrf if who else "",
-            "active": active,
-            "notice": notice,
-            "shown": views.shown,
-            "moment": views.moment,
-            **context,
-        },
-        status_code=status_code,
-    )
-
-
-async def _notice(request: ConsoleRequest, who: NamedDependency[SignedIn]) -> str | None:
-    """The one-shot message left by the last change, cleared once shown."""
-    notice = who.session.notice
-    if notice is not None:
-        who.session.notice = None
-        await _sessions(request).save(who.token, who.session)
-    return notice
-
-
 async def _explained(
     egress: Egress, principal: Principal, outcome: turn.TurnResult
 ) -> dict[str, list[Detection]]:
@@ -283,56 +118,6 @@ async def _explained(
     texts = [candidate.hit.payload.text for candidate in outcome.candidates]
     explained = await explain_texts(egress, principal, texts)
     return dict(zip(ids, explained, strict=True))
-
-
-async def _after_change(request: ConsoleRequest, who: SignedIn, notice: str, to: str) -> Redirect:
-    """Post/redirect/get: the next page shows `notice` once."""
-    who.session.notice = notice
-    await _sessions(request).save(who.token, who.session)
-    return Redirect(path=to, status_code=303)
-
-
-# ---- error pages -------------------------------------------------------------------
-
-
-def _sign_in_again(request: ConsoleRequest, _: Exception) -> Response[Any]:
-    token = request.cookies.get(COOKIE)
-    cookies = [_session_cookie(request, "", clear=True)] if token else None
-    return Redirect(path=SIGN_IN, status_code=303, cookies=cookies)
-
-
-def _error_page(request: ConsoleRequest, error: Exception) -> Response[Any]:
-    headers: dict[str, str] = {}
-    if isinstance(error, GatewayError):
-        problem = gateway_problem(error)
-        status, detail = problem.status_code, problem.detail or ""
-        headers = dict(problem.headers or {})
-        headers.pop("WWW-Authenticate", None)
-    elif isinstance(error, HTTPException):
-        status, detail = error.status_code, error.detail
-    elif isinstance(error, StoreUnavailableError | IndexUnavailableError):
-        status, detail, headers = (
-            503,
-            "a dependency is unavailable; retry later",
-            {"Retry-After": "5"},
-        )
-    else:  # pragma: no cover — only the types registered below reach here
-        status, detail = 500, "internal error"
-    return Template(
-        template_name="error.html",
-        context={
-            "status": status,
-            "detail": detail,
-            "who": None,
-            "active": "",
-            "csrf": "",
-            "notice": None,
-            "shown": views.shown,
-            "moment": views.moment,
-        },
-        status_code=status,
-        headers=headers,
-    )
 
 
 # ---- the controller ----------------------------------------------------------------

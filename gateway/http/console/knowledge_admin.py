@@ -27,18 +27,10 @@ from gateway.admin import knowledge as admin
 from gateway.admin.knowledge import Documents, Knowledge
 from gateway.errors import InvalidInputError, NotFoundError
 from gateway.http.console import views
-from gateway.http.console.controller import (
-    ConsoleController,
-    ConsoleRequest,
-    SignedIn,
-    _after_change,
-    _checked_form,
-    _notice,
-    _page,
-    _posted_kb,
-    _text,
-)
+from gateway.http.console.controller import ConsoleController
 from gateway.http.console.forms import FormErrors, convert, form_errors
+from gateway.http.console.guard import ConsoleRequest, SignedIn, _checked_form, _posted_kb, _text
+from gateway.http.console.pages import _after_change, _notice, _page
 from gateway.http.console.uploads import UploadOutcome, upload_document
 from gateway.http.dependencies import Injected
 from gateway.http.knowledge_schemas import PutKnowledgeBase
