@@ -29,7 +29,7 @@ from gateway.errors import (
     RateLimitedError,
 )
 from gateway.safety.passages import RedactionPolicies, redaction_policy
-from gateway.safety.redaction import count_redactions
+from gateway.safety.policy import count_redactions
 from gateway.safety.spans import Detection
 from gateway.telemetry import Telemetry
 from settings.cache import CachedSettings

@@ -25,7 +25,8 @@ from typing import Any, Protocol
 
 from gateway.errors import DependencyUnavailableError
 from gateway.safety.operators import Operators
-from gateway.safety.redaction import RedactionPolicy, Redactor, count_redactions
+from gateway.safety.policy import RedactionPolicy, count_redactions
+from gateway.safety.redaction import Redactor
 from gateway.telemetry import Telemetry
 from ingest.index import Index, IndexUnavailableError
 from ingest.lru import LruCache

@@ -4,25 +4,24 @@
    (`gateway.safety.recognizers`) find every entity of every type they know, as spans
    (`ingest.payload.PiiSpan`). Passages are analysed when they are written and the spans
    stored with them (`ingest.sync.DocumentWriter`); `/v1/redact` analyses at call time.
-2. Policy (`RedactionPolicy.apply`): the spans of the types the workspace redacts
-   (`pii_entities`) whose value its allow-list (`pii_allow_list`) does not keep are made
-   disjoint (`resolve_overlaps`) and each is replaced by its type's operator
-   (`pii_operators`: `<ENTITY_TYPE>`, a mask or a pseudonym; presidio-anonymizer,
-   `gateway.safety.operators`). No recognizer runs here: a turn applies the policy to
-   stored spans in microseconds, and a policy change applies to the next turn with
-   nothing re-indexed.
+2. Policy (`gateway.safety.policy`, `RedactionPolicy.apply`): the spans of the types
+   the workspace redacts (`pii_entities`) whose value its allow-list (`pii_allow_list`)
+   does not keep are made disjoint (`resolve_overlaps`) and each is replaced by its
+   type's operator (`pii_operators`: `<ENTITY_TYPE>`, a mask or a pseudonym;
+   presidio-anonymizer, `gateway.safety.operators`). No recognizer runs here: a turn
+   applies the policy to stored spans in microseconds, and a policy change applies to
+   the next turn with nothing re-indexed.
 
 Whether to redact at all is the two-gate rule (`settings.resolve.resolve_redaction`).
 Analysis is CPU-bound: the gateway runs it off the event loop (call-time redaction on the
-expensive-work pool, `gateway.access.expensive`).
+expensive-work pool, `gateway.access.expensive`). A long text or a JSON value is
+analysed in pieces (`gateway.safety.slicing`).
 """
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway.safety.names import (
@@ -31,6 +30,7 @@ from gateway.safety.names import (
 )
 from gateway.safety.operators import Anonymizer, Operators
 from gateway.safety.people import READ_BY_MODEL, named_entities, not_people, same_names
+from gateway.safety.policy import Redaction, RedactionPolicy, spans_of
 from gateway.safety.recognizers import (
     CONTEXT_NAME_RECOGNIZERS,
     LANGUAGE,
@@ -47,9 +47,18 @@ from gateway.safety.recognizers import (
     may_hold_phone_number,
     no_nlp_engine,
 )
-from gateway.safety.spans import Detection, Span, overlaps_any, recognizer_of
+from gateway.safety.slicing import (
+    MAX_ANALYSIS_CHARS,
+    TEXT_SLICE_CHARS,
+    analysis_slices,
+    collect_strings,
+    json_batches,
+    shifted,
+    shifted_result,
+    text_slices,
+)
+from gateway.safety.spans import Detection, overlaps_any, recognizer_of
 from gateway.safety.technical import opens_call_arguments, technical_spans
-from gateway.telemetry import Telemetry
 from ingest.payload import PiiSpan
 from settings.pii_allow_list import NO_ALLOW_LIST, AllowList
 from settings.resolve import KNOWN_PII_ENTITIES
@@ -59,30 +68,12 @@ __all__ = [
     "PHONE_REGIONS",
     "SCORE_FLOOR",
     "Detection",
-    "Redaction",
-    "RedactionPolicy",
     "Redactor",
-    "count_redactions",
     "may_hold_phone_number",
-    "resolve_overlaps",
 ]
 
-#: Deeper JSON than this is refused rather than walked.
-MAX_JSON_DEPTH = 64
 #: Texts per NER batch when passages are analysed together.
 NER_BATCH = 16
-#: The most characters the recognizers read at once (spaCy refuses a text past a million;
-#: passages are far shorter, `ingest.chunking.MAX_PASSAGE_CHARS`, but one stored before
-#: passages had a character bound may not be). A longer text is read in slices cut at
-#: whitespace, its spans shifted back: a long text is never a failure.
-MAX_ANALYSIS_CHARS = 100_000
-#: Characters of one text a call-time redaction (`redact`, `redact_explained`) analyses
-#: between two checkpoints (about 0.1 s of analysis on a core of its own). A longer text is read
-#: in slices of this size, each widened by `SLICE_OVERLAP_CHARS` on either side so that
-#: an entity cut by a slice's edge is whole in the widened slice; a name found in one
-#: slice is then looked for in the whole text (`same_names`).
-TEXT_SLICE_CHARS = 2_000
-SLICE_OVERLAP_CHARS = 200
 # One sample of each kind, analysed once at build time so lazy state (compiled
 # patterns, phone metadata, the suffix list, the NER model) is loaded before requests share it.
 _WARM_UP = (
@@ -92,61 +83,6 @@ _WARM_UP = (
     "nhs 943 476 5919, wallet 1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNa, "
     "https://u:p@db.example.com/x, www.example.org"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Redaction:
-    """The redacted text and how many spans of each entity type were replaced."""
-
-    text: str
-    counts: dict[str, int]
-
-    @property
-    def redacted(self) -> bool:
-        return bool(self.counts)
-
-
-@dataclass(frozen=True, slots=True)
-class RedactionPolicy:
-    """What a workspace redacts: these entity types, except values its allow-list keeps;
-    and how (`operators`)."""
-
-    entities: frozenset[str]
-    allow: AllowList = NO_ALLOW_LIST
-    operators: Operators = field(kw_only=True)
-
-    def select(self, text: str, spans: Iterable[Span]) -> list[Detection]:
-        """The disjoint spans of `text` to replace, in text order.
-
-        Pattern recognizers (which check what they find) win over the NER model where
-        they overlap: a name, place or organisation keeps only what lies outside them.
-        """
-        kept = [
-            span
-            for span in spans
-            if span.entity_type in self.entities
-            and not (self.allow and self.allow.allows(text[span.start : span.end]))
-        ]
-        if not kept:
-            return []
-        patterns = resolve_overlaps(text, [s for s in kept if s.entity_type not in NER_ENTITIES])
-        taken = [(d.start, d.end) for d in patterns]
-        names = [
-            Detection(start, end, d.entity_type, d.score)
-            for d in resolve_overlaps(text, [s for s in kept if s.entity_type in NER_ENTITIES])
-            for start, end in _uncovered(d.start, d.end, taken)
-            if any(ch.isalnum() for ch in text[start:end])
-        ]
-        return sorted([*patterns, *names], key=lambda d: d.start)
-
-    def apply(self, text: str, spans: Iterable[Span]) -> Redaction:
-        """`text` with each selected span replaced by its type's operator (presidio-
-        anonymizer); a text with nothing selected is returned as it is, unanonymized."""
-        detections = self.select(text, spans)
-        if not detections:
-            return Redaction(text, {})
-        counts = Counter(detection.entity_type for detection in detections)
-        return Redaction(self.operators.replace(text, detections), dict(sorted(counts.items())))
 
 
 class Redactor:
@@ -223,7 +159,7 @@ class Redactor:
             return ()
         if len(text) > MAX_ANALYSIS_CHARS:
             return tuple(
-                _shifted(span, offset)
+                shifted(span, offset)
                 for offset, piece in analysis_slices(text)
                 for span in self.analyze(piece, wanted)
             )
@@ -244,7 +180,7 @@ class Redactor:
         pieces = [piece for slices in sliced for _, piece in slices]
         found = iter(self._analyze_texts(pieces, wanted))
         return [
-            tuple(_shifted(span, offset) for offset, _ in slices for span in next(found))
+            tuple(shifted(span, offset) for offset, _ in slices for span in next(found))
             for slices in sliced
         ]
 
@@ -311,7 +247,7 @@ class Redactor:
                 checkpoint()
             if piece.strip():
                 found += [
-                    _shifted_result(result, offset)
+                    shifted_result(result, offset)
                     for result in self._found(piece, self._artifacts(piece, wanted), wanted)
                 ]
         if "PERSON" in wanted:
@@ -428,7 +364,7 @@ class Redactor:
         operators = operators if operators is not None else self.anonymizer.replace_all
         policy = RedactionPolicy(frozenset(entities), allow, operators=operators)
         distinct: dict[str, None] = {}
-        _collect_strings(value, distinct)
+        collect_strings(value, distinct)
         spans: dict[str, tuple[PiiSpan, ...]] = {}
         for batch in json_batches(list(distinct)):
             if checkpoint is not None:
@@ -450,101 +386,6 @@ class Redactor:
 
         redacted = rebuild(value)
         return redacted, dict(sorted(counts.items()))
-
-
-def analysis_slices(text: str, bound: int = MAX_ANALYSIS_CHARS) -> list[tuple[int, str]]:
-    """`text` in consecutive slices of at most `bound` characters, each with its offset;
-    a slice ends at the last whitespace of its second half where there is one."""
-    slices: list[tuple[int, str]] = []
-    start = 0
-    while start < len(text):
-        end = min(start + bound, len(text))
-        if end < len(text):
-            cut = max(text.rfind(space, start + bound // 2, end) for space in " \n\t")
-            if cut > start:
-                end = cut + 1
-        slices.append((start, text[start:end]))
-        start = end
-    return slices
-
-
-def text_slices(
-    text: str, bound: int = TEXT_SLICE_CHARS, overlap: int = SLICE_OVERLAP_CHARS
-) -> list[tuple[int, str]]:
-    """`analysis_slices` of `text`, each widened by `overlap` characters on either side,
-    with the offset of each widened slice."""
-    widened: list[tuple[int, str]] = []
-    for offset, piece in analysis_slices(text, bound):
-        start, end = max(0, offset - overlap), min(len(text), offset + len(piece) + overlap)
-        widened.append((start, text[start:end]))
-    return widened
-
-
-def _shifted_result(result: Any, offset: int) -> Any:
-    """An analyzer result (presidio's or a Detection) moved `offset` characters on."""
-    if isinstance(result, Detection):
-        return replace(result, start=result.start + offset, end=result.end + offset)
-    moved = copy.copy(result)
-    moved.start, moved.end = result.start + offset, result.end + offset
-    return moved
-
-
-#: Strings of a JSON value analysed in one call, and the characters one call takes
-#: (a longer string goes alone): one unit of work between two checkpoints.
-JSON_BATCH_STRINGS = 16
-JSON_BATCH_CHARS = 4_000
-
-
-def json_batches(texts: Sequence[str]) -> list[list[str]]:
-    """`texts` in order, cut into batches of at most JSON_BATCH_STRINGS strings and
-    JSON_BATCH_CHARS characters (a longer string is a batch of its own)."""
-    batches: list[list[str]] = []
-    batch: list[str] = []
-    chars = 0
-    for text in texts:
-        if batch and (len(batch) >= JSON_BATCH_STRINGS or chars + len(text) > JSON_BATCH_CHARS):
-            batches.append(batch)
-            batch, chars = [], 0
-        batch.append(text)
-        chars += len(text)
-    if batch:
-        batches.append(batch)
-    return batches
-
-
-def _collect_strings(value: Any, into: dict[str, None]) -> None:
-    """Every string of a JSON value into `into` (distinct, in first-seen order); ValueError
-    past MAX_JSON_DEPTH."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_JSON_DEPTH:
-            raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-        if isinstance(node, str):
-            into[node] = None
-        elif isinstance(node, dict):
-            stack.extend((item, depth + 1) for item in reversed(node.values()))
-        elif isinstance(node, list | tuple):
-            stack.extend((item, depth + 1) for item in reversed(node))
-
-
-def _shifted(span: PiiSpan, offset: int) -> PiiSpan:
-    if not offset:
-        return span
-    return PiiSpan(span.start + offset, span.end + offset, span.entity_type, span.score)
-
-
-def spans_of(found: Iterable[Span]) -> tuple[PiiSpan, ...]:
-    """Analyzer results as stored spans: overlapping results of one type merged into their
-    union, sorted by position; results of different types may overlap (the policy settles
-    them once it knows which types it redacts)."""
-    merged = _merge_same_type(
-        [Detection(r.start, r.end, r.entity_type, round(float(r.score), 2)) for r in found]
-    )
-    return tuple(
-        PiiSpan(d.start, d.end, d.entity_type, d.score)
-        for d in sorted(merged, key=lambda d: (d.start, d.end, d.entity_type))
-    )
 
 
 def _blank(text: str, spans: Iterable[tuple[int, int]]) -> str:
@@ -578,75 +419,3 @@ def _finder(found: Sequence[Any], detection: Detection) -> str:
         default=None,
     )
     return recognizer_of(best) if best is not None else ""
-
-
-def count_redactions(telemetry: Telemetry, counts: dict[str, int]) -> None:
-    """Telemetry gets how many of each entity type were replaced, never what."""
-    for entity_type, amount in counts.items():
-        telemetry.count(f"redacted_{entity_type}", amount)
-
-
-def resolve_overlaps(text: str, found: Iterable[Span]) -> list[Detection]:
-    """Make analyzer results disjoint so every character is replaced at most once.
-
-    Overlapping results of one type merge into their union; a result inside another
-    is dropped (the outer one covers it); where two results still overlap, the higher
-    score keeps the overlap and the other keeps what is left of it, if that holds a
-    letter or digit. The union of what was detected is always covered.
-    """
-    merged = _merge_same_type(
-        [Detection(r.start, r.end, r.entity_type, float(r.score)) for r in found]
-    )
-    outermost = [
-        d
-        for d in merged
-        if not any(_contains(other, d) and _outranks(other, d) for other in merged if other != d)
-    ]
-    taken: list[tuple[int, int]] = []
-    kept: list[Detection] = []
-    for d in sorted(outermost, key=lambda d: (-d.score, d.start - d.end, d.start, d.entity_type)):
-        for start, end in _uncovered(d.start, d.end, taken):
-            if any(ch.isalnum() for ch in text[start:end]):
-                kept.append(Detection(start, end, d.entity_type, d.score))
-        taken.append((d.start, d.end))
-    return sorted(kept, key=lambda d: d.start)
-
-
-def _merge_same_type(spans: list[Detection]) -> list[Detection]:
-    merged: list[Detection] = []
-    for d in sorted(spans, key=lambda d: (d.entity_type, d.start, d.end)):
-        last = merged[-1] if merged else None
-        if last is not None and last.entity_type == d.entity_type and d.start < last.end:
-            merged[-1] = Detection(
-                last.start, max(last.end, d.end), d.entity_type, max(last.score, d.score)
-            )
-        else:
-            merged.append(d)
-    return merged
-
-
-def _contains(outer: Detection, inner: Detection) -> bool:
-    return outer.start <= inner.start and inner.end <= outer.end
-
-
-def _outranks(outer: Detection, inner: Detection) -> bool:
-    """Strictly longer wins; the same span goes to the higher score, then the type name."""
-    if (outer.start, outer.end) != (inner.start, inner.end):
-        return True
-    return (outer.score, inner.entity_type) > (inner.score, outer.entity_type)
-
-
-def _uncovered(start: int, end: int, taken: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    pieces = [(start, end)]
-    for t_start, t_end in taken:
-        next_pieces: list[tuple[int, int]] = []
-        for p_start, p_end in pieces:
-            if t_end <= p_start or p_end <= t_start:
-                next_pieces.append((p_start, p_end))
-                continue
-            if p_start < t_start:
-                next_pieces.append((p_start, t_start))
-            if t_end < p_end:
-                next_pieces.append((t_end, p_end))
-        pieces = next_pieces
-    return pieces

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 import tldextract
 
-from gateway.safety.redaction import MAX_JSON_DEPTH, PHONE_REGIONS, RedactionPolicy, Redactor
+from gateway.safety.policy import RedactionPolicy
+from gateway.safety.redaction import PHONE_REGIONS, Redactor
+from gateway.safety.slicing import MAX_JSON_DEPTH
 from settings.pii_allow_list import parse_allow_list
 from settings.resolve import DEFAULT_PII_ENTITIES, KNOWN_PII_ENTITIES
 from tests.support.redactor import shared_redactor
@@ -412,7 +414,7 @@ def test_skipping_the_phone_pass_never_changes_what_is_found(redactor: Redactor)
 def test_a_text_past_the_analyzer_bound_is_read_in_slices(redactor: Redactor) -> None:
     """Issue 57 #6: a 1,000,001-character text (spaCy reads at most a million at once) is
     analysed in slices: no error, and the spans on both sides of it at their offsets."""
-    from gateway.safety.redaction import MAX_ANALYSIS_CHARS, analysis_slices
+    from gateway.safety.slicing import MAX_ANALYSIS_CHARS, analysis_slices
 
     head = "Mail jane@example.com first. "
     tail = " Then mail bob@example.org."
@@ -438,7 +440,7 @@ def test_a_long_text_is_redacted_in_slices_with_a_checkpoint_between(with_ner: R
     checkpoint called before each (what it raises stops the work): every email, phone
     and name is still replaced, those cut by a slice's edge included, and a surname
     found in one slice is hidden where it is named again slices later."""
-    from gateway.safety.redaction import TEXT_SLICE_CHARS
+    from gateway.safety.slicing import TEXT_SLICE_CHARS
 
     filler = "The pump seals were checked and the bearings were replaced. "
     record = "Call Jane Doe at +44 20 7946 0958 or jane.doe@example.com today. "

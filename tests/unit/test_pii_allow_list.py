@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.safety.operators import Anonymizer
-from gateway.safety.redaction import RedactionPolicy
+from gateway.safety.policy import RedactionPolicy
 from ingest.payload import PiiAnalysis, PiiSpan
 from settings.pii_allow_list import AllowListError, is_allow_list, parse_allow_list
 from settings.resolve import resolve_pii_allow_list

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from gateway.safety.operators import Anonymizer, Operators, pseudonym
-from gateway.safety.redaction import RedactionPolicy
+from gateway.safety.policy import RedactionPolicy
 from ingest.payload import PiiSpan
 
 KEY = bytes(range(32))

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from gateway.safety.redaction import Detection, may_hold_phone_number, resolve_overlaps
+from gateway.safety.policy import resolve_overlaps
+from gateway.safety.redaction import Detection, may_hold_phone_number
 
 
 @dataclass
