@@ -28,19 +28,19 @@ from __future__ import annotations
 import asyncio
 import functools
 import secrets
-import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import msgspec
 
 from gateway.access.auth import Principal, principal_of
-from gateway.access.expensive import ExpensiveWork, Stop, stop_point
+from gateway.access.expensive import ExpensiveWork
 from gateway.admin.knowledge import knowledge_base_of, record_change, target_of
+from gateway.admin.migration_figures import Validation, figures_on, loaded, validation_of
+from gateway.admin.migration_pages import Progress, embed_page
 from gateway.background import BackgroundTasks
-from gateway.calibration.evaluation import Evaluator, evaluate
-from gateway.calibration.report import EvaluationReport
+from gateway.calibration.evaluation import Evaluator
 from gateway.errors import (
     ConflictError,
     DependencyUnavailableError,
@@ -48,10 +48,10 @@ from gateway.errors import (
     NotFoundError,
 )
 from gateway.telemetry import Telemetry
-from ingest.embedder.embedding import Embedder, ModelUnavailableError
+from ingest.embedder.embedding import ModelUnavailableError
 from ingest.embedder.models import MAX_MODEL_ID, DenseModels
-from ingest.index import DENSE_VECTOR, Index, IndexUnavailableError, StoredPassage
-from ingest.sync import Target, embedding_input
+from ingest.index import DENSE_VECTOR, Index, IndexUnavailableError
+from ingest.sync import Target
 from settings.cache import CachedSettings
 from settings.migration import MigrationStatus, MigrationStep, ModelMigration
 from settings.records import KnowledgeBase
@@ -59,8 +59,6 @@ from settings.store import SettingsStore, StoreUnavailableError
 
 #: passages read, embedded and written per unit of the background job
 PAGE = 32
-#: the job writes its progress to the store at most this often
-_PROGRESS_EVERY_S = 2.0
 #: after a dependency fault the job waits this long, then goes on where it was
 _RETRY_S = 5.0
 _TASK = "model_migration"
@@ -81,40 +79,6 @@ class Migrations:
     background: BackgroundTasks
     evaluator: Evaluator
     telemetry: Telemetry
-
-
-class SetFigures(msgspec.Struct, kw_only=True):
-    """One vector set on the KB's golden set: its evaluation's headline figures."""
-
-    model: str
-    vector: str
-    #: the fused ranking with the KB's weights, every floor at its lowest
-    ndcg_10: float
-    recall_10: float
-    recall_100: float
-    #: the dense channel alone
-    dense_ndcg_10: float
-    #: abstention of the KB's settings in force on this set (measured by the turn)
-    abstention: dict[str, float]
-    #: the floors the evaluation recommends for this set, and what they give
-    recommended: dict[str, float]
-    recommended_ndcg_10: float
-    recommended_abstention: dict[str, float]
-    meets_target: bool
-
-
-class Validation(msgspec.Struct, kw_only=True):
-    """The golden set on both vector sets, side by side."""
-
-    status: str  # "running", "done" or "failed"
-    started_at: str
-    key_id: str
-    finished_at: str | None = None
-    old: SetFigures | None = None
-    new: SetFigures | None = None
-    #: new minus old fused nDCG@10 (negative: the new model ranks worse)
-    ndcg_10_change: float | None = None
-    error: str | None = None
 
 
 _replace = msgspec.structs.replace
@@ -139,12 +103,6 @@ def of_workspace(tenant_id: str, kb_id: str | None = None) -> Callable[[Hashable
         )
 
     return chosen
-
-
-def validation_of(migration: ModelMigration) -> Validation | None:
-    if migration.validation is None:
-        return None
-    return msgspec.convert(migration.validation, Validation)
 
 
 # ---- reading --------------------------------------------------------------------------
@@ -185,7 +143,7 @@ async def start_migration(
     source, target = models.named(kb.embedding_model), models.named(target_model)
     if source == target:
         raise InvalidInputError("the knowledge base already answers from it", field="model")
-    embedder = await _loaded(models, target)
+    embedder = await loaded(models, target)
     existing = await migrations.store.get_migration(principal.tenant_id, kb.kb_id)
     if existing is not None and existing.both_sets:
         resumable = existing.status is MigrationStatus.FAILED and existing.target_model == target
@@ -293,8 +251,8 @@ async def _build_pass(migrations: Migrations, started: ModelMigration) -> None:
     target = target_of(kb)
     scope = target.write_scope()
     vector = migrations.models.vector(current.target_model)
-    embedder = await _loaded(migrations.models, current.target_model)
-    progress = _Progress(current)
+    embedder = await loaded(migrations.models, current.target_model)
+    progress = Progress(current)
     progress.total = await index.count(target.collection, scope)
     progress.done = await index.count_vector(target.collection, scope, vector)
     offset: str | None = None
@@ -310,7 +268,7 @@ async def _build_pass(migrations: Migrations, started: ModelMigration) -> None:
         if page:
             vectors = await migrations.expensive.run(
                 kb.tenant_id,
-                functools.partial(_embed_page, embedder, page, kb.tenant_id),
+                functools.partial(embed_page, embedder, page, kb.tenant_id),
                 kind="migration",
                 wait=True,
             )
@@ -333,46 +291,6 @@ async def _build_pass(migrations: Migrations, started: ModelMigration) -> None:
                 if built.switch_when_not_worse_by is not None:
                     await _by_policy(migrations, built)
                 return
-
-
-def _embed_page(
-    embedder: Embedder, page: Sequence[StoredPassage], lane: str, stop: Stop
-) -> dict[str, tuple[float, ...]]:
-    """One page's passages embedded as a write embeds them (title and text), on the
-    model's runner in the workspace's lane."""
-    stop_point(stop)
-    texts = [embedding_input(p.payload.title, p.payload.text) for p in page]
-    found = embedder.embed_documents(texts, lane=lane)
-    return {p.point_id: e.dense for p, e in zip(page, found, strict=True)}
-
-
-class _Progress:
-    """Passages done, the KB's passages, and the job's rate, written at most every
-    `_PROGRESS_EVERY_S`."""
-
-    def __init__(self, migration: ModelMigration) -> None:
-        self.done = migration.done
-        self.total = migration.total
-        self.rate = migration.rate
-        self._since = time.monotonic()
-        self._counted = 0
-
-    def embedded(self, count: int) -> None:
-        self.done = min(self.total, self.done + count) if self.total else self.done + count
-        self._counted += count
-
-    def apply(self, migration: ModelMigration) -> ModelMigration:
-        return _replace(
-            migration, done=self.done, total=self.total, rate=self.rate, updated_at=_now()
-        )
-
-    async def maybe_save(self, store: SettingsStore, migration: ModelMigration) -> None:
-        elapsed = time.monotonic() - self._since
-        if elapsed < _PROGRESS_EVERY_S:
-            return
-        self.rate = round(self._counted / elapsed, 1)
-        self._since, self._counted = time.monotonic(), 0
-        await _save(store, self.apply(migration))
 
 
 async def _fail(migrations: Migrations, migration: ModelMigration, reason: str) -> None:
@@ -445,14 +363,12 @@ async def _validate(
     if golden is None:
         return
     try:
-        sides = []
-        for model in (migration.source_model, migration.target_model):
-            await _loaded(migrations.models, model)
-            # the evaluation embeds the questions with the model the variant answers from
-            variant = msgspec.structs.replace(kb, embedding_model=migrations.models.own(model))
-            report = await evaluate(migrations.evaluator, principal, variant, golden, _no_progress)
-            sides.append(_figures(model, migrations.models.vector(model), report))
-        old, new = sides
+        old, new = [
+            await figures_on(
+                migrations.models, migrations.evaluator, principal, kb, golden=golden, model=model
+            )
+            for model in (migration.source_model, migration.target_model)
+        ]
         done = _replace(
             running,
             status="done",
@@ -483,32 +399,6 @@ async def _validate(
         if kept is not None:
             step = MigrationStep(at=_now(), key_id=principal.key_id, action="policy_kept_old")
             await _save(migrations.store, _replace(kept, steps=[*kept.steps, step]))
-
-
-async def _no_progress(stage: str, done: int, total: int) -> None:
-    """A validation's evaluations report no progress of their own."""
-
-
-def _figures(model: str, vector: str, report: EvaluationReport) -> SetFigures:
-    fused, dense = report.channels["fused"], report.channels["dense"]
-    recommended = report.recommendation
-    return SetFigures(
-        model=model,
-        vector=vector,
-        ndcg_10=round(fused.ndcg_10, 4),
-        recall_10=round(fused.recall_10, 4),
-        recall_100=round(fused.recall_100, 4),
-        dense_ndcg_10=round(dense.ndcg_10, 4),
-        abstention=msgspec.structs.asdict(report.current.measured),
-        recommended={
-            "score_threshold": recommended.settings.score_threshold,
-            "keyword_floor": recommended.settings.keyword_floor,
-            "grounding_floor": recommended.settings.grounding_floor,
-        },
-        recommended_ndcg_10=round(recommended.ndcg_10, 4),
-        recommended_abstention=msgspec.structs.asdict(recommended.measured),
-        meets_target=recommended.meets_target,
-    )
 
 
 # ---- switch, roll back, retire ----------------------------------------------------------
@@ -640,7 +530,7 @@ async def _answer_from(
     action: str,
 ) -> ModelMigration:
     kb = await knowledge_base_of(migrations.store, principal, migration.kb_id)
-    await _loaded(migrations.models, model)  # the next turn's questions need it
+    await loaded(migrations.models, model)  # the next turn's questions need it
     changed = msgspec.structs.replace(kb, embedding_model=migrations.models.own(model))
     await migrations.store.put_knowledge_base(changed)
     migrations.settings.invalidate(principal.tenant_id)
@@ -675,15 +565,3 @@ def _stepped(
 
 async def _save(store: SettingsStore, migration: ModelMigration) -> None:
     await store.put_migration(migration)
-
-
-async def _loaded(models: DenseModels, model_id: str) -> Embedder:
-    """The model, loaded off the event loop (seconds the first time); InvalidInputError
-    (`model`) when this deployment cannot load it offline."""
-    found = models.loaded(models.named(model_id))
-    if found is not None:
-        return found
-    try:
-        return await asyncio.to_thread(models.get, model_id)
-    except ModelUnavailableError as error:
-        raise InvalidInputError(str(error), field="model") from error

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.admin.migration import Validation
+from gateway.admin.migration_figures import Validation
 from gateway.http.schemas import Strict
 from settings.migration import MigrationStatus
 

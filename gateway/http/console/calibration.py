@@ -25,6 +25,7 @@ from gateway.admin import knowledge as admin_knowledge
 from gateway.admin import migration as admin_migration
 from gateway.admin.calibration import Calibration
 from gateway.admin.migration import Migrations
+from gateway.admin.migration_figures import validation_of
 from gateway.calibration.golden_file import GoldenFileError, golden_set_body
 from gateway.errors import ConflictError, InvalidInputError, NotFoundError
 from gateway.http.bodies import golden_questions
@@ -254,7 +255,7 @@ async def _calibration(
     migration = validation = None
     if chosen is not None and migrations is not None:
         migration = await store.get_migration(who.principal.tenant_id, chosen.kb_id)
-        validation = admin_migration.validation_of(migration) if migration else None
+        validation = validation_of(migration) if migration else None
     running = migration is not None and (
         migration.status.value == "building"
         or (validation is not None and validation.status == "running")

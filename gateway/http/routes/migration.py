@@ -12,6 +12,7 @@ from gateway.access.auth import Principal
 from gateway.admin import migration as admin
 from gateway.admin.knowledge import knowledge_base_of
 from gateway.admin.migration import Migrations
+from gateway.admin.migration_figures import validation_of
 from gateway.http.dependencies import Injected
 from gateway.http.migration_schemas import (
     MigrationOut,
@@ -49,7 +50,7 @@ async def migration_out(migrations: Migrations, migration: ModelMigration) -> Mi
             done=migration.done, total=migration.total, rate=migration.rate
         ),
         error=migration.error,
-        validation=admin.validation_of(migration),
+        validation=validation_of(migration),
         vector_sets=[
             VectorSetOut(model=model, vector=models.vector(model), answering=model == answering)
             for model in kept
