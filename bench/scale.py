@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.gateway_start import logged_build_ms, start_live
 from bench.scale_corpus import (
     Base,
     Layout,
@@ -96,7 +97,6 @@ LAYOUT_VERSION = 1
 TURN_SCOPES = ("tiny", "median", "largest")
 BURST_SHARE = 0.02
 MIN_BURST = 10_000
-START_TIMEOUT_S = 1800.0
 LINES_TIMEOUT_S = 900.0
 
 
@@ -380,20 +380,11 @@ def maintenance_phase(store: Store, env: dict[str, str], embedder: Embedder) -> 
         "while_serving": {"passages_written": burst.total, **beside},
         "at_start": {
             "start_to_live_s": round(start_s, 1),
-            "index_optimized_ms": _logged_build_ms(gateway),
+            "index_optimized_ms": logged_build_ms(gateway),
             "rank_median_ms_indexed": indexed_ms,
         },
         "shards_after": shards_shape(store.data_dir),
     }
-
-
-def _logged_build_ms(gateway: GatewayProcess) -> int | None:
-    """The duration of the last `index_optimized` the gateway logged (None: none)."""
-    found = None
-    for line in gateway.log_path.read_text().splitlines():
-        if '"index_optimized"' in line:
-            found = json.loads(line[line.index("{") :]).get("duration_ms")
-    return found
 
 
 def _faults(pid: int) -> tuple[int, int]:
@@ -420,20 +411,7 @@ def _disk_mib(path: Path) -> int:
 def _start(data_dir: Path, env: dict[str, str]) -> tuple[GatewayProcess, float]:
     """A gateway on the store, and seconds until it answers `/health/live`."""
     gateway = GatewayProcess(data_dir, env)
-    started = time.perf_counter()
-    try:
-        gateway.start()
-    except RuntimeError:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:  # a large store may take longer than the helper's wait
-            try:
-                gateway.wait_ready()
-                break
-            except RuntimeError:
-                if time.monotonic() > deadline:
-                    gateway.stop()
-                    raise
-    return gateway, time.perf_counter() - started
+    return gateway, start_live(gateway)
 
 
 def _prepare_agents(url: str, store: Store, keys: dict[str, str]) -> None:

@@ -19,7 +19,14 @@ What is real and what is replayed, plainly:
   knowledge bases each (one in five stored in `kb_shared`, the rest in the org's
   collection; KB ids `kb0`... repeat across workspaces), each KB drawing its abstracts
   from 3 of 64 topics (k-means over the base passages); classifications public,
-  internal, confidential, restricted at 40/30/20/10 % per document.
+  internal, confidential, restricted at 40/30/20/10 % per document. `Layout.single` is
+  one workspace with one KB drawing from every topic instead (`bench.migration_turns`
+  fills a KB made over the HTTP API with it).
+- **PII, real when asked for** (`load_pii`, cached in the work dir per analyzer version):
+  each base passage's text and each abstract's title analysed by the gateway's
+  recognizers; `PassageStream(pii=...)` stores it with every copy, as a write with the
+  analyzer does. Without it, passages carry none (the gateway analyses a passage when a
+  turn first returns it; `bench.scale` turns redaction off instead).
 """
 
 from __future__ import annotations
@@ -35,14 +42,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from ingest.chunking import ChunkingParams, chunk_text
 from ingest.embedder.embedding import Embedder
 from ingest.index import Passage, SparseVector, Storage
-from ingest.payload import CLASSIFICATION_ORDER, Classification, PassagePayload, text_checksum
-from ingest.sync import Document, DocumentWriter, Target, embedding_input, point_id
+from ingest.payload import (
+    CLASSIFICATION_ORDER,
+    Classification,
+    PassagePayload,
+    PiiAnalysis,
+    PiiSpan,
+    text_checksum,
+)
+from ingest.sync import Document, DocumentWriter, PassageAnalyzer, Target, embedding_input, point_id
 
 DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
 WORKSPACES = 1000
@@ -202,6 +217,45 @@ def _read_base(stem: Path) -> Base:
     )
 
 
+class BasePii(msgspec.Struct, frozen=True, kw_only=True):
+    """The real PII analysis of the base material, as a writer with an analyzer stores it
+    (`ingest.sync`): the spans of each base passage's text and of each abstract's title."""
+
+    analyzer: str
+    passages: list[tuple[PiiSpan, ...]]
+    titles: list[tuple[PiiSpan, ...]]
+
+    def of(self, position: int, doc: int) -> PiiAnalysis:
+        """The analysis a passage copied from base passage `position` of abstract `doc`
+        carries (its text and title are the base's)."""
+        return PiiAnalysis(
+            analyzer=self.analyzer, text=self.passages[position], title=self.titles[doc]
+        )
+
+
+def load_pii(work_dir: Path, base: Base, analyzer: PassageAnalyzer) -> BasePii:
+    """The base's passages and titles analysed by `analyzer`; cached per analyzer version."""
+    path = work_dir / f"pii-{len(base.titles)}-{analyzer.analyzer_version}.json"
+    if path.exists():
+        return msgspec.json.decode(path.read_bytes(), type=BasePii)
+    started = time.perf_counter()
+    passages: list[tuple[PiiSpan, ...]] = []
+    for start in range(0, len(base.passage_texts), 256):
+        passages.extend(analyzer.analyze_texts(base.passage_texts[start : start + 256]))
+        rate = len(passages) / (time.perf_counter() - started)
+        print(
+            f"  pii: {len(passages)}/{len(base.passage_texts)} passages ({rate:.0f}/s)",
+            file=sys.stderr,
+        )
+    found = BasePii(
+        analyzer=analyzer.analyzer_version,
+        passages=passages,
+        titles=analyzer.analyze_texts(base.titles),
+    )
+    path.write_bytes(msgspec.json.encode(found))
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class KnowledgeBase:
     kb_id: str
@@ -215,6 +269,8 @@ class Layout:
 
     workspace_org: list[str]
     workspace_kbs: list[list[KnowledgeBase]]
+    #: each workspace's tenant id (empty: `ws0000`, `ws0001`... by number)
+    tenant_ids: tuple[str, ...] = ()
 
     @staticmethod
     def make(seed: int) -> Layout:
@@ -235,12 +291,20 @@ class Layout:
             )
         return Layout([f"org{o:02d}" for o in orgs], kbs)
 
+    @staticmethod
+    def single(org_id: str, tenant_id: str, kb_id: str, storage: Storage, base: Base) -> Layout:
+        """One workspace with one knowledge base drawing from every topic of the base (a
+        KB made elsewhere, e.g. over the HTTP API, filled with the corpus)."""
+        topics = tuple(int(t) for t in np.unique(base.doc_topic))
+        kb = KnowledgeBase(kb_id=kb_id, storage=storage, topics=topics)
+        return Layout([org_id], [[kb]], tenant_ids=(tenant_id,))
+
     @property
     def orgs(self) -> list[str]:
         return sorted(set(self.workspace_org))
 
     def tenant(self, workspace: int) -> str:
-        return f"ws{workspace:04d}"
+        return self.tenant_ids[workspace] if self.tenant_ids else f"ws{workspace:04d}"
 
     def target(self, workspace: int, kb: int) -> Target:
         spec = self.workspace_kbs[workspace][kb]
@@ -277,11 +341,13 @@ class Plan:
 
 
 def plan_documents(size: int, layout: Layout, base: Base, seed: int, first_number: int = 0) -> Plan:
-    """Documents whose passages add up to `size` (the last abstract cut short to fit)."""
+    """Documents whose passages add up to `size` (the last abstract cut short to fit), over
+    the layout's workspaces by Zipf share."""
     rng = np.random.default_rng(seed)
-    weights = 1 / np.arange(1, WORKSPACES + 1)
+    workspaces = len(layout.workspace_kbs)
+    weights = 1 / np.arange(1, workspaces + 1)
     expected = math.ceil(size / float(base.doc_count.mean()) * 1.2) + 10
-    workspace = rng.choice(WORKSPACES, size=expected, p=weights / weights.sum())
+    workspace = rng.choice(workspaces, size=expected, p=weights / weights.sum())
     kb_counts = np.asarray([len(kbs) for kbs in layout.workspace_kbs])
     kb = (rng.random(expected) * kb_counts[workspace]).astype(np.int64)
     topic_docs = base.topic_docs()
@@ -309,12 +375,22 @@ def plan_documents(size: int, layout: Layout, base: Base, seed: int, first_numbe
 class PassageStream:
     """A plan's passages as the writer would make them (`Passage` with the payload
     contract's `PassagePayload`, `sync.point_id`, the writer's document version), grouped
-    by collection in batches of `WRITE_BATCH`."""
+    by collection in batches of `WRITE_BATCH`. With `pii`, each carries its text's and
+    title's analysis, as a writer with an analyzer stores it; without, none (the gateway
+    then analyses a passage when a turn first returns it)."""
 
     def __init__(
-        self, plan: Plan, layout: Layout, base: Base, writer: DocumentWriter, seed: int
+        self,
+        plan: Plan,
+        layout: Layout,
+        base: Base,
+        writer: DocumentWriter,
+        seed: int,
+        *,
+        pii: BasePii | None = None,
     ) -> None:
         self._plan = plan
+        self._pii = pii
         self._layout = layout
         self._base = base
         self._writer = writer
@@ -364,6 +440,7 @@ class PassageStream:
                     source=SOURCE,
                     checksum=text_checksum(base.passage_texts[position]),
                     indexed_at=INDEXED_AT,
+                    pii=self._pii.of(position, doc) if self._pii is not None else None,
                 ),
                 document_sparse=base.doc_sparse[doc] if index == 0 else None,
             )
