@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from gateway.admin.workspace import WorkspaceSettings
     from gateway.retrieval.plan import Planning
     from gateway.retrieval.turn import Retrieval
-    from gateway.runtime.services import Services
 
 S = TypeVar("S", bound=msgspec.Struct)
 T = TypeVar("T")
@@ -250,19 +249,6 @@ class EmbeddedGateway:
         self._workspaces = workspaces
         self._deletions = deletions
         self._workspace = workspace
-
-    @classmethod
-    def of(cls, services: Services, workspace: Principal | None) -> EmbeddedGateway:
-        """The gateway over the use cases the composition root wired."""
-        return cls(
-            knowledge=services.knowledge,
-            planning=services.planning,
-            retrieval=services.retrieval,
-            workspaces=services.workspaces,
-            deletions=services.deletions,
-            workspace=workspace,
-            migrations=services.migrations,
-        )
 
     async def create_org(self, org_id: str) -> dict[str, Any]:
         from gateway.admin import provisioning
@@ -655,7 +641,15 @@ async def embedded_gateway(
                 tenant_id=found.tenant_id,
                 clearance=Classification.RESTRICTED,
             )
-        yield EmbeddedGateway.of(services, workspace)
+        yield EmbeddedGateway(
+            knowledge=services.knowledge,
+            planning=services.planning,
+            retrieval=services.retrieval,
+            workspaces=services.workspaces,
+            deletions=services.deletions,
+            workspace=workspace,
+            migrations=services.migrations,
+        )
     finally:
         await services.close()
         if lock is not None:

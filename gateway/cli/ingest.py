@@ -216,7 +216,15 @@ async def _ingest_embedded(args: argparse.Namespace, config: Config) -> int:
         )
         sink = EmbeddedSink(services.documents, services.index, principal, args.kb, config.data_dir)
         admin = dataclasses.replace(principal, roles=frozenset({Role.ADMIN, Role.INGEST}))
-        status = await _prepare_then_sync(args, EmbeddedGateway.of(services, admin), sink)
+        gateway = EmbeddedGateway(
+            knowledge=services.knowledge,
+            planning=services.planning,
+            retrieval=services.retrieval,
+            workspaces=services.workspaces,
+            deletions=services.deletions,
+            workspace=admin,
+        )
+        status = await _prepare_then_sync(args, gateway, sink)
         # No gateway serves this data dir now: index what was written, as a start would.
         try:
             await services.index.optimize()
