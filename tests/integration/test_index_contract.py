@@ -602,6 +602,11 @@ def test_a_count_answers_what_the_last_write_left(index: BlockingIndex, collecti
     assert index.count(collection, scope()) == 0
     index.upsert(collection, [passage(doc="doc3", idx=0)])
     assert index.count(collection, scope()) == 1
+    # the same point written again above the Scope's clearance leaves it
+    index.upsert(collection, [passage(doc="doc3", idx=0, label=Classification.RESTRICTED)])
+    assert index.count(collection, scope()) == 0
+    index.upsert(collection, [passage(doc="doc3", idx=0)])
+    assert index.count(collection, scope()) == 1
     index.delete_scope(collection, scope())
     assert index.count(collection, scope()) == 0
 
@@ -922,6 +927,34 @@ def test_keyword_idf_is_what_the_keyword_legs_score_with(
     # a collection not created yet holds no term: nothing to weigh
     missing = index.keyword_idf(org_collection("never-created"), scope(), legs)
     assert missing == ((0.0, 0.0, 0.0), (), (0.0, 0.0, 0.0))
+
+
+def test_keyword_idf_answers_what_the_last_write_left(
+    index: BlockingIndex, collection: str
+) -> None:
+    """`keyword_idf` asked again after each kind of write weighs the Scope's points as the
+    write left them (how many hold the keyword vector, and the term), never an earlier
+    answer to the same legs."""
+    legs = [keyword_leg(1, 2)]
+    index.upsert(collection, [passage(idx=i, terms=(1,)) for i in range(3)])
+    assert index.keyword_idf(collection, scope(), legs) == index.keyword_idf(
+        collection, scope(), legs
+    )
+    assert index.keyword_idf(collection, scope(), legs)[0] == pytest.approx(
+        (bm25_idf(3, 3), bm25_idf(3, 0))
+    )
+    index.upsert(collection, [passage(doc="doc2", idx=0, terms=(2,))])
+    assert index.keyword_idf(collection, scope(), legs)[0] == pytest.approx(
+        (bm25_idf(4, 3), bm25_idf(4, 1))
+    )
+    index.delete_document(collection, scope(), "doc1")
+    assert index.keyword_idf(collection, scope(), legs)[0] == pytest.approx(
+        (bm25_idf(1, 0), bm25_idf(1, 1))
+    )
+    index.delete_scope(collection, scope())
+    assert index.keyword_idf(collection, scope(), legs)[0] == pytest.approx(
+        (bm25_idf(0, 0), bm25_idf(0, 0))
+    )
 
 
 def test_keyword_idf_holds_in_a_scope_too_large_to_count_term_by_term(
@@ -1267,6 +1300,42 @@ def test_edge_writes_survive_kill_9(tmp_path: Path) -> None:
     index = BlockingIndex(EdgeIndex(tmp_path, dense_dim=DIM))
     try:
         assert index.count(org_collection(ORG), scope()) == 40
+    finally:
+        index.close()
+
+
+def test_edge_counts_the_scopes_keyword_holders_once_between_writes(tmp_path: Path) -> None:
+    """On Edge (the data dir's only writer) `keyword_idf` counts how many of a Scope's
+    points hold each keyword vector once, then again only after a write to the collection:
+    other questions over the same Scope cost no such count, another Scope has its own."""
+    edge = EdgeIndex(tmp_path, dense_dim=DIM)
+    index = BlockingIndex(edge)
+    counted: list[tuple[str, ...]] = []
+    holders = edge.engine.keyword_holders
+
+    def counting(collection: str, scope: Scope, names: Sequence[str]) -> dict[str, int]:
+        counted.append(tuple(names))
+        return holders(collection, scope, names)
+
+    edge.engine.keyword_holders = counting  # type: ignore[method-assign]  # a spy on the engine's count
+    collection = org_collection(ORG)
+    try:
+        index.upsert(collection, [passage(idx=i, terms=(1,)) for i in range(3)])
+        index.keyword_idf(collection, scope(), [keyword_leg(1, 2)])
+        index.keyword_idf(collection, scope(), [keyword_leg(3)])
+        assert len(counted) == 1
+        index.keyword_idf(collection, scope(tenant="t2"), [keyword_leg(1)])
+        assert len(counted) == 2
+        # writes outside the Scope's cells: another workspace, a label above its clearance
+        index.upsert(collection, [passage(tenant="t2", terms=(1,))])
+        index.upsert(collection, [passage(doc="x", label=Classification.RESTRICTED)])
+        index.keyword_idf(collection, scope(), [keyword_leg(1)])
+        assert len(counted) == 2
+        index.upsert(collection, [passage(doc="doc2", terms=(2,))])
+        assert index.keyword_idf(collection, scope(), [keyword_leg(2)])[0] == pytest.approx(
+            (bm25_idf(4, 1),)
+        )
+        assert len(counted) == 3
     finally:
         index.close()
 

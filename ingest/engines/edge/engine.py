@@ -22,7 +22,7 @@ Index port over this: every call in a worker thread, with a deadline.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +66,7 @@ from ingest.engines.common import (
     stored_passages,
     weak_dense_legs,
 )
+from ingest.engines.edge.counts import Cell
 from ingest.engines.edge.disk import DiskReserve
 from ingest.engines.edge.narrowing import narrowing_condition
 from ingest.engines.edge.shards import (
@@ -185,7 +186,14 @@ class EdgeEngine(AdapterReads):
                 held.shard.flush()
         return len(missing)
 
-    def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
+    def upsert(
+        self,
+        collection: str,
+        passages: Sequence[Passage],
+        overwriting: Callable[[frozenset[Cell]], None] | None = None,
+    ) -> None:
+        """`overwriting`, if given, hears the cells of the stored points each page is about
+        to replace (under the collection's write lock, before the page is written)."""
         if not passages:
             return
         self._shards.disk.check()
@@ -199,6 +207,8 @@ class EdgeEngine(AdapterReads):
             # Whole documents at a time, as deletions go by pages: a bulk write's thousand
             # points in one call would hold the GIL, and stop every turn, for all of them.
             for page in _document_pages(passages, points):
+                if overwriting is not None:
+                    overwriting(_stored_cells(held.shard, [point.id for point in page]))
                 held.update(UpdateOperation.upsert_points(page), durable=False)
             held.shard.flush()  # durable before it is answered
 
@@ -212,9 +222,32 @@ class EdgeEngine(AdapterReads):
         held = self._shards.open_shard(collection)
         return None if held is None else held.document_keywords
 
+    def keyword_holders(
+        self, collection: str, scope: Scope, names: Sequence[str]
+    ) -> dict[str, int]:
+        """How many of the Scope's points hold each of these keyword vectors (the IDFs'
+        N); a vector the collection lacks is left out."""
+        held = self._shards.existing(collection)
+        if held is None:
+            return {}
+        with engine_errors(collection):
+            return {
+                name: held.shard.count(
+                    CountRequest(exact=True, filter=_scope_filter(scope, HasVectorCondition(name)))
+                )
+                for name in names
+                if held.document_keywords or name != DOCUMENT_SPARSE_VECTOR
+            }
+
     def keyword_idf(
-        self, collection: str, scope: Scope, legs: Sequence[Leg]
+        self,
+        collection: str,
+        scope: Scope,
+        legs: Sequence[Leg],
+        holders: Mapping[str, int] | None = None,
     ) -> tuple[tuple[float, ...], ...]:
+        """The keyword legs' term IDFs over the Scope; `holders`: `keyword_holders`'
+        answers already known (the others are counted)."""
         held = self._shards.existing(collection)
         if held is None:
             return legs_idf(legs, {})
@@ -226,17 +259,15 @@ class EdgeEngine(AdapterReads):
         if not terms:
             return legs_idf(legs, {})
         where = _scope_filter(scope)
+        known = holders or {}
         with engine_errors(collection):
-            holders = {
-                name: held.shard.count(
-                    CountRequest(exact=True, filter=_scope_filter(scope, HasVectorCondition(name)))
-                )
-                for name in terms
-            }
-            searches = IdfSearches.plan(terms, holders)
+            missing = [name for name in terms if name not in known]
+            if missing:
+                known = {**known, **self.keyword_holders(collection, scope, missing)}
+            searches = IdfSearches.plan(terms, {name: known[name] for name in terms})
             requests = [
                 *(
-                    self._idf_count(name, term, holders[name], where)
+                    self._idf_count(name, term, searches.holders[name], where)
                     for name, term in searches.counted
                 ),
                 *(self._idf_probe(name, term, where) for name, term in searches.probed),
@@ -616,6 +647,17 @@ _EXACT = SearchParams(exact=True)
 
 def _idf_over(corpus: Filter) -> SearchParams:
     return SearchParams(idf=IdfParams(corpus=corpus))
+
+
+def _stored_cells(shard: EdgeShard, point_ids: list[PointId]) -> frozenset[Cell]:
+    """The cells of those of these points the shard holds."""
+    keys = [PayloadKey.TENANT_ID, PayloadKey.KNOWLEDGE_BASE_ID, PayloadKey.CLASSIFICATION]
+    cells: set[Cell] = set()
+    for record in shard.retrieve(point_ids, with_payload=list(keys), with_vector=False):
+        payload = record.payload or {}
+        tenant, kb, label = (str(payload.get(key)) for key in keys)
+        cells.add((tenant, kb, label))
+    return frozenset(cells)
 
 
 def _document_pages(passages: Sequence[Passage], points: Sequence[Point]) -> list[list[Point]]:

@@ -23,8 +23,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
-from ingest.engines.common import WRITE_TIMEOUT_S
-from ingest.engines.edge.counts import CountsBetweenWrites
+from ingest.engines.common import WRITE_TIMEOUT_S, keyword_terms
+from ingest.engines.edge.counts import (
+    Cell,
+    CountsBetweenWrites,
+    Touched,
+    passage_cells,
+    scope_cells,
+)
 from ingest.engines.edge.engine import EDGE_DIR, EdgeEngine
 from ingest.index import (
     HeldTerms,
@@ -46,6 +52,8 @@ T = TypeVar("T")
 #: Worker threads for engine calls. Edge runs one call at a time anyway (it holds the
 #: GIL); the others are there so that a call stuck waiting does not hold up the rest.
 WORKERS = 4
+#: The kept counts' tag for `keyword_idf`'s N, apart from `count`'s (scope, document_id).
+_HOLDERS = "keyword holders"
 
 
 class EdgeIndex:
@@ -84,24 +92,26 @@ class EdgeIndex:
 
     async def _write(
         self,
+        touched: Touched,
         call: Callable[Concatenate[str, P], T],
         collection: str,
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T:
-        """A write to `collection`, bounded by `WRITE_TIMEOUT_S` (or `timeout_s` if that is
-        longer). The counts kept for the collection lapse when it begins and again when
-        the worker ends it (after its deadline too: the worker goes on)."""
+        """A write to `collection` that may change the `touched` cells (None: any), bounded
+        by `WRITE_TIMEOUT_S` (or `timeout_s` if that is longer). The counts kept for
+        Scopes reading those cells lapse when it begins and again when the worker ends it
+        (after its deadline too: the worker goes on)."""
 
         def write() -> T:
             try:
                 return call(collection, *args, **kwargs)
             finally:
-                self._counts.write_ends(collection)
+                self._counts.write_ends(collection, touched)
 
         if self._closed:
             raise IndexUnavailableError("the Qdrant Edge index is closed")
-        self._counts.write_begins(collection)  # submitted at once below: the worker ends it
+        self._counts.write_begins(collection, touched)  # submitted at once: the worker ends it
         return await self._bounded(max(self.timeout_s, WRITE_TIMEOUT_S), write)
 
     async def _bounded(
@@ -118,13 +128,28 @@ class EdgeIndex:
             raise IndexTimeoutError(f"Qdrant Edge did not answer within {timeout_s:g} s") from error
 
     async def ensure_collection(self, collection: str) -> None:
-        await self._write(self.engine.ensure_collection, collection)
+        await self._write(None, self.engine.ensure_collection, collection)
 
     async def ensure_field_indexes(self, collection: str, fields: Mapping[str, str]) -> int:
-        return await self._write(self.engine.ensure_field_indexes, collection, fields)
+        return await self._write(None, self.engine.ensure_field_indexes, collection, fields)
 
     async def upsert(self, collection: str, passages: Sequence[Passage]) -> None:
-        await self._write(self.engine.upsert, collection, passages)
+        overwritten: list[frozenset[Cell]] = []
+
+        def overwriting(cells: frozenset[Cell]) -> None:
+            self._counts.write_begins(collection, cells)
+            overwritten.append(cells)
+
+        def write(collection: str) -> None:
+            try:
+                self.engine.upsert(collection, passages, overwriting)
+            finally:
+                for cells in overwritten:
+                    self._counts.write_ends(collection, cells)
+
+        # A point written again may have been in other cells (another label): those lapse
+        # too, from before the page that moves it is written.
+        await self._write(passage_cells(passages), write, collection)
 
     async def document_keywords(self, collection: str) -> bool:
         known = self.engine.open_document_keywords(collection)  # no engine call: no worker
@@ -141,7 +166,27 @@ class EdgeIndex:
     async def keyword_idf(
         self, collection: str, scope: Scope, legs: Sequence[Leg]
     ) -> tuple[tuple[float, ...], ...]:
-        return await self._call(self.engine.keyword_idf, collection, scope, legs)
+        """The IDFs' N (how many of the Scope's points hold each keyword vector) is a
+        count like `count`'s, kept between writes; the terms' own counts are not."""
+        holders = await self._keyword_holders(collection, scope, tuple(keyword_terms(legs)))
+        return await self._call(self.engine.keyword_idf, collection, scope, legs, holders)
+
+    async def _keyword_holders(
+        self, collection: str, scope: Scope, names: tuple[str, ...]
+    ) -> dict[str, int]:
+        holders: dict[str, int] = {}
+        for name in names:
+            kept = self._counts.kept(collection, scope, (_HOLDERS, scope, name))
+            if kept is not None:
+                holders[name] = kept
+        missing = [name for name in names if name not in holders]
+        if missing:
+            mark = self._counts.mark(collection, scope)
+            counted = await self._call(self.engine.keyword_holders, collection, scope, missing)
+            for name, number in counted.items():
+                self._counts.keep(collection, scope, (_HOLDERS, scope, name), mark, number)
+            holders.update(counted)
+        return holders
 
     async def fetch(
         self, collection: str, scope: Scope, point_ids: Sequence[str]
@@ -155,12 +200,12 @@ class EdgeIndex:
 
     async def count(self, collection: str, scope: Scope, document_id: str | None = None) -> int:
         key = (scope, document_id)
-        kept = self._counts.kept(collection, key)
+        kept = self._counts.kept(collection, scope, key)
         if kept is not None:
             return kept
-        mark = self._counts.mark(collection)
+        mark = self._counts.mark(collection, scope)
         counted = await self._call(self.engine.count, collection, scope, document_id)
-        self._counts.keep(collection, key, mark, counted)
+        self._counts.keep(collection, scope, key, mark, counted)
         return counted
 
     async def scroll_document(
@@ -172,13 +217,17 @@ class EdgeIndex:
         return await self._call(self.engine.document_ids, collection, scope)
 
     async def delete_points(self, collection: str, scope: Scope, point_ids: Sequence[str]) -> int:
-        return await self._write(self.engine.delete_points, collection, scope, point_ids)
+        return await self._write(
+            scope_cells(scope), self.engine.delete_points, collection, scope, point_ids
+        )
 
     async def delete_document(self, collection: str, scope: Scope, document_id: str) -> int:
-        return await self._write(self.engine.delete_document, collection, scope, document_id)
+        return await self._write(
+            scope_cells(scope), self.engine.delete_document, collection, scope, document_id
+        )
 
     async def delete_scope(self, collection: str, scope: Scope) -> int:
-        return await self._write(self.engine.delete_scope, collection, scope)
+        return await self._write(scope_cells(scope), self.engine.delete_scope, collection, scope)
 
     async def passages_page(
         self, collection: str, scope: Scope, offset: str | None, limit: int
@@ -186,10 +235,10 @@ class EdgeIndex:
         return await self._call(self.engine.passages_page, collection, scope, offset, limit)
 
     async def drop_collection(self, collection: str) -> int | None:
-        return await self._write(self.engine.drop_collection, collection)
+        return await self._write(None, self.engine.drop_collection, collection)
 
     async def backfill_org(self, collection: str, scope: Scope) -> int:
-        return await self._write(self.engine.backfill_org, collection, scope)
+        return await self._write(scope_cells(scope), self.engine.backfill_org, collection, scope)
 
     async def stale_pii_page(
         self, collection: str, scope: Scope, analyzer: str, offset: str | None, limit: int
@@ -201,10 +250,12 @@ class EdgeIndex:
     async def set_pii(
         self, collection: str, scope: Scope, analyses: Mapping[str, PiiAnalysis]
     ) -> int:
-        return await self._write(self.engine.set_pii, collection, scope, analyses)
+        return await self._write(
+            scope_cells(scope), self.engine.set_pii, collection, scope, analyses
+        )
 
     async def add_dense_vector(self, collection: str, vector: str, dim: int) -> None:
-        await self._write(self.engine.add_dense_vector, collection, vector, dim)
+        await self._write(None, self.engine.add_dense_vector, collection, vector, dim)
 
     async def missing_vector_page(
         self, collection: str, scope: Scope, vector: str, offset: str | None, limit: int
@@ -216,13 +267,17 @@ class EdgeIndex:
     async def set_dense_vectors(
         self, collection: str, scope: Scope, vector: str, vectors: Mapping[str, Sequence[float]]
     ) -> int:
-        return await self._write(self.engine.set_dense_vectors, collection, scope, vector, vectors)
+        return await self._write(
+            scope_cells(scope), self.engine.set_dense_vectors, collection, scope, vector, vectors
+        )
 
     async def count_vector(self, collection: str, scope: Scope, vector: str) -> int:
         return await self._call(self.engine.count_vector, collection, scope, vector)
 
     async def drop_dense_vectors(self, collection: str, scope: Scope, vector: str) -> int:
-        return await self._write(self.engine.drop_dense_vectors, collection, scope, vector)
+        return await self._write(
+            scope_cells(scope), self.engine.drop_dense_vectors, collection, scope, vector
+        )
 
     async def optimize(self) -> list[str]:
         if self._closed:
