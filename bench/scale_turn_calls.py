@@ -34,6 +34,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -126,11 +127,10 @@ def _leg_kinds(legs: Sequence[Leg]) -> str:
 
 
 def _principal(layout: Layout, workspace: int) -> Principal:
-    return Principal(
-        key_id="bench",
+    """The workspace's turn key: the default clearance, as `bench.scale`'s keys."""
+    return replace(
+        scale._principal(layout, workspace),
         roles=frozenset({Role.ADMIN, Role.RETRIEVE}),
-        org_id=layout.workspace_org[workspace],
-        tenant_id=layout.tenant(workspace),
         clearance=DEFAULT_CLEARANCE,
     )
 
