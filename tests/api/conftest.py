@@ -26,6 +26,17 @@ from tests.support.redis_server import RedisServer
 PLATFORM_KEY = "test-platform-key-0123456789"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """schemathesis makes an item per API operation (`test_schemathesis.py`), but under
+    pytest 9 they all get the test function's node id (its items pass no callspec), and
+    pytest-xdist, which tells items apart by node id, would run one operation of 48.
+    Each gets its operation as its node id's parameters."""
+    for item in items:
+        label = getattr(item, "operation_label", None)
+        if label is not None and isinstance(item, pytest.Function) and item.parent is not None:
+            item._id = item.parent.id.child(item.originalname).with_params(label)
+
+
 @dataclass
 class Gateway:
     client: AsyncTestClient  # type: ignore[type-arg]  # Litestar's client is generic over the app
